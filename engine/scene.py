@@ -1,0 +1,232 @@
+"""Scene description: what the host exports and the engine simulates.
+
+Everything is in world space, SI units (metres, seconds), Z up. The host (the Blender bridge)
+applies object transforms and the scene unit scale before building these objects; the engine
+never sees host data.
+
+A scene is saved into a *job folder* so that a bake can run without Blender
+(``python -m engine.cli bake <job folder>``)::
+
+    <job>/settings.json     SimulationSettings as a dict
+    <job>/scene.json        names, scalars, and for each object the keys of its arrays
+    <job>/scene.npz         the arrays (numpy .npz, no pickles)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import InvalidSceneError
+from . import settings as settings_mod
+
+JOB_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TriangleMesh:
+    """A triangle mesh in world space.
+
+    Attributes
+    ----------
+    vertices : ndarray, shape (V, 3), float64, metres
+    triangles : ndarray, shape (T, 3), int32, indices into ``vertices``
+    """
+
+    vertices: np.ndarray
+    triangles: np.ndarray
+
+    def __post_init__(self):
+        object.__setattr__(self, "vertices", np.ascontiguousarray(self.vertices, dtype=np.float64).reshape(-1, 3))
+        object.__setattr__(self, "triangles", np.ascontiguousarray(self.triangles, dtype=np.int32).reshape(-1, 3))
+
+
+@dataclass(frozen=True)
+class FluidObject:
+    """A mesh whose closed volume is filled with liquid at the start of the bake.
+
+    Attributes
+    ----------
+    name : str
+        Object name, used in messages.
+    mesh : TriangleMesh
+        World-space surface of the volume.
+    velocity : ndarray, shape (3,), float64, m/s
+        Initial velocity of the liquid.
+    """
+
+    name: str
+    mesh: TriangleMesh
+    velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+    def __post_init__(self):
+        object.__setattr__(self, "velocity", np.asarray(self.velocity, dtype=np.float64).reshape(3))
+
+
+@dataclass(frozen=True)
+class BoxContainer:
+    """An axis-aligned box that keeps the liquid inside.
+
+    Attributes
+    ----------
+    name : str
+    lower, upper : ndarray, shape (3,), float64, metres
+        Inner corners of the box.
+    """
+
+    name: str
+    lower: np.ndarray
+    upper: np.ndarray
+
+    def __post_init__(self):
+        object.__setattr__(self, "lower", np.asarray(self.lower, dtype=np.float64).reshape(3))
+        object.__setattr__(self, "upper", np.asarray(self.upper, dtype=np.float64).reshape(3))
+
+
+@dataclass(frozen=True)
+class SceneDescription:
+    """Everything the engine simulates apart from the settings.
+
+    Attributes
+    ----------
+    fluids : tuple of FluidObject
+    containers : tuple of BoxContainer
+    gravity : ndarray, shape (3,), float64, m/s^2
+    frame_start, frame_end : int
+        Inclusive frame range; the state at ``frame_start`` is the initial state.
+    fps : float
+        Frames per second (Blender's ``fps / fps_base``).
+    """
+
+    fluids: tuple = ()
+    containers: tuple = ()
+    gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
+    frame_start: int = 1
+    frame_end: int = 72
+    fps: float = 24.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "fluids", tuple(self.fluids))
+        object.__setattr__(self, "containers", tuple(self.containers))
+        object.__setattr__(self, "gravity", np.asarray(self.gravity, dtype=np.float64).reshape(3))
+
+    def validate(self) -> None:
+        """Raise :class:`InvalidSceneError` listing every structural problem."""
+        problems = []
+        if not self.fluids:
+            problems.append("The scene has no object with the role Fluid")
+        for f in self.fluids:
+            if len(f.mesh.triangles) == 0:
+                problems.append(f"Fluid '{f.name}' has no faces, so it has no volume to fill")
+            elif not np.all(np.isfinite(f.mesh.vertices)):
+                problems.append(f"Fluid '{f.name}' has non-finite vertex coordinates")
+        for c in self.containers:
+            if np.any(c.upper <= c.lower):
+                problems.append(f"Container '{c.name}' has no inside (its size is zero along an axis)")
+        if self.frame_end <= self.frame_start:
+            problems.append(f"The frame range {self.frame_start}-{self.frame_end} is empty; the end must be "
+                            f"after the start")
+        if not (self.fps > 0 and np.isfinite(self.fps)):
+            problems.append(f"Frame rate {self.fps} is not positive")
+        if not np.all(np.isfinite(self.gravity)):
+            problems.append("Gravity is not finite")
+        if problems:
+            raise InvalidSceneError(problems)
+
+
+def _arrays_and_json(scene: SceneDescription):
+    arrays = {"gravity": scene.gravity}
+    fluids = []
+    for i, f in enumerate(scene.fluids):
+        arrays[f"fluid{i}_vertices"] = f.mesh.vertices
+        arrays[f"fluid{i}_triangles"] = f.mesh.triangles
+        arrays[f"fluid{i}_velocity"] = f.velocity
+        fluids.append({"name": f.name, "vertices": f"fluid{i}_vertices", "triangles": f"fluid{i}_triangles",
+                       "velocity": f"fluid{i}_velocity"})
+    containers = []
+    for i, c in enumerate(scene.containers):
+        arrays[f"container{i}_lower"] = c.lower
+        arrays[f"container{i}_upper"] = c.upper
+        containers.append({"name": c.name, "type": "BOX", "lower": f"container{i}_lower",
+                           "upper": f"container{i}_upper"})
+    doc = {"format": "surge-job", "format_version": JOB_FORMAT_VERSION, "frame_start": int(scene.frame_start),
+           "frame_end": int(scene.frame_end), "fps": float(scene.fps), "gravity": "gravity",
+           "fluids": fluids, "containers": containers}
+    return doc, arrays
+
+
+def scene_hash(scene: SceneDescription) -> str:
+    """SHA-256 over the scene's JSON and the bytes of every array."""
+    doc, arrays = _arrays_and_json(scene)
+    h = hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8"))
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(arrays[k])
+        h.update(k.encode("utf-8"))
+        h.update(str(a.dtype).encode("ascii"))
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def save_job(job_dir: str, scene: SceneDescription, settings: settings_mod.SimulationSettings) -> None:
+    """Write settings and scene into ``job_dir`` (created if missing)."""
+    os.makedirs(job_dir, exist_ok=True)
+    doc, arrays = _arrays_and_json(scene)
+    tmp = os.path.join(job_dir, "scene.npz.tmp")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+    os.replace(tmp, os.path.join(job_dir, "scene.npz"))
+    _write_atomic(os.path.join(job_dir, "scene.json"), json.dumps(doc, indent=1).encode("utf-8"))
+    _write_atomic(os.path.join(job_dir, "settings.json"),
+                  json.dumps(settings_mod.to_dict(settings), indent=1, sort_keys=True).encode("utf-8"))
+
+
+def load_job(job_dir: str) -> tuple[SceneDescription, settings_mod.SimulationSettings]:
+    """Read a job folder written by :func:`save_job`.
+
+    Raises
+    ------
+    InvalidSceneError
+        If a file is missing or the job format is not one this engine reads.
+    InvalidSettingsError
+        If the stored settings do not validate.
+    """
+    try:
+        with open(os.path.join(job_dir, "scene.json"), encoding="utf-8") as fh:
+            doc = json.load(fh)
+        with open(os.path.join(job_dir, "settings.json"), encoding="utf-8") as fh:
+            sdict = json.load(fh)
+        with np.load(os.path.join(job_dir, "scene.npz"), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError, KeyError) as exc:
+        raise InvalidSceneError(f"Job folder '{job_dir}' cannot be read: {exc}") from exc
+    if doc.get("format") != "surge-job" or doc.get("format_version") != JOB_FORMAT_VERSION:
+        raise InvalidSceneError(f"Job folder '{job_dir}' has format {doc.get('format')!r} version "
+                                f"{doc.get('format_version')!r}; this engine reads surge-job version "
+                                f"{JOB_FORMAT_VERSION}")
+    try:
+        fluids = [FluidObject(f["name"], TriangleMesh(arrays[f["vertices"]], arrays[f["triangles"]]),
+                              arrays[f["velocity"]]) for f in doc["fluids"]]
+        containers = []
+        for c in doc["containers"]:
+            if c.get("type") != "BOX":
+                raise InvalidSceneError(f"Container '{c['name']}' has unknown type {c.get('type')!r}")
+            containers.append(BoxContainer(c["name"], arrays[c["lower"]], arrays[c["upper"]]))
+        scene = SceneDescription(fluids=fluids, containers=containers, gravity=arrays[doc["gravity"]],
+                                 frame_start=int(doc["frame_start"]), frame_end=int(doc["frame_end"]),
+                                 fps=float(doc["fps"]))
+    except KeyError as exc:
+        raise InvalidSceneError(f"Job folder '{job_dir}' is incomplete: missing {exc}") from exc
+    return scene, settings_mod.from_dict(sdict)

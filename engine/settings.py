@@ -1,0 +1,189 @@
+"""Simulation settings: one typed description of every parameter.
+
+Each field of :class:`SimulationSettings` carries its metadata (label, unit, range, tooltip, enum
+items) in ``dataclasses.field(metadata=...)``. That single description feeds
+
+* :func:`validate` (every problem collected, then one :class:`InvalidSettingsError`),
+* the Blender properties (the add-on builds its PropertyGroup from :func:`parameters`),
+* the cache manifest (:func:`to_dict` and :func:`settings_hash`).
+
+Units are SI. Enum values are strings, never integer codes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidSettingsError
+
+SOLVERS = (
+    ("WCSPH", "WCSPH", "Weakly-compressible SPH: Tait equation of state, leap-frog time stepping"),
+    ("PBF", "PBF", "Position-Based Fluids with the production extensions of Alduan et al. 2015"),
+    ("HYBRID", "Hybrid", "MAC grid in the deep liquid, SPH particles near the surface (Suarez & Susin 2006)"),
+)
+
+#: Solvers this engine version can bake. The others are refused with a clear message.
+SUPPORTED_SOLVERS = ("WCSPH",)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """Metadata of one setting, as read by validation, the Blender UI and the manifest."""
+
+    name: str
+    kind: type
+    default: Any
+    label: str
+    tooltip: str
+    unit: str = ""  # SI unit symbol in ASCII: "m", "m/s", "kg/m3", "m2/s"; "" for ratios
+    min: float | None = None
+    max: float | None = None
+    soft_min: float | None = None
+    soft_max: float | None = None
+    items: tuple = ()
+    group: str = "Simulation"
+
+
+def _param(default, *, label, tooltip, unit="", min=None, max=None, soft_min=None, soft_max=None,
+           items=(), group="Simulation"):
+    meta = dict(label=label, tooltip=tooltip, unit=unit, min=min, max=max, soft_min=soft_min,
+                soft_max=soft_max, items=tuple(items), group=group)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class SimulationSettings:
+    """Every parameter of a bake. Construct with keywords; check with :func:`validate`."""
+
+    solver: str = _param(
+        "WCSPH", label="Solver", items=SOLVERS,
+        tooltip="Method that moves the liquid")
+    particle_spacing: float = _param(
+        0.025, label="Particle Spacing", unit="m", min=0.0005, max=10.0, soft_min=0.002, soft_max=0.2,
+        tooltip="Distance between neighbouring particles at rest, in metres; halving it makes 8 times more particles")
+    smoothing_length_factor: float = _param(
+        1.2, label="Smoothing Length", min=0.8, max=2.5,
+        tooltip="Kernel smoothing length h as a multiple of the particle spacing; particles interact within 2h")
+    rest_density: float = _param(
+        1000.0, label="Rest Density", unit="kg/m3", min=1.0, max=25000.0, soft_min=100.0, soft_max=5000.0,
+        tooltip="Density of the liquid at rest, in kilograms per cubic metre (water: 1000)")
+    viscosity: float = _param(
+        1.0e-6, label="Viscosity", unit="m2/s", min=0.0, max=100.0, soft_max=0.1,
+        tooltip="Kinematic viscosity in square metres per second (water: 0.000001, honey: about 0.005)")
+    artificial_viscosity: float = _param(
+        0.02, label="Artificial Viscosity", min=0.0, max=1.0, soft_max=0.2,
+        tooltip="Monaghan's artificial viscosity alpha; damps particle noise, larger values make the liquid thicker")
+    sound_speed: float = _param(
+        0.0, label="Speed of Sound", unit="m/s", min=0.0, max=10000.0, soft_max=200.0,
+        tooltip="Numerical speed of sound of the weakly-compressible liquid in m/s; 0 picks ten times the fastest "
+                "free-fall speed the scene allows, which keeps density errors near 1 %")
+    cfl_number: float = _param(
+        0.3, label="CFL Number", min=0.01, max=1.0,
+        tooltip="Fraction of a smoothing length a pressure wave may travel per substep; smaller is safer and slower")
+    max_substeps: int = _param(
+        2000, label="Max Substeps", min=1, max=100000,
+        tooltip="Most substeps one frame may take; a frame needing more stops the bake with an error")
+    wall_friction: float = _param(
+        0.0, label="Wall Friction", min=0.0, max=1.0,
+        tooltip="Fraction of tangential velocity removed when a particle touches a container wall")
+    use_deterministic: bool = _param(
+        False, label="Deterministic",
+        tooltip="Run every kernel on one thread so the same scene always gives bit-identical frames (slower)")
+
+
+def parameters() -> list[Parameter]:
+    """Metadata of every setting, in declaration order."""
+    out = []
+    hints = {"str": str, "float": float, "int": int, "bool": bool}
+    for f in dataclasses.fields(SimulationSettings):
+        m = f.metadata
+        out.append(Parameter(name=f.name, kind=hints[f.type] if isinstance(f.type, str) else f.type,
+                             default=f.default, **m))
+    return out
+
+
+def to_dict(settings: SimulationSettings) -> dict:
+    """Plain dict of the settings (JSON-safe), as stored in a job folder and cache manifest."""
+    return dataclasses.asdict(settings)
+
+
+def settings_hash(settings: SimulationSettings) -> str:
+    """SHA-256 of the canonical JSON of the settings."""
+    text = json.dumps(to_dict(settings), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _problems_for(p: Parameter, value, owner: str) -> list[str]:
+    where = f"{owner}: setting '{p.label}' ({p.name})"
+    if p.kind is bool:
+        return [] if isinstance(value, bool) else [f"{where} must be true or false, got {value!r}"]
+    if p.kind is str:
+        if not isinstance(value, str):
+            return [f"{where} must be text, got {value!r}"]
+        names = [i[0] for i in p.items]
+        if names and value not in names:
+            return [f"{where} is {value!r}; choose one of {', '.join(names)}"]
+        return []
+    if p.kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        return [f"{where} must be a whole number, got {value!r}"]
+    if p.kind is float and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        return [f"{where} must be a number, got {value!r}"]
+    if not math.isfinite(value):
+        return [f"{where} must be finite, got {value!r}"]
+    unit = f" {p.unit}" if p.unit else ""
+    if p.min is not None and value < p.min:
+        return [f"{where} is {value:g}{unit}, below the minimum {p.min:g}{unit}"]
+    if p.max is not None and value > p.max:
+        return [f"{where} is {value:g}{unit}, above the maximum {p.max:g}{unit}"]
+    return []
+
+
+def validate(settings: SimulationSettings, owner: str = "Scene") -> None:
+    """Check every setting; raise one :class:`InvalidSettingsError` listing all problems.
+
+    Parameters
+    ----------
+    settings : SimulationSettings
+    owner : str
+        Name used in messages (the Blender scene name, for instance).
+    """
+    problems: list[str] = []
+    for p in parameters():
+        problems += _problems_for(p, getattr(settings, p.name), owner)
+    if problems:
+        raise InvalidSettingsError(problems)
+
+
+def check_supported(settings: SimulationSettings, owner: str = "Scene") -> None:
+    """Refuse settings this engine version cannot bake yet (never silently ignore them)."""
+    if settings.solver not in SUPPORTED_SOLVERS:
+        raise InvalidSettingsError([
+            f"{owner}: solver '{settings.solver}' is not available in this version of Surge; "
+            f"use {' or '.join(SUPPORTED_SOLVERS)}"])
+
+
+def from_dict(data: dict, owner: str = "Scene") -> SimulationSettings:
+    """Build settings from a dict, strictly: unknown keys are errors, missing keys take defaults.
+
+    Integral floats such as ``2.0`` are accepted for float fields and ints for float fields;
+    the result is validated before it is returned.
+    """
+    known = {p.name: p for p in parameters()}
+    problems = [f"{owner}: unknown setting '{k}'" for k in data if k not in known]
+    values = {}
+    for k, v in data.items():
+        if k in known:
+            p = known[k]
+            if p.kind is float and isinstance(v, int) and not isinstance(v, bool):
+                v = float(v)
+            values[k] = v
+    if problems:
+        raise InvalidSettingsError(problems)
+    settings = SimulationSettings(**values)
+    validate(settings, owner)
+    return settings
