@@ -91,9 +91,7 @@ class SimulationSettings:
     wall_friction: float = _param(
         0.0, label="Wall Friction", min=0.0, max=1.0,
         tooltip="Fraction of tangential velocity removed when a particle touches a container wall")
-    use_deterministic: bool = _param(
-        False, label="Deterministic",
-        tooltip="Run every kernel on one thread so the same scene always gives bit-identical frames (slower)")
+
 
 
 def parameters() -> list[Parameter]:

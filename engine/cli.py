@@ -1,0 +1,70 @@
+"""Command line: bake an exported job folder without Blender.
+
+Usage (from the add-on folder, or with it on ``PYTHONPATH``)::
+
+    python -m engine.cli bake JOB_DIR CACHE_DIR [--cancel-file PATH] [--quiet]
+
+Prints one JSON object per line on stdout:
+
+* ``{"event": "stage", "stage": "compile" | "fill" | "simulate", "elapsed": s}``
+* ``{"event": "frame", "frame": f, "frame_start": a, "frame_end": b, "substeps": n,
+  "particles": N, "elapsed": s, "eta": s}``
+* ``{"event": "done", "status": "complete" | "cancelled", "frames": k, "particles": N, "elapsed": s}``
+* ``{"event": "error", "error": "<exception class>", "message": "..."}``
+
+Exit status: 0 complete, 1 engine error (message in the error event), 2 bad usage,
+3 cancelled (frames written so far stay valid). Creating the file named by ``--cancel-file``
+asks the bake to stop after the current substep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from .errors import BakeCancelled, EngineError
+
+
+def _emit(event: dict) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.cli", description="Surge headless bake")
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("bake", help="bake a job folder into a cache folder")
+    b.add_argument("job_dir")
+    b.add_argument("cache_dir")
+    b.add_argument("--cancel-file", default=None, help="stop cleanly once this file exists")
+    b.add_argument("--quiet", action="store_true", help="log warnings only (stderr)")
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    from . import driver  # imported late so that argument errors do not wait for numba
+
+    cancel = None
+    if args.cancel_file:
+        flag = args.cancel_file
+
+        def cancel() -> bool:
+            return os.path.exists(flag)
+
+    try:
+        summary = driver.bake_job(args.job_dir, args.cache_dir, progress=_emit, cancel=cancel)
+    except BakeCancelled as exc:
+        _emit({"event": "done", "status": "cancelled", "message": str(exc)})
+        return 3
+    except (EngineError, OSError) as exc:
+        _emit({"event": "error", "error": type(exc).__name__, "message": str(exc)})
+        return 1
+    _emit({"event": "done", "status": "complete", **summary})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The frame loop: the only place that advances a simulation over frames and writes the cache.
+
+``check_job`` is cheap (no numba) and is what the host calls before touching a cache folder;
+``bake_job`` reads a job folder and bakes it; ``bake`` does the same from objects in memory.
+Progress goes through a callback (one dict per event, see :mod:`engine.cli`), cancellation
+through a callable polled between substeps.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Callable
+
+import numpy as np
+
+from . import __version__
+from . import emit
+from . import settings as settings_mod
+from .cache import CacheWriter, check_writable, clear
+from .errors import BakeCancelled, InvalidSceneError, SimulationDivergedError
+from .particles import Particles
+from .scene import SceneDescription, load_job, scene_hash
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[dict], None]
+Cancel = Callable[[], bool]
+
+
+def check_job(scene: SceneDescription, settings: settings_mod.SimulationSettings, owner: str = "Scene") -> float:
+    """Validate everything that can be checked before baking; returns the estimated particle count.
+
+    Raises
+    ------
+    InvalidSettingsError, InvalidSceneError
+        With every problem found, each naming the object or setting.
+    """
+    settings_mod.validate(settings, owner)
+    settings_mod.check_supported(settings, owner)
+    scene.validate()
+    return emit.check_particle_budget(scene, settings.particle_spacing)
+
+
+def initial_particles(scene: SceneDescription, settings: settings_mod.SimulationSettings) -> Particles:
+    """Fill every FLUID volume with particles at the spacing; ids in object order."""
+    xs, vs = [], []
+    problems = []
+    for f in scene.fluids:
+        pts = emit.fill_volume(f.mesh, settings.particle_spacing)
+        if len(pts) == 0:
+            problems.append(f"Fluid '{f.name}' holds no particle at spacing {settings.particle_spacing:g} m: "
+                            f"it is open, flat or thinner than the spacing")
+        xs.append(pts)
+        vs.append(np.broadcast_to(f.velocity, pts.shape))
+    if problems:
+        raise InvalidSceneError(problems)
+    x = np.concatenate(xs) if xs else np.zeros((0, 3))
+    v = np.concatenate(vs) if vs else np.zeros((0, 3))
+    return Particles.create(x, v, settings.rest_density)
+
+
+def _make_solver(scene: SceneDescription, settings: settings_mod.SimulationSettings, particles: Particles):
+    from .solvers import wcsph
+
+    boxes = np.array([[c.lower, c.upper] for c in scene.containers], dtype=np.float64).reshape(-1, 2, 3)
+    c0 = settings.sound_speed or wcsph.auto_sound_speed(particles.x, particles.v, scene.gravity, boxes)
+    model = wcsph.make_model(dx=settings.particle_spacing, h_factor=settings.smoothing_length_factor,
+                             rho0=settings.rest_density, c0=c0, alpha=settings.artificial_viscosity,
+                             nu=settings.viscosity, gravity=scene.gravity, boxes=boxes,
+                             friction=settings.wall_friction, cfl=settings.cfl_number)
+    log.info("WCSPH: %d particles, h=%.4g m, c0=%.4g m/s, mass=%.4g kg", len(particles), model.h, c0, model.mass)
+    return wcsph.WCSPHSolver(model, particles)
+
+
+def _check_state(solver, frame: int, settings: settings_mod.SimulationSettings) -> None:
+    pt = solver.particles
+    if not (np.all(np.isfinite(pt.x)) and np.all(np.isfinite(pt.v))):
+        raise SimulationDivergedError(
+            f"The simulation became unstable at frame {frame} (non-finite positions or velocities). "
+            f"Lower the CFL number (now {settings.cfl_number:g}) or raise the speed of sound.")
+    vmax = float(np.sqrt(np.max(np.einsum("ij,ij->i", pt.v, pt.v)))) if len(pt) else 0.0
+    limit = 5.0 * solver.model.c0
+    if vmax > limit:
+        raise SimulationDivergedError(
+            f"The simulation became unstable at frame {frame}: a particle moves at {vmax:.3g} m/s, more than "
+            f"five times the speed of sound ({solver.model.c0:.3g} m/s). Lower the CFL number (now "
+            f"{settings.cfl_number:g}) or raise the speed of sound.")
+
+
+def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cache_dir: str,
+         progress: Progress | None = None, cancel: Cancel | None = None) -> dict:
+    """Bake ``scene`` into ``cache_dir``; the frame at ``scene.frame_start`` is the initial state.
+
+    Every frame is in the cache as soon as it is simulated, so a failure or cancel keeps all
+    frames before it.
+
+    Returns
+    -------
+    dict
+        ``frames`` (count written), ``particles`` (final count), ``elapsed`` (s), ``substeps``.
+
+    Raises
+    ------
+    BakeCancelled
+        When ``cancel()`` returned True (the manifest says 'cancelled').
+    SimulationDivergedError, InvalidSceneError, InvalidSettingsError, OSError
+    """
+    emit_ = progress or (lambda event: None)
+    t0 = time.perf_counter()
+    check_job(scene, settings)
+    check_writable(cache_dir)
+
+    emit_({"event": "stage", "stage": "fill", "elapsed": 0.0})
+    particles = initial_particles(scene, settings)
+    emit_({"event": "stage", "stage": "compile", "elapsed": time.perf_counter() - t0})
+    solver = _make_solver(scene, settings, particles)
+
+    header = {
+        "engine_version": __version__,
+        "solver": settings.solver,
+        "settings": settings_mod.to_dict(settings),
+        "settings_hash": settings_mod.settings_hash(settings),
+        "scene_hash": scene_hash(scene),
+        "frame_start": int(scene.frame_start),
+        "frame_end": int(scene.frame_end),
+        "fps": float(scene.fps),
+        "particle_spacing": float(settings.particle_spacing),
+        "particle_radius": 0.5 * float(settings.particle_spacing),
+    }
+    clear(cache_dir)  # only now: a bake refused above leaves the previous cache untouched
+    writer = CacheWriter(cache_dir, header)
+    writer.write_frame(scene.frame_start, solver.particles.frame_arrays())
+    emit_({"event": "stage", "stage": "simulate", "elapsed": time.perf_counter() - t0})
+
+    frame_dt = 1.0 / scene.fps
+    total_substeps = 0
+    sim_start = time.perf_counter()
+    n_frames = scene.frame_end - scene.frame_start
+    try:
+        for k, frame in enumerate(range(scene.frame_start + 1, scene.frame_end + 1)):
+            remaining = frame_dt
+            substeps = 0
+            while remaining > 1e-12 * frame_dt:
+                if cancel is not None and cancel():
+                    raise BakeCancelled(f"Bake cancelled at frame {frame}; frames up to {frame - 1} are kept")
+                dt = solver.stable_dt()
+                n_left = math.ceil(remaining / dt - 1e-9)
+                dt = remaining / n_left  # equal substeps that land exactly on the frame time
+                solver.step(dt)
+                remaining -= dt
+                substeps += 1
+                if substeps > settings.max_substeps:
+                    raise SimulationDivergedError(
+                        f"Frame {frame} needed more than {settings.max_substeps} substeps (Max Substeps). The "
+                        f"liquid is moving too fast for the particle spacing; raise Max Substeps or the spacing.")
+            _check_state(solver, frame, settings)
+            writer.write_frame(frame, solver.particles.frame_arrays())
+            total_substeps += substeps
+            elapsed = time.perf_counter() - t0
+            done = k + 1
+            eta = (time.perf_counter() - sim_start) / done * (n_frames - done)
+            emit_({"event": "frame", "frame": frame, "frame_start": scene.frame_start,
+                   "frame_end": scene.frame_end, "substeps": substeps, "particles": len(solver.particles),
+                   "elapsed": round(elapsed, 3), "eta": round(eta, 3)})
+    except BakeCancelled as exc:
+        writer.finish("cancelled", str(exc))
+        raise
+    except SimulationDivergedError as exc:
+        writer.finish("failed", str(exc))
+        raise
+    elapsed = time.perf_counter() - t0
+    writer.finish("complete", "", elapsed=round(elapsed, 3), substeps=total_substeps)
+    return {"frames": n_frames + 1, "particles": len(solver.particles), "elapsed": round(elapsed, 3),
+            "substeps": total_substeps}
+
+
+def bake_job(job_dir: str, cache_dir: str, progress: Progress | None = None, cancel: Cancel | None = None) -> dict:
+    """Read a job folder (see :func:`engine.scene.save_job`) and :func:`bake` it into ``cache_dir``."""
+    scene, settings = load_job(job_dir)
+    return bake(scene, settings, cache_dir, progress=progress, cancel=cancel)

@@ -1,0 +1,240 @@
+"""Neighbour search on a Morton-sorted cell grid with 64-bit keys (no dense grid, unbounded).
+
+Seed ``004_c098f18fca6bfc80.txt`` §5: particles are binned into cubic cells of edge ``cell_size``
+(the kernel support, 2h), each cell named by the 64-bit Z-order (Morton) interleave of its three
+21-bit integer coordinates. Sorting particles by that key puts the particles of one cell next to
+each other in memory and nearby cells near each other. Only occupied cells exist: memory follows
+the particles, not the bounding box, so a splash may fly anywhere within +-2^20 cells of the origin
+(about 52 km at 5 cm cells); particles beyond that are clamped into the outermost cell.
+
+For every occupied cell the indices of its (up to) 27 occupied neighbour cells are found once by
+binary search in the sorted key list; kernels then loop ``cell -> 27 ranges -> particles`` and
+never build per-particle neighbour lists.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, prange
+
+_BITS = 21
+_OFFSET = 1 << (_BITS - 1)
+_MAXC = (1 << _BITS) - 1
+
+
+class CellGrid(NamedTuple):
+    """Occupied cells of a sorted particle set.
+
+    Attributes
+    ----------
+    cell_size : float
+        Edge of a cell, metres (>= the interaction radius).
+    order : ndarray, shape (N,), int64
+        Permutation that sorts particles by cell key (apply it to every particle array).
+    cell_key : ndarray, shape (M,), uint64
+        Morton key of each occupied cell, ascending.
+    cell_start : ndarray, shape (M + 1,), int64
+        Particles of cell c are ``cell_start[c]:cell_start[c + 1]`` in sorted order.
+    cell_nbr : ndarray, shape (M, 27), int32
+        Occupied neighbour cells of each cell (itself included), -1 where empty.
+    particle_cell : ndarray, shape (N,), int32
+        Cell of each particle, in sorted order.
+    """
+
+    cell_size: float
+    order: np.ndarray
+    cell_key: np.ndarray
+    cell_start: np.ndarray
+    cell_nbr: np.ndarray
+    particle_cell: np.ndarray
+
+
+@njit(inline="always", cache=True)
+def _spread(v):
+    """Insert two zero bits between each of the low 21 bits of v (uint64)."""
+    v = v & np.uint64(0x1FFFFF)
+    v = (v | (v << np.uint64(32))) & np.uint64(0x1F00000000FFFF)
+    v = (v | (v << np.uint64(16))) & np.uint64(0x1F0000FF0000FF)
+    v = (v | (v << np.uint64(8))) & np.uint64(0x100F00F00F00F00F)
+    v = (v | (v << np.uint64(4))) & np.uint64(0x10C30C30C30C30C3)
+    v = (v | (v << np.uint64(2))) & np.uint64(0x1249249249249249)
+    return v
+
+
+@njit(inline="always", cache=True)
+def _compact(v):
+    """Inverse of :func:`_spread`."""
+    v = v & np.uint64(0x1249249249249249)
+    v = (v ^ (v >> np.uint64(2))) & np.uint64(0x10C30C30C30C30C3)
+    v = (v ^ (v >> np.uint64(4))) & np.uint64(0x100F00F00F00F00F)
+    v = (v ^ (v >> np.uint64(8))) & np.uint64(0x1F0000FF0000FF)
+    v = (v ^ (v >> np.uint64(16))) & np.uint64(0x1F00000000FFFF)
+    v = (v ^ (v >> np.uint64(32))) & np.uint64(0x1FFFFF)
+    return v
+
+
+@njit(inline="always", cache=True)
+def morton_key(ci, cj, ck):
+    """64-bit Morton key of integer cell coordinates already offset into [0, 2^21)."""
+    return _spread(np.uint64(ci)) | (_spread(np.uint64(cj)) << np.uint64(1)) | (_spread(np.uint64(ck)) << np.uint64(2))
+
+
+@njit(inline="always", cache=True)
+def _cell_coord(xc, inv):
+    c = np.int64(np.floor(xc * inv)) + _OFFSET
+    if c < 0:
+        c = 0
+    elif c > _MAXC:
+        c = _MAXC
+    return c
+
+
+@njit(parallel=True, cache=True)
+def _keys(x, inv, out):
+    for i in prange(x.shape[0]):
+        out[i] = morton_key(_cell_coord(x[i, 0], inv), _cell_coord(x[i, 1], inv), _cell_coord(x[i, 2], inv))
+
+
+@njit(cache=True)
+def _cells_from_sorted(skeys, cell_key, cell_start, particle_cell):
+    m = 0
+    n = skeys.shape[0]
+    for i in range(n):
+        if i == 0 or skeys[i] != skeys[i - 1]:
+            cell_key[m] = skeys[i]
+            cell_start[m] = i
+            m += 1
+        particle_cell[i] = m - 1
+    cell_start[m] = n
+    return m
+
+
+@njit(inline="always", cache=True)
+def _find(cell_key, key):
+    lo = 0
+    hi = cell_key.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if cell_key[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < cell_key.shape[0] and cell_key[lo] == key:
+        return lo
+    return -1
+
+
+@njit(parallel=True, cache=True)
+def _neighbour_cells(cell_key, out):
+    for c in prange(cell_key.shape[0]):
+        key = cell_key[c]
+        ci = np.int64(_compact(key))
+        cj = np.int64(_compact(key >> np.uint64(1)))
+        ck = np.int64(_compact(key >> np.uint64(2)))
+        n = 0
+        for di in range(-1, 2):
+            for dj in range(-1, 2):
+                for dk in range(-1, 2):
+                    a, b, d = ci + di, cj + dj, ck + dk
+                    if a < 0 or b < 0 or d < 0 or a > _MAXC or b > _MAXC or d > _MAXC:
+                        out[c, n] = -1
+                    else:
+                        out[c, n] = _find(cell_key, morton_key(a, b, d))
+                    n += 1
+
+
+def build_grid(x: np.ndarray, cell_size: float) -> CellGrid:
+    """Bin and sort particles.
+
+    Parameters
+    ----------
+    x : ndarray, shape (N, 3), float32 or float64, metres
+    cell_size : float
+        Cell edge in metres; at least the interaction radius.
+
+    Returns
+    -------
+    CellGrid
+        ``order`` sorts ``x``; all other arrays refer to the sorted order. The caller applies
+        ``order`` to every particle array (see :meth:`engine.particles.Particles.reorder`).
+    """
+    if x.ndim != 2 or x.shape[1] != 3:
+        raise ValueError(f"positions must have shape (N, 3), got {x.shape}")
+    if not cell_size > 0:
+        raise ValueError(f"cell_size must be positive, got {cell_size}")
+    n = x.shape[0]
+    keys = np.empty(n, dtype=np.uint64)
+    _keys(x, 1.0 / cell_size, keys)
+    order = np.argsort(keys, kind="stable")
+    skeys = keys[order]
+    cell_key = np.empty(n, dtype=np.uint64)
+    cell_start = np.empty(n + 1, dtype=np.int64)
+    particle_cell = np.empty(n, dtype=np.int32)
+    m = _cells_from_sorted(skeys, cell_key, cell_start, particle_cell)
+    cell_key = cell_key[:m].copy()
+    cell_start = cell_start[:m + 1].copy()
+    cell_nbr = np.empty((m, 27), dtype=np.int32)
+    _neighbour_cells(cell_key, cell_nbr)
+    return CellGrid(float(cell_size), order, cell_key, cell_start, cell_nbr, particle_cell)
+
+
+@njit(cache=True)
+def _count_pairs(x, radius, cell_start, cell_nbr, particle_cell, counts):
+    r2 = radius * radius
+    for i in range(x.shape[0]):
+        c = particle_cell[i]
+        k = 0
+        for q in range(27):
+            nc = cell_nbr[c, q]
+            if nc < 0:
+                continue
+            for j in range(cell_start[nc], cell_start[nc + 1]):
+                dx = x[i, 0] - x[j, 0]
+                dy = x[i, 1] - x[j, 1]
+                dz = x[i, 2] - x[j, 2]
+                if dx * dx + dy * dy + dz * dz < r2:
+                    k += 1
+        counts[i] = k
+
+
+@njit(cache=True)
+def _fill_pairs(x, radius, cell_start, cell_nbr, particle_cell, offsets, out):
+    r2 = radius * radius
+    for i in range(x.shape[0]):
+        c = particle_cell[i]
+        k = offsets[i]
+        for q in range(27):
+            nc = cell_nbr[c, q]
+            if nc < 0:
+                continue
+            for j in range(cell_start[nc], cell_start[nc + 1]):
+                dx = x[i, 0] - x[j, 0]
+                dy = x[i, 1] - x[j, 1]
+                dz = x[i, 2] - x[j, 2]
+                if dx * dx + dy * dy + dz * dz < r2:
+                    out[k, 0] = i
+                    out[k, 1] = j
+                    k += 1
+
+
+def neighbour_pairs(x_sorted: np.ndarray, grid: CellGrid, radius: float) -> np.ndarray:
+    """All ordered pairs (i, j), i != j included both ways and i == j included, with |x_i - x_j| < radius.
+
+    A slow helper for tests and tools (the solvers loop over cells directly).
+
+    Returns
+    -------
+    ndarray, shape (P, 2), int64, indices into the *sorted* order, rows sorted lexicographically.
+    """
+    if radius > grid.cell_size * (1 + 1e-12):
+        raise ValueError(f"radius {radius} exceeds the cell size {grid.cell_size}")
+    n = x_sorted.shape[0]
+    counts = np.zeros(n, dtype=np.int64)
+    _count_pairs(x_sorted, radius, grid.cell_start, grid.cell_nbr, grid.particle_cell, counts)
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if n else np.zeros(0, np.int64)
+    out = np.empty((int(counts.sum()), 2), dtype=np.int64)
+    _fill_pairs(x_sorted, radius, grid.cell_start, grid.cell_nbr, grid.particle_cell, offsets, out)
+    idx = np.lexsort((out[:, 1], out[:, 0]))
+    return out[idx]

@@ -1,0 +1,97 @@
+"""The command-line bake: JSON-lines progress, exit codes, cancel keeps frames, engine purity."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from engine import scene as sc
+from engine.cache import CacheReader
+from engine.settings import SimulationSettings
+from helpers import column_scene
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(*args, timeout=600):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_cli_bakes_and_reports_json_lines(tmp_path):
+    sc.save_job(str(tmp_path / "job"), column_scene(frames=(3, 5)), SimulationSettings(particle_spacing=0.02))
+    out = _run("bake", str(tmp_path / "job"), str(tmp_path / "cache"))
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [e["frame"] for e in events if e["event"] == "frame"] == [4, 5]
+    assert {"fill", "compile", "simulate"} <= {e["stage"] for e in events if e["event"] == "stage"}
+    done = events[-1]
+    assert done["event"] == "done" and done["status"] == "complete" and done["particles"] == 5 * 5 * 10
+    frame = [e for e in events if e["event"] == "frame"][0]
+    assert frame["particles"] == 250 and frame["substeps"] > 0 and frame["eta"] >= 0
+    r = CacheReader(str(tmp_path / "cache"))
+    assert r.frames == [3, 4, 5] and r.manifest["status"] == "complete"
+
+
+def test_cli_cancel_keeps_written_frames(tmp_path):
+    sc.save_job(str(tmp_path / "job"), column_scene(frames=(1, 40)), SimulationSettings(particle_spacing=0.02))
+    flag = tmp_path / "cancel.flag"
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "bake", str(tmp_path / "job"),
+                             str(tmp_path / "cache"), "--cancel-file", str(flag)], cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stdout:
+        e = json.loads(line)
+        seen.append(e)
+        if e["event"] == "frame" and e["frame"] == 3:
+            flag.write_text("stop")
+    assert proc.wait(timeout=600) == 3
+    assert seen[-1]["event"] == "done" and seen[-1]["status"] == "cancelled"
+    r = CacheReader(str(tmp_path / "cache"))
+    assert r.manifest["status"] == "cancelled"
+    assert r.frames[:3] == [1, 2, 3] and r.frames[-1] < 40
+    for f in r.frames:
+        assert len(r.read_frame(f)["id"]) == 250
+
+
+def test_cli_reports_engine_errors(tmp_path):
+    sc.save_job(str(tmp_path / "job"), column_scene(), SimulationSettings(solver="PBF"))
+    out = _run("bake", str(tmp_path / "job"), str(tmp_path / "cache"))
+    assert out.returncode == 1
+    err = json.loads(out.stdout.splitlines()[-1])
+    assert err["event"] == "error" and err["error"] == "InvalidSettingsError" and "PBF" in err["message"]
+    assert not (tmp_path / "cache").exists()
+    assert _run("bake").returncode == 2
+
+
+BLOCKER = """
+import sys, importlib.abc
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('bpy', 'mathutils', 'bmesh', 'gpu', 'bl_math'):
+            raise ImportError('Blender module imported by the engine: ' + name)
+sys.meta_path.insert(0, Block())
+import pkgutil, importlib, engine
+for m in pkgutil.walk_packages(engine.__path__, 'engine.'):
+    importlib.import_module(m.name)
+print('ok')
+"""
+
+
+def test_engine_imports_without_blender():
+    out = subprocess.run([sys.executable, "-c", BLOCKER], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=ROOT))
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_engine_source_has_no_blender_or_absolute_imports():
+    import re
+    bad = re.compile(r"^\s*(import|from)\s+(bpy|mathutils|bmesh|gpu|engine)\b", re.M)
+    for dirpath, _, files in os.walk(os.path.join(ROOT, "engine")):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(dirpath, name), encoding="utf-8") as fh:
+                    assert not bad.search(fh.read()), f"{name} imports Blender or uses an absolute engine import"

@@ -1,0 +1,74 @@
+"""Neighbour search: equal to brute force, exactly, on random and lattice clouds."""
+
+import numpy as np
+import pytest
+
+from engine import neighbors
+
+
+def brute_force_pairs(x, radius):
+    d2 = ((x[:, None, :].astype(np.float64) - x[None, :, :]) ** 2).sum(-1)
+    i, j = np.nonzero(d2 < radius * radius)
+    out = np.stack([i, j], axis=1)
+    return out[np.lexsort((out[:, 1], out[:, 0]))]
+
+
+def _check(x, radius, cell_size=None):
+    grid = neighbors.build_grid(x, cell_size or radius)
+    xs = x[grid.order]
+    got = neighbors.neighbour_pairs(xs, grid, radius)
+    # map sorted indices back to input indices, then compare with brute force on the input
+    got = grid.order[got]
+    got = got[np.lexsort((got[:, 1], got[:, 0]))]
+    want = brute_force_pairs(x, radius)
+    np.testing.assert_array_equal(got, want)
+    return grid
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_cloud_equals_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1.0, 1.0, (1500, 3)).astype(np.float32)
+    _check(x, 0.12)
+
+
+def test_lattice_equals_brute_force():
+    """Lattice points sit exactly on cell faces and at exactly the radius: the edge cases."""
+    g = np.arange(-6, 6) * 0.1
+    x = np.stack(np.meshgrid(g, g, g, indexing="ij"), -1).reshape(-1, 3).astype(np.float32)
+    _check(x, 0.2)
+    _check(x, 0.1000001, cell_size=0.1000001)
+
+
+def test_unbounded_far_apart_clusters():
+    """Two clusters kilometres apart: no dense grid, exact pairs."""
+    rng = np.random.default_rng(5)
+    a = rng.uniform(0, 0.3, (300, 3))
+    b = rng.uniform(0, 0.3, (300, 3)) + np.array([-2500.0, 1800.0, 900.0])
+    x = np.concatenate([a, b]).astype(np.float64)
+    grid = _check(x, 0.05)
+    assert len(grid.cell_key) < 2 * 300  # memory follows the particles
+
+
+def test_morton_keys_sorted_and_cells_contiguous():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2000, 3)).astype(np.float32)
+    grid = neighbors.build_grid(x, 0.3)
+    assert np.all(grid.cell_key[1:] > grid.cell_key[:-1])
+    assert grid.cell_start[0] == 0 and grid.cell_start[-1] == len(x)
+    counts = np.diff(grid.cell_start)
+    assert np.all(counts > 0)
+    np.testing.assert_array_equal(np.repeat(np.arange(len(counts)), counts), grid.particle_cell)
+    # the cell of each particle contains it
+    xs = x[grid.order]
+    cell_of = np.floor(xs / 0.3).astype(np.int64)
+    for c in range(len(counts)):
+        members = cell_of[grid.cell_start[c]:grid.cell_start[c + 1]]
+        assert np.all(members == members[0])
+
+
+def test_bad_input_rejected():
+    with pytest.raises(ValueError, match="shape"):
+        neighbors.build_grid(np.zeros((4, 2)), 0.1)
+    with pytest.raises(ValueError, match="positive"):
+        neighbors.build_grid(np.zeros((4, 3)), 0.0)
