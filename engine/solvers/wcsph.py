@@ -98,8 +98,8 @@ def _in_box_range(x, lo, hi, margin):
 def density_pressure(x, cell_start, cell_nbr, particle_cell, h, mass, rho0, p0,
                      boxes, table_d0, table_step, psi,
                      # outputs
-                     rho, p):
-    """rho_i = sum_j m W_ij + rho0 sum_walls psi(d); p from Tait (seed 000 eq. 6), clamped at 0."""
+                     rho, p, pr):
+    """rho_i = sum_j m W_ij + rho0 psi_walls; p from Tait (seed 000 eq. 6), clamped at 0; pr = p / rho^2."""
     support = 2.0 * h
     r2max = support * support
     for i in prange(x.shape[0]):
@@ -135,22 +135,35 @@ def density_pressure(x, cell_start, cell_nbr, particle_cell, h, mass, rho0, p0,
         r = mass * s + rho0 * wall
         rho[i] = r
         ratio = r / rho0
-        pr = p0 * (ratio ** 7 - 1.0)
-        p[i] = pr if pr > 0.0 else 0.0
+        pi_ = p0 * (ratio ** 7 - 1.0)
+        if pi_ < 0.0:
+            pi_ = 0.0
+        p[i] = pi_
+        pr[i] = pi_ / (r * r)
 
 
 @njit(parallel=True, cache=True)
-def accelerations(x, v, rho, p, cell_start, cell_nbr, particle_cell, h, mass, rho0, c0, alpha, nu,
+def accelerations(x, v, rho, pr, cell_start, cell_nbr, particle_cell, h, mass, rho0, c0, alpha, nu,
                   gx, gy, gz, boxes, table_d0, table_step, psi, dpsi,
                   # outputs
                   a):
-    """Pressure (seed 000 eq. 5), artificial and laminar viscosity, gravity and wall pressure."""
+    """Pressure (seed 000 eq. 5), artificial and laminar viscosity, gravity and wall pressure.
+
+    ``pr`` is p / rho^2 from :func:`density_pressure` (one division per particle, not per pair).
+    """
     support = 2.0 * h
     r2max = support * support
     eta2 = 0.01 * h * h
     for i in prange(x.shape[0]):
         c = particle_cell[i]
-        pi_term = p[i] / (rho[i] * rho[i])
+        xi = x[i, 0]
+        yi = x[i, 1]
+        zi = x[i, 2]
+        vxi = v[i, 0]
+        vyi = v[i, 1]
+        vzi = v[i, 2]
+        rhoi = rho[i]
+        pi_term = pr[i]
         ax = 0.0
         ay = 0.0
         az = 0.0
@@ -159,34 +172,33 @@ def accelerations(x, v, rho, p, cell_start, cell_nbr, particle_cell, h, mass, rh
             if nc < 0:
                 continue
             for j in range(cell_start[nc], cell_start[nc + 1]):
-                if j == i:
-                    continue
-                dx = x[i, 0] - x[j, 0]
-                dy = x[i, 1] - x[j, 1]
-                dz = x[i, 2] - x[j, 2]
+                dx = xi - x[j, 0]
+                dy = yi - x[j, 1]
+                dz = zi - x[j, 2]
                 r2 = dx * dx + dy * dy + dz * dz
                 if r2 >= r2max or r2 == 0.0:
                     continue
                 r = math.sqrt(r2)
                 g = cubic_dwdr(r, h) / r  # grad_i W = g * (x_i - x_j)
-                dvx = v[i, 0] - v[j, 0]
-                dvy = v[i, 1] - v[j, 1]
-                dvz = v[i, 2] - v[j, 2]
-                coef = pi_term + p[j] / (rho[j] * rho[j])
+                dvx = vxi - v[j, 0]
+                dvy = vyi - v[j, 1]
+                dvz = vzi - v[j, 2]
+                coef = pi_term + pr[j]
                 vr = dvx * dx + dvy * dy + dvz * dz
-                if vr < 0.0 and alpha > 0.0:
-                    mu = h * vr / (r2 + eta2)
-                    coef += -alpha * c0 * mu / (0.5 * (rho[i] + rho[j]))
+                visc = 0.0
+                if vr < 0.0 or nu > 0.0:
+                    inv = 1.0 / (r2 + eta2)
+                    rhoj = rho[j]
+                    if vr < 0.0 and alpha > 0.0:
+                        # Monaghan 1992: Pi_ij = -alpha c0 mu_ij / rho_bar, mu_ij = h v_ij.r_ij / (r^2 + eta^2)
+                        coef += 2.0 * alpha * c0 * h * vr * inv / (rhoi + rhoj)
+                    if nu > 0.0:
+                        # Morris 1997: m_j (mu_i + mu_j) / (rho_i rho_j) (r . grad W) / (r^2 + eta^2) v_ij
+                        visc = mass * nu * (rhoi + rhoj) / (rhoi * rhoj) * g * r2 * inv
                 f = -mass * coef * g
-                ax += f * dx
-                ay += f * dy
-                az += f * dz
-                if nu > 0.0:
-                    # Morris 1997: sum m_j (mu_i + mu_j)/(rho_i rho_j) (r . grad W)/(r^2 + eta^2) v_ij
-                    lam = mass * 2.0 * nu * (rho[i] + rho[j]) / (rho[i] * rho[j]) * 0.5 * (g * r2) / (r2 + eta2)
-                    ax += lam * dvx
-                    ay += lam * dvy
-                    az += lam * dvz
+                ax += f * dx + visc * dvx
+                ay += f * dy + visc * dvy
+                az += f * dz + visc * dvz
         # gradient of 1 - prod_k(1 - psi_k): dpsi_k times the product of the other factors. The wall
         # force is -(p_i / rho_i^2) rho0 grad psi, with one pressure term (Akinci et al. 2012): the
         # energy-consistent partner of the wall density term. Mirroring the pressure (a factor 2)
@@ -265,6 +277,7 @@ class WCSPHSolver:
         self.model = model
         self.particles = particles
         self.grid: CellGrid | None = None
+        self._pr = np.zeros(len(particles), dtype=np.float32)  # scratch: p / rho^2 in sorted order
         self._evaluate()
 
     def _rebuild(self) -> None:
@@ -278,8 +291,8 @@ class WCSPHSolver:
         self._rebuild()
         m, pt, g = self.model, self.particles, self.grid
         density_pressure(pt.x, g.cell_start, g.cell_nbr, g.particle_cell, m.h, m.mass, m.rho0,
-                         m.pressure_constant, m.boxes, m.table_d0, m.table_step, m.psi, pt.rho, pt.p)
-        accelerations(pt.x, pt.v, pt.rho, pt.p, g.cell_start, g.cell_nbr, g.particle_cell, m.h, m.mass,
+                         m.pressure_constant, m.boxes, m.table_d0, m.table_step, m.psi, pt.rho, pt.p, self._pr)
+        accelerations(pt.x, pt.v, pt.rho, self._pr, g.cell_start, g.cell_nbr, g.particle_cell, m.h, m.mass,
                       m.rho0, m.c0, m.alpha, m.nu, m.gravity[0], m.gravity[1], m.gravity[2], m.boxes,
                       m.table_d0, m.table_step, m.psi, m.dpsi, pt.a)
 
