@@ -191,7 +191,7 @@ def accelerations(x, v, rho, pr, cell_start, cell_nbr, particle_cell, h, mass, r
                     rhoj = rho[j]
                     if vr < 0.0 and alpha > 0.0:
                         # Monaghan 1992: Pi_ij = -alpha c0 mu_ij / rho_bar, mu_ij = h v_ij.r_ij / (r^2 + eta^2)
-                        coef += 2.0 * alpha * c0 * h * vr * inv / (rhoi + rhoj)
+                        coef -= 2.0 * alpha * c0 * h * vr * inv / (rhoi + rhoj)
                     if nu > 0.0:
                         # Morris 1997: m_j (mu_i + mu_j) / (rho_i rho_j) (r . grad W) / (r^2 + eta^2) v_ij
                         visc = mass * nu * (rhoi + rhoj) / (rhoi * rhoj) * g * r2 * inv
