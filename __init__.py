@@ -1,0 +1,45 @@
+"""Surge: a particle-liquid simulator for Blender.
+
+Only register() and unregister() live here. Blender is imported inside them (and in the
+submodules they import), so this package imports without Blender; the bake's child process
+imports nothing but ``engine``.
+"""
+
+
+def _classes() -> tuple:
+    """Every class Surge registers, in registration order (property groups before their users)."""
+    from . import operators, panels, props
+
+    return props.CLASSES + operators.CLASSES + panels.CLASSES
+
+
+def register():
+    import bpy
+
+    from . import operators, props
+
+    for cls in _classes():
+        bpy.utils.register_class(cls)
+    bpy.types.Object.surge = bpy.props.PointerProperty(
+        type=props.SurgeObjectSettings, name="Surge",
+        description="The object's role in the Surge liquid simulation")
+    bpy.types.Scene.surge = bpy.props.PointerProperty(
+        type=props.SurgeSceneSettings, name="Surge",
+        description="Surge liquid simulation settings and bake state of the scene")
+    for name, function in operators.HANDLERS:
+        getattr(bpy.app.handlers, name).append(function)
+
+
+def unregister():
+    import bpy
+
+    from . import operators
+
+    for name, function in reversed(operators.HANDLERS):
+        handlers = getattr(bpy.app.handlers, name)
+        while function in handlers:
+            handlers.remove(function)
+    del bpy.types.Scene.surge
+    del bpy.types.Object.surge
+    for cls in reversed(_classes()):
+        bpy.utils.unregister_class(cls)

@@ -1,0 +1,301 @@
+"""One bake, from the Blender scene to the liquid object, driven by the bake operator.
+
+Order of work (nothing in the cache folder changes until every check has passed):
+
+1. export the scene and settings, and let the engine check them (:func:`engine.driver.check_job`:
+   settings, scene, supported solver, particle count against memory);
+2. resolve the cache folder and check that it is writable;
+3. write the job folder and start ``engine.cli bake`` in a child process;
+4. as the child reports progress, convert each finished frame to a USD point file and point the
+   liquid object at the new files (only once the child has started writing the new cache, so a
+   bake that fails early leaves the previous result untouched).
+
+:class:`BakeSession` is polled: from a modal operator's timer in the UI, or in a blocking loop in
+background mode. It holds the scene's name, never a Blender pointer, because undo can reallocate
+Blender data between two polls.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+
+import bpy
+
+from ..engine import cache as cache_mod
+from ..engine.errors import EngineError
+from ..engine.scene import save_job
+from . import export, files, liquid, usd
+from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
+
+#: The add-on's package (``bl_ext.<repo>.surge`` when installed); never hard-coded, since it depends
+#: on the repository the extension was installed into.
+ADDON_PACKAGE = __package__.rpartition(".")[0]
+
+#: The add-on's folder: it holds ``engine/``, which the child process runs.
+ADDON_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class BakeFailedError(EngineError):
+    """The bake process ended with an error or stopped unexpectedly."""
+
+
+@dataclass
+class BakeResult:
+    """How a bake ended (errors are raised instead)."""
+
+    status: str  # 'complete' or 'cancelled'
+    frames: list
+    particles: int
+    elapsed: float
+    cache_dir: str
+
+    @property
+    def message(self) -> str:
+        if not self.frames:
+            return f"Bake {self.status} before any frame was written"
+        span = f"frames {self.frames[0]}-{self.frames[-1]}"
+        if self.status == "complete":
+            return f"Baked {span} ({self.particles} particles) in {self.elapsed:.1f} s into '{self.cache_dir}'"
+        return f"Bake cancelled; {span} are kept in '{self.cache_dir}'"
+
+
+def numba_cache_dir() -> str:
+    """A writable folder for numba's compiled kernels, kept between bakes and Blender sessions."""
+    try:
+        return bpy.utils.extension_path_user(ADDON_PACKAGE, path="numba_cache", create=True)
+    except ValueError:
+        # not loaded as an extension (a legacy add-on install): no per-extension user folder exists
+        path = os.path.join(tempfile.gettempdir(), "surge_numba_cache")
+        os.makedirs(path, exist_ok=True)
+        return path
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def describe(event: dict) -> str | None:
+    """One line for the user about a progress event, or None for events not worth showing."""
+    kind = event.get("event")
+    if kind == "stage":
+        return {"fill": "Filling the fluid volumes with particles",
+                "compile": "Compiling the simulation kernels (the first bake takes longer)",
+                "simulate": "Simulating"}.get(event.get("stage"), f"Stage {event.get('stage')}")
+    if kind == "frame":
+        return (f"Frame {event['frame']} of {event['frame_end']}: {event['particles']} particles, "
+                f"{event['substeps']} substeps, {_duration(event.get('eta', 0.0))} left")
+    if kind == "error":
+        return f"Error: {event.get('message', '')}"
+    if kind == "output":
+        return event.get("text") or None
+    return None
+
+
+class BakeSession:
+    """A running bake of one scene.
+
+    Creating it exports and checks the scene (raising :class:`EngineError` subclasses or
+    ``OSError`` before anything is written), then starts the child process.
+    """
+
+    def __init__(self, scene, depsgraph):
+        description, settings = export.export_scene(scene, depsgraph)
+        from ..engine import driver  # imported late: it brings in numba, which registering the add-on need not
+
+        self.estimate = driver.check_job(description, settings, owner=f"Scene '{scene.name}'")
+        cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+        cache_mod.check_writable(cache_dir)
+
+        # every check passed: from here on the cache folder changes
+        self.scene_name = scene.name
+        self.cache_dir = cache_dir
+        self.relative = scene.surge.cache_directory.strip().startswith("//")
+        self.scale_length = export.unit_scale(scene)
+        self.frame_start, self.frame_end = description.frame_start, description.frame_end
+        self.radius = 0.5 * settings.particle_spacing
+        self.usd_dir = files.new_usd_dir(cache_dir)
+        self.converted: set[int] = set()
+        self.simulating = False  # True once the child has replaced the old cache with the new one
+        self.shown = False  # True once the liquid object plays this bake's files
+        self.error: dict | None = None
+        self.last_frame: dict | None = None
+        self.started = time.monotonic()
+
+        flag = files.cancel_flag(cache_dir)
+        if os.path.exists(flag):
+            os.remove(flag)  # a flag left by a killed session would cancel this bake at once
+        save_job(files.job_dir(cache_dir), description, settings)
+        self.process = BakeProcess(files.job_dir(cache_dir), cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
+                                   files.log_path(cache_dir))
+        self.status = f"Starting the bake process (about {int(self.estimate)} particles)"
+        self.progress = 0.0
+        self._publish()
+
+    # -- state shown in the UI -------------------------------------------------------------------
+
+    def scene(self):
+        scene = bpy.data.scenes.get(self.scene_name)
+        if scene is None:
+            self.process.kill()
+            raise BakeFailedError(f"Scene '{self.scene_name}' was deleted during its bake; the bake was stopped")
+        return scene
+
+    def _publish(self) -> None:
+        """Copy status and progress into the scene's properties for the sidebar.
+
+        Only changed values are written: every write tags the scene for re-evaluation, and this runs
+        ten times a second during a modal bake.
+        """
+        state = self.scene().surge
+        if not state.is_baking:
+            state.is_baking = True
+        if abs(state.bake_progress - self.progress) > 1e-4:  # the property is float32
+            state.bake_progress = self.progress
+        if state.bake_status != self.status:
+            state.bake_status = self.status
+
+    # -- polling ---------------------------------------------------------------------------------
+
+    def poll(self, timeout: float = 0.0, budget: float = 0.1) -> list[dict]:
+        """Handle what the child reported and convert finished frames; returns the new events.
+
+        Parameters
+        ----------
+        timeout : float
+            Seconds to wait for the first event (0 in a modal timer, longer in a blocking loop).
+        budget : float
+            Seconds of frame conversion allowed in this call, so a modal UI stays responsive.
+        """
+        events = self.process.events(timeout)
+        for event in events:
+            kind = event.get("event")
+            if kind == "stage" and event.get("stage") == "simulate":
+                self.simulating = True
+            elif kind == "frame":
+                self.last_frame = event
+                span = max(1, event["frame_end"] - event["frame_start"])
+                self.progress = min(1.0, (event["frame"] - event["frame_start"]) / span)
+            elif kind == "error":
+                self.error = event
+            text = describe(event)
+            if text and kind != "output":
+                self.status = text
+        if self.simulating:
+            self._convert(budget)
+        self.process.kill_if_overdue()
+        self._publish()
+        return events
+
+    @property
+    def finished(self) -> bool:
+        return self.process.finished
+
+    def cancel(self) -> None:
+        """Ask the bake to stop; finished frames are kept and still shown."""
+        self.process.request_cancel()
+        self.status = "Cancelling"
+        self._publish()
+
+    def _convert(self, budget: float) -> None:
+        """Write USD files for cache frames not converted yet, for at most ``budget`` seconds."""
+        reader = cache_mod.CacheReader(self.cache_dir)
+        todo = [f for f in reader.frames if f not in self.converted]
+        if not todo:
+            return
+        radius = float(reader.manifest.get("particle_radius", self.radius))
+        t0 = time.monotonic()
+        os.makedirs(self.usd_dir, exist_ok=True)
+        new = []
+        for frame in todo:
+            usd.write_frame(files.usd_frame_path(self.usd_dir, frame), reader.read_frame(frame), frame, radius)
+            self.converted.add(frame)
+            new.append(frame)
+            if time.monotonic() - t0 > budget:
+                break
+        scene = self.scene()
+        if not self.shown:
+            first = min(self.converted)
+            liquid.show_frames(scene, files.usd_frame_path(self.usd_dir, first), self.relative, self.scale_length)
+            self.shown = True
+            files.remove_usd_dirs(self.cache_dir, keep=self.usd_dir)
+        elif scene.frame_current in new:
+            liquid.reread(scene)  # the viewport sits on a frame that had no file until now
+
+    def finish(self) -> BakeResult:
+        """Wait for the child, convert the remaining frames, and say how the bake ended.
+
+        Raises
+        ------
+        BakeFailedError
+            If the engine reported an error or the process died; the frames finished before stay shown.
+        """
+        code = self.process.wait()
+        self.poll()  # events the reader queued after the last poll
+        try:
+            if self.simulating:
+                self._convert(budget=float("inf"))
+        finally:
+            flag = files.cancel_flag(self.cache_dir)
+            if os.path.exists(flag):
+                os.remove(flag)
+            state = self.scene().surge
+            state.is_baking = False
+        frames = sorted(self.converted)
+        particles = int(self.last_frame["particles"]) if self.last_frame else 0
+        elapsed = time.monotonic() - self.started
+        if code == EXIT_COMPLETE:
+            result = BakeResult("complete", frames, particles, elapsed, self.cache_dir)
+        elif code == EXIT_CANCELLED or self.process.cancel_requested_at is not None:
+            # a child killed after ignoring the cancel flag also counts as cancelled: the user asked
+            result = BakeResult("cancelled", frames, particles, elapsed, self.cache_dir)
+        elif code == EXIT_ENGINE_ERROR and self.error:
+            self._set_status(f"Bake failed: {self.error.get('message', '')}", frames)
+            raise BakeFailedError(self.error.get("message") or "The bake failed")
+        else:
+            tail = self.process.log_tail()
+            message = (f"The bake process stopped unexpectedly (exit status {code})"
+                       + (f"; last lines of its log '{self.process.log_path}': {tail}" if tail else ""))
+            self._set_status(message, frames)
+            raise BakeFailedError(message)
+        self._set_status(result.message, frames)
+        return result
+
+    def _set_status(self, text: str, frames: list) -> None:
+        state = self.scene().surge
+        state.bake_status = text
+        state.bake_progress = len(frames) / (self.frame_end - self.frame_start + 1)
+        state.is_baking = False
+
+    def abort(self) -> None:
+        """Stop the child at once and clear the scene's bake state (Blender is cancelling the operator)."""
+        self.process.kill()
+        self.process.wait()
+        scene = bpy.data.scenes.get(self.scene_name)
+        if scene is not None:
+            scene.surge.is_baking = False
+            scene.surge.bake_status = "Bake stopped"
+
+
+def free_bake(scene) -> tuple[str, int]:
+    """Delete Surge's files in the scene's cache folder; returns the folder and how many files went.
+
+    The liquid object stays (with whatever the user added to it) but lets go of its files first.
+    """
+    cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+    shown = liquid.current_file(scene)
+    if shown and (shown + os.sep).startswith(cache_dir + os.sep):
+        liquid.release_files(scene)  # first: Windows cannot delete a file Blender holds open
+    count = files.free(cache_dir) if os.path.isdir(cache_dir) else 0
+    scene.surge.bake_status = f"Removed {count} Surge files from '{cache_dir}'"
+    scene.surge.bake_progress = 0.0
+    return cache_dir, count

@@ -1,0 +1,154 @@
+"""The cache folder: where it is, and which files in it belong to Surge.
+
+Layout inside the folder the user picks (``Scene.surge.cache_directory``)::
+
+    manifest.json, frames/frame_NNNNNN.npz     the engine's cache (engine.cache)
+    job/scene.json, scene.npz, settings.json   the exported scene the bake ran from (engine.scene)
+    job/bake.log                               the bake process's log (stderr)
+    cancel.flag                                exists while a cancel is pending
+    usd/bake_XXXXXXXXXXXX/liquid_NNNNNN.usdc   the point files Blender plays back, one folder per bake
+
+A new bake writes its USD files into a new ``bake_*`` folder, so Blender's USD reader, which keeps
+files open, never shows a stale frame; older folders are deleted once the liquid points elsewhere.
+
+Deleting touches only these names; anything else in the folder (the user's files) survives.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+
+from ..engine import cache as cache_mod
+from ..engine.errors import InvalidSettingsError
+
+JOB_DIR = "job"
+JOB_FILES = ("scene.json", "scene.npz", "settings.json")
+LOG_FILE = "bake.log"
+CANCEL_FLAG = "cancel.flag"
+USD_DIR = "usd"
+USD_BAKE_RE = re.compile(r"^bake_[0-9a-f]{12}$")
+USD_FRAME_RE = re.compile(r"^liquid_(\d{6})(\.tmp)?\.usdc$")
+
+
+def resolve_cache_dir(scene, addon_root: str) -> str:
+    """Absolute cache folder of ``scene``.
+
+    Raises
+    ------
+    InvalidSettingsError
+        If the folder is empty, relative to an unsaved .blend file, or inside the add-on.
+    """
+    import bpy  # only this function needs Blender; the rest of the module is plain file handling
+
+    raw = scene.surge.cache_directory.strip()
+    where = f"Scene '{scene.name}': cache directory"
+    if not raw:
+        raise InvalidSettingsError([f"{where} is empty; choose a folder for the baked frames"])
+    if raw.startswith("//") and not bpy.data.filepath:
+        raise InvalidSettingsError([
+            f"{where} '{raw}' is relative to the .blend file, which has not been saved yet; save the file first "
+            f"or choose an absolute folder"])
+    path = os.path.normpath(os.path.abspath(bpy.path.abspath(raw)))
+    root = os.path.normpath(os.path.abspath(addon_root))
+    if path == root or path.startswith(root + os.sep):
+        # the add-on folder is replaced on update, so a cache there would vanish
+        raise InvalidSettingsError([f"{where} '{path}' is inside the Surge add-on folder; choose another folder"])
+    return path
+
+
+def job_dir(cache_dir: str) -> str:
+    return os.path.join(cache_dir, JOB_DIR)
+
+
+def log_path(cache_dir: str) -> str:
+    return os.path.join(cache_dir, JOB_DIR, LOG_FILE)
+
+
+def cancel_flag(cache_dir: str) -> str:
+    return os.path.join(cache_dir, CANCEL_FLAG)
+
+
+def new_usd_dir(cache_dir: str) -> str:
+    """A fresh, not yet created ``usd/bake_*`` folder for one bake's point files."""
+    return os.path.join(cache_dir, USD_DIR, f"bake_{uuid.uuid4().hex[:12]}")
+
+
+def usd_frame_path(usd_dir: str, frame: int) -> str:
+    """Path of one frame's point file; the number is the frame, as Blender's sequence reader expects."""
+    cache_mod.frame_filename(frame)  # refuses the frames the engine cache refuses (outside 0-999999)
+    return os.path.join(usd_dir, f"liquid_{frame:06d}.usdc")
+
+
+def _usd_bake_dirs(cache_dir: str) -> list[str]:
+    root = os.path.join(cache_dir, USD_DIR)
+    if not os.path.isdir(root):
+        return []
+    return [os.path.join(root, n) for n in sorted(os.listdir(root))
+            if USD_BAKE_RE.match(n) and os.path.isdir(os.path.join(root, n))]
+
+
+def own_files(cache_dir: str) -> list[str]:
+    """Every file in ``cache_dir`` that Surge wrote (engine cache, job, log, flag, USD frames)."""
+    out = list(cache_mod.own_files(cache_dir))
+    jdir = job_dir(cache_dir)
+    for name in JOB_FILES + (LOG_FILE,):
+        for p in (os.path.join(jdir, name), os.path.join(jdir, name + ".tmp")):
+            if os.path.isfile(p):
+                out.append(p)
+    if os.path.isfile(cancel_flag(cache_dir)):
+        out.append(cancel_flag(cache_dir))
+    for d in _usd_bake_dirs(cache_dir):
+        out += [os.path.join(d, n) for n in sorted(os.listdir(d)) if USD_FRAME_RE.match(n)]
+    return out
+
+
+def _remove_dir_if_empty(path: str) -> None:
+    if os.path.isdir(path) and not os.listdir(path):
+        os.rmdir(path)
+
+
+def remove_usd_dirs(cache_dir: str, keep: str | None = None) -> list[str]:
+    """Delete the USD frame files of every bake folder except ``keep``.
+
+    Returns the folders that could not be emptied: on Windows a file Blender still has open cannot be
+    deleted; it goes with the next bake or Free Bake instead of failing this one.
+    """
+    left = []
+    keep_path = os.path.normpath(keep) if keep else None
+    for d in _usd_bake_dirs(cache_dir):
+        if keep_path and os.path.normpath(d) == keep_path:
+            continue
+        try:
+            for n in os.listdir(d):
+                if USD_FRAME_RE.match(n):
+                    os.remove(os.path.join(d, n))
+            _remove_dir_if_empty(d)
+        except OSError:
+            left.append(d)
+    if not left:
+        _remove_dir_if_empty(os.path.join(cache_dir, USD_DIR))
+    return left
+
+
+def free(cache_dir: str) -> int:
+    """Delete Surge's files in ``cache_dir`` and the sub-folders they leave empty; returns the count.
+
+    Raises
+    ------
+    OSError
+        If a file cannot be deleted (the message names it).
+    """
+    count = cache_mod.clear(cache_dir)
+    rest = own_files(cache_dir)
+    for p in rest:
+        try:
+            os.remove(p)
+        except OSError as exc:
+            raise OSError(f"Cannot delete '{p}': {exc.strerror or exc}") from exc
+    for d in _usd_bake_dirs(cache_dir):
+        _remove_dir_if_empty(d)
+    _remove_dir_if_empty(os.path.join(cache_dir, USD_DIR))
+    _remove_dir_if_empty(job_dir(cache_dir))
+    return count + len(rest)

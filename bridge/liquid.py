@@ -1,0 +1,165 @@
+"""The liquid object: a point cloud that plays the baked USD files through Blender's own cache reader.
+
+The object is plain Blender data (a point cloud, a Mesh Sequence Cache modifier, a Cache File with
+``is_sequence`` on, a material), so a saved .blend plays and renders without Surge installed and
+no Python runs on frame change. Each bake points the same object at its new files.
+"""
+
+from __future__ import annotations
+
+import os
+
+import bpy
+from mathutils import Matrix
+
+from .usd import PRIM_PATH
+
+LIQUID_NAME = "Surge Liquid"
+MODIFIER_NAME = "Surge Cache"
+CACHE_FILE_NAME = "Surge Liquid Cache"
+MATERIAL_NAME = "Surge Water"
+
+
+def _blend_path(path: str, relative: bool) -> str:
+    """``path`` as stored in the .blend: relative (``//...``) when the cache folder was given that way."""
+    if relative and bpy.data.filepath:
+        try:
+            return bpy.path.relpath(path)
+        except ValueError:  # Windows: the cache is on another drive than the .blend
+            return path
+    return path
+
+
+def _new_cache_file(path: str):
+    # Blender offers no bpy.data.cache_files.new(); this operator is the API, and it runs headless.
+    before = set(bpy.data.cache_files)
+    bpy.ops.cachefile.open(filepath=path, relative_path=False)
+    created = [cf for cf in bpy.data.cache_files if cf not in before]
+    if not created:
+        raise OSError(f"Blender could not open the point cache '{path}'")
+    cache_file = created[0]
+    # the operator leaves a user that nothing holds (the .blend does not save it); without it the
+    # modifier is the only user, so the cache file goes away with the liquid
+    cache_file.user_clear()
+    cache_file.name = CACHE_FILE_NAME
+    return cache_file
+
+
+def _water_material():
+    material = bpy.data.materials.get(MATERIAL_NAME)
+    if material is not None:
+        return material
+    material = bpy.data.materials.new(MATERIAL_NAME)
+    material.diffuse_color = (0.45, 0.7, 0.95, 1.0)  # the solid-mode viewport colour
+    bsdf = next((n for n in material.node_tree.nodes if n.bl_idname == "ShaderNodeBsdfPrincipled"), None)
+    if bsdf is not None:
+        bsdf.inputs["Base Color"].default_value = (0.8, 0.92, 1.0, 1.0)
+        bsdf.inputs["Roughness"].default_value = 0.05
+        bsdf.inputs["IOR"].default_value = 1.33  # water
+        bsdf.inputs["Transmission Weight"].default_value = 1.0
+    return material
+
+
+def _cache_modifier(obj):
+    for mod in obj.modifiers:
+        if mod.type == "MESH_SEQUENCE_CACHE" and mod.name == MODIFIER_NAME:
+            return mod
+    mod = obj.modifiers.new(MODIFIER_NAME, "MESH_SEQUENCE_CACHE")
+    # first in the stack: whatever the user adds (meshing, instancing) works on the particles
+    obj.modifiers.move(len(obj.modifiers) - 1, 0)
+    return mod
+
+
+def show_frames(scene, first_file: str, relative: bool, scale_length: float):
+    """Create or update the liquid object of ``scene`` so that it plays the sequence of ``first_file``.
+
+    Parameters
+    ----------
+    scene : bpy.types.Scene
+    first_file : str
+        Absolute path of the first frame's ``liquid_NNNNNN.usdc``; the others are found by number.
+    relative : bool
+        Store the path relative to the .blend file (the user's cache folder was given that way).
+    scale_length : float
+        The scene's unit scale: the files are in metres, the object scales them to Blender units.
+
+    Returns
+    -------
+    bpy.types.Object
+    """
+    obj = scene.surge.liquid_object
+    if obj is None or obj.type != "POINTCLOUD":
+        obj = bpy.data.objects.new(LIQUID_NAME, bpy.data.pointclouds.new(LIQUID_NAME))
+        scene.surge.liquid_object = obj
+    if obj.name not in scene.objects:
+        scene.collection.objects.link(obj)
+
+    mod = _cache_modifier(obj)
+    path = _blend_path(first_file, relative)
+    cache_file = mod.cache_file
+    if cache_file is None:
+        cache_file = _new_cache_file(first_file)
+        mod.cache_file = cache_file
+    # A new file name per bake is what makes Blender drop the readers of the previous bake's files.
+    cache_file.filepath = path
+    cache_file.is_sequence = True
+    cache_file.scale = 1.0
+    mod.object_path = PRIM_PATH
+
+    s = 1.0 / scale_length
+    obj.matrix_world = Matrix.Diagonal((s, s, s, 1.0))
+    _ensure_material(obj)
+    return obj
+
+
+def _ensure_material(obj) -> None:
+    """Give the liquid the water material unless the user gave it one.
+
+    The slot links the material to the object, not to the point cloud: the cache modifier replaces
+    the point cloud with one read from the file, which has no materials (measured: a data-linked
+    material renders as nothing in Cycles, an object-linked one renders).
+    """
+    if not obj.material_slots:
+        obj.data.materials.append(None)
+    slot = obj.material_slots[0]
+    if slot.link != "OBJECT":
+        material = slot.material
+        slot.link = "OBJECT"
+        slot.material = material
+    if slot.material is None:
+        slot.material = _water_material()
+
+
+def reread(scene) -> None:
+    """Make Blender read the current frame's file again (it appeared after Blender last looked).
+
+    Measured: tagging the object does not retry a file that was missing; tagging the cache file does.
+    """
+    obj = scene.surge.liquid_object
+    if obj is None:
+        return
+    for mod in obj.modifiers:
+        if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
+            mod.cache_file.update_tag()
+
+
+def release_files(scene) -> None:
+    """Point the liquid's cache at nothing, so its files can be deleted (Windows keeps open files)."""
+    obj = scene.surge.liquid_object
+    if obj is None:
+        return
+    for mod in obj.modifiers:
+        if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
+            mod.cache_file.filepath = ""
+
+
+def current_file(scene) -> str | None:
+    """Absolute path of the file the liquid's cache points at, or None."""
+    obj = scene.surge.liquid_object
+    if obj is None:
+        return None
+    for mod in obj.modifiers:
+        if mod.type == "MESH_SEQUENCE_CACHE" and mod.name == MODIFIER_NAME and mod.cache_file is not None:
+            if mod.cache_file.filepath:
+                return os.path.normpath(bpy.path.abspath(mod.cache_file.filepath))
+    return None

@@ -1,0 +1,5 @@
+"""Panels: the Surge tab in the 3D view's sidebar. Drawing only."""
+
+from .sidebar import CLASSES
+
+__all__ = ["CLASSES"]

@@ -1,0 +1,119 @@
+"""Blender properties: the scripting interface of Surge.
+
+``Object.surge`` holds an object's role in the simulation; ``Scene.surge`` holds every engine
+setting, generated from :func:`engine.settings.parameters` so that names, defaults, limits,
+tooltips and enum items have one source of truth, plus the cache folder and the bake state the
+sidebar draws.
+
+Values with a length unit are stored in Blender units, as every Blender length is; the bridge
+multiplies them by the scene's unit scale to get metres (see ``bridge.export``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import bpy
+from bpy.props import (BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty,
+                       StringProperty)
+
+from .engine import settings as settings_mod
+
+ROLE_ITEMS = (
+    ("NONE", "None", "This object takes no part in the Surge simulation"),
+    ("FLUID", "Fluid", "The closed volume of this mesh is filled with liquid at the first frame of the bake"),
+    ("INFLOW", "Inflow", "Emits liquid during the bake (not available in this version of Surge)"),
+    ("COLLIDER", "Collider", "The liquid cannot pass through this object; its collider mode says how"),
+    ("OUTFLOW", "Outflow", "Removes the liquid that enters it (not available in this version of Surge)"),
+)
+
+COLLIDER_MODE_ITEMS = (
+    ("AUTO", "Auto", "Container when the liquid starts inside this object, solid obstacle otherwise"),
+    ("SOLID", "Solid", "A solid obstacle the liquid flows around (not available in this version of Surge)"),
+    ("CONTAINER", "Container", "Keeps the liquid inside; this version handles axis-aligned box meshes"),
+    ("SHELL", "Shell", "A thin wall the liquid cannot cross from either side (not available in this version "
+                       "of Surge)"),
+)
+
+#: Engine unit symbol -> Blender FloatProperty unit. Units Blender has no type for stay 'NONE'.
+#: Seconds are absolute time (not frames), so they do not depend on the scene's frame rate.
+BLENDER_UNITS = {"m": "LENGTH", "m/s": "VELOCITY", "s": "TIME_ABSOLUTE"}
+
+#: Engine unit symbol -> FloatProperty subtype, for units shown as a suffix rather than converted.
+BLENDER_SUBTYPES = {"%": "PERCENTAGE"}
+
+
+class SurgeObjectSettings(bpy.types.PropertyGroup):
+    """Per-object Surge settings (``Object.surge``)."""
+
+    role: EnumProperty(
+        name="Role", items=ROLE_ITEMS, default="NONE",
+        description="What this object does in the Surge liquid simulation")
+    collider_mode: EnumProperty(
+        name="Collider Mode", items=COLLIDER_MODE_ITEMS, default="AUTO",
+        description="How a collider holds back the liquid: from inside (container), from outside (solid) "
+                    "or from both sides (shell)")
+
+
+def _display_precision(p: settings_mod.Parameter) -> int:
+    """Decimal digits that show the default and the limits without rounding them away.
+
+    Blender shows at most 6 decimals; 1e-6 (water's viscosity) needs all of them.
+    """
+    digits = 3
+    for value in (p.default, p.min, p.soft_min):
+        if value:
+            digits = max(digits, -math.floor(math.log10(abs(value))) + 1)
+    return min(digits, 6)
+
+
+def _property_for(p: settings_mod.Parameter):
+    """The bpy.props definition mirroring one engine parameter."""
+    limits = {k: getattr(p, k) for k in ("min", "max", "soft_min", "soft_max") if getattr(p, k) is not None}
+    common = dict(name=p.label, description=p.tooltip, default=p.default)
+    if p.kind is bool:
+        return BoolProperty(**common)
+    if p.kind is int:
+        return IntProperty(**common, **{k: int(v) for k, v in limits.items()})
+    if p.kind is float:
+        return FloatProperty(**common, **{k: float(v) for k, v in limits.items()},
+                             unit=BLENDER_UNITS.get(p.unit, "NONE"), subtype=BLENDER_SUBTYPES.get(p.unit, "NONE"),
+                             precision=_display_precision(p))
+    if p.kind is str and p.items:
+        return EnumProperty(items=[tuple(i) for i in p.items], **common)
+    if p.kind is str:
+        return StringProperty(**common)
+    raise TypeError(f"Engine parameter '{p.name}' has a type ({p.kind!r}) the add-on cannot show")
+
+
+def _scene_annotations() -> dict:
+    ann = {p.name: _property_for(p) for p in settings_mod.parameters()}
+    ann.update(
+        cache_directory=StringProperty(
+            name="Cache Directory", subtype="DIR_PATH", default="//surge_cache/",
+            options={"PATH_SUPPORTS_BLEND_RELATIVE"},
+            description="Folder where Surge writes the baked frames and the point cache Blender plays back; "
+                        "a path starting with // is relative to the saved .blend file"),
+        liquid_object=PointerProperty(
+            name="Liquid Object", type=bpy.types.Object,
+            description="The point-cloud object that plays the baked liquid; baking again updates it"),
+        is_baking=BoolProperty(
+            name="Is Baking", default=False, options={"SKIP_SAVE"},
+            description="True while a bake of this scene is running"),
+        bake_progress=FloatProperty(
+            name="Bake Progress", default=0.0, min=0.0, max=1.0, subtype="FACTOR", options={"SKIP_SAVE"},
+            description="Fraction of the frame range baked so far"),
+        bake_status=StringProperty(
+            name="Bake Status", default="",
+            description="What the last or current bake is doing, or how it ended"),
+    )
+    return ann
+
+
+#: ``Scene.surge``: generated so that adding an engine setting needs no change here.
+SurgeSceneSettings = type("SurgeSceneSettings", (bpy.types.PropertyGroup,), {
+    "__doc__": "Per-scene Surge settings (``Scene.surge``), mirroring engine.settings.SimulationSettings.",
+    "__annotations__": _scene_annotations(),
+})
+
+CLASSES = (SurgeObjectSettings, SurgeSceneSettings)

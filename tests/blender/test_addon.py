@@ -1,0 +1,289 @@
+"""Registration, the scripting interface (properties mirror engine settings) and the sidebar."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import addon_utils
+import bpy
+import pytest
+
+from blender_helpers import add_box, submodule
+
+pytestmark = pytest.mark.blender
+
+OPERATORS = ("bake", "free_bake")
+PANELS = ("VIEW3D_PT_surge_object", "VIEW3D_PT_surge_simulation", "VIEW3D_PT_surge_bake")
+EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "is_baking", "bake_progress", "bake_status"}
+BUILTIN = {"rna_type", "name"}
+
+
+def _operator_registered(name: str) -> bool:
+    try:
+        getattr(bpy.ops.surge, name).get_rna_type()
+    except KeyError:
+        return False
+    return True
+
+
+def _surge_handlers(module_name: str) -> list:
+    found = []
+    for name in dir(bpy.app.handlers):
+        handlers = getattr(bpy.app.handlers, name)
+        if isinstance(handlers, list):
+            found += [h for h in handlers if getattr(h, "__module__", "").startswith(module_name)]
+    return found
+
+
+def _assert_registered(surge) -> None:
+    assert "surge" in bpy.types.Scene.bl_rna.properties and "surge" in bpy.types.Object.bl_rna.properties
+    for op in OPERATORS:
+        assert _operator_registered(op), op
+    for panel in PANELS:
+        cls = getattr(bpy.types, panel, None)
+        assert cls is not None and cls.bl_category == "Surge" and cls.bl_space_type == "VIEW_3D", panel
+    assert _surge_handlers(surge.__name__), "the load_post handler is missing"
+
+
+def test_operators_panels_and_properties_are_registered(surge):
+    _assert_registered(surge)
+
+
+def test_register_unregister_register_leaves_nothing_behind(surge):
+    name = surge.__name__
+    addon_utils.disable(name, default_set=True)
+    try:
+        assert "surge" not in bpy.types.Scene.bl_rna.properties
+        assert "surge" not in bpy.types.Object.bl_rna.properties
+        assert not hasattr(bpy.types.Scene, "surge")
+        for op in OPERATORS:
+            assert not _operator_registered(op), op
+        for panel in PANELS:
+            assert getattr(bpy.types, panel, None) is None, panel
+        for cls in ("SurgeSceneSettings", "SurgeObjectSettings", "SURGE_OT_bake", "SURGE_OT_free_bake"):
+            assert getattr(bpy.types, cls, None) is None, cls
+        assert _surge_handlers(name) == []
+    finally:
+        addon_utils.enable(name, default_set=True)
+    _assert_registered(surge)
+    # the second registration works as the first: the properties are usable
+    bpy.ops.wm.read_homefile(use_empty=True)
+    assert bpy.context.scene.surge.cache_directory == "//surge_cache/"
+
+
+def _scene_group():
+    return bpy.types.Scene.bl_rna.properties["surge"].fixed_type
+
+
+def test_scene_properties_mirror_engine_settings(surge):
+    settings = submodule(surge, "engine.settings")
+    props = submodule(surge, "props")
+    rna = _scene_group().properties
+    params = settings.parameters()
+    # both directions: every engine parameter is a property, every property is a parameter or a known extra
+    assert {p.name for p in params} == set(rna.keys()) - EXTRA_SCENE_PROPERTIES - BUILTIN
+    for p in params:
+        prop = rna[p.name]
+        assert prop.name == p.label, p.name
+        assert prop.description == p.tooltip, p.name
+        if p.kind is float:
+            assert prop.type == "FLOAT" and not prop.is_array, p.name
+            # FloatProperty stores float32: compare to float32 resolution (7 significant digits)
+            assert prop.default == pytest.approx(p.default, rel=1e-6, abs=1e-12), p.name
+            assert prop.unit == props.BLENDER_UNITS.get(p.unit, "NONE"), p.name
+            if p.unit in props.BLENDER_SUBTYPES:  # (Blender reports no subtype for a plain unit value)
+                assert prop.subtype == props.BLENDER_SUBTYPES[p.unit], p.name
+            lowest = -3.4028234663852886e38  # Blender's default hard limits for floats
+            for attr, value, default in (("hard_min", p.min, lowest), ("hard_max", p.max, -lowest),
+                                         ("soft_min", p.soft_min, p.min if p.min is not None else lowest),
+                                         ("soft_max", p.soft_max, p.max if p.max is not None else -lowest)):
+                expected = value if value is not None else default
+                assert getattr(prop, attr) == pytest.approx(expected, rel=1e-6), (p.name, attr)
+        elif p.kind is int:
+            assert prop.type == "INT" and prop.default == p.default, p.name
+            if p.min is not None:
+                assert prop.hard_min == p.min, p.name
+            if p.max is not None:
+                assert prop.hard_max == p.max, p.name
+        elif p.kind is bool:
+            assert prop.type == "BOOLEAN" and prop.default == p.default, p.name
+        elif p.items:
+            assert prop.type == "ENUM" and prop.default == p.default, p.name
+            assert [(i.identifier, i.name, i.description) for i in prop.enum_items] == [tuple(i) for i in p.items]
+        else:
+            assert prop.type == "STRING" and prop.default == p.default, p.name
+
+
+def test_scene_defaults_make_engine_defaults(scene, surge):
+    """A fresh scene exports exactly the engine's default settings (float32 storage rounded back)."""
+    export = submodule(surge, "bridge.export")
+    settings = submodule(surge, "engine.settings")
+    assert export.settings_from_scene(scene) == settings.SimulationSettings()
+
+
+def test_lengths_follow_the_unit_scale(scene, surge):
+    export = submodule(surge, "bridge.export")
+    scene.surge.particle_spacing = 0.03
+    assert export.settings_from_scene(scene).particle_spacing == 0.03
+    scene.unit_settings.scale_length = 0.01  # one Blender unit is a centimetre
+    scene.surge.particle_spacing = 2.5
+    scene.surge.sound_speed = 1000.0
+    out = export.settings_from_scene(scene)
+    assert out.particle_spacing == 0.025 and out.sound_speed == 10.0
+
+
+def test_object_and_cache_properties(surge):
+    obj = bpy.types.Object.bl_rna.properties["surge"].fixed_type.properties
+    assert [i.identifier for i in obj["role"].enum_items] == ["NONE", "FLUID", "INFLOW", "COLLIDER", "OUTFLOW"]
+    assert obj["role"].default == "NONE"
+    assert [i.identifier for i in obj["collider_mode"].enum_items] == ["AUTO", "SOLID", "CONTAINER", "SHELL"]
+    assert obj["collider_mode"].default == "AUTO"
+    cache = _scene_group().properties["cache_directory"]
+    assert cache.subtype == "DIR_PATH" and cache.default == "//surge_cache/"
+    assert cache.is_path_supports_blend_relative  # else Blender 5.0 warns about the // prefix
+    progress = _scene_group().properties["bake_progress"]
+    assert (progress.hard_min, progress.hard_max) == (0.0, 1.0)
+
+
+def test_every_property_has_a_tooltip_sentence(surge):
+    groups = [bpy.types.Object.bl_rna.properties["surge"].fixed_type, _scene_group()]
+    for group in groups:
+        for prop in group.properties:
+            if prop.identifier in BUILTIN:
+                continue
+            assert len(prop.description.split()) >= 4, (group.identifier, prop.identifier, prop.description)
+            for item in getattr(prop, "enum_items", ()):
+                assert len(item.description.split()) >= 3, (prop.identifier, item.identifier)
+    for op in OPERATORS:
+        assert len(getattr(bpy.ops.surge, op).get_rna_type().description.split()) >= 5, op
+
+
+class _Layout:
+    """Stands in for UILayout: records what a panel draws, checks every keyword against the real
+    UILayout function, and checks that every property and operator drawn exists."""
+
+    def __init__(self, log):
+        self.log = log
+
+    @staticmethod
+    def _check(function: str, kw: dict) -> None:
+        known = {p.identifier for p in bpy.types.UILayout.bl_rna.functions[function].parameters}
+        assert set(kw) <= known, f"UILayout.{function} has no parameter {set(kw) - known}"
+
+    def prop(self, data, name, **kw):
+        self._check("prop", kw)
+        assert name in data.bl_rna.properties, f"{data.bl_rna.identifier} has no property '{name}'"
+        self.log.append(("prop", name))
+
+    def operator(self, idname, **kw):
+        self._check("operator", kw)
+        module, name = idname.split(".")
+        getattr(getattr(bpy.ops, module), name).get_rna_type()  # raises KeyError if missing
+        self.log.append(("operator", idname))
+
+    def label(self, **kw):
+        self._check("label", kw)
+        self.log.append(("label", kw.get("text", "")))
+
+    def progress(self, **kw):
+        self._check("progress", kw)
+        assert 0.0 <= kw.get("factor", 0.0) <= 1.0
+        self.log.append(("progress", kw.get("text", "")))
+
+    def panel(self, idname, **kw):
+        self._check("panel", kw)
+        return _Layout(self.log), _Layout(self.log)
+
+    def row(self, **kw):
+        self._check("row", kw)
+        return _Layout(self.log)
+
+    column = box = row
+
+    def separator(self, **_kw):
+        pass
+
+
+def _draw(panel_name: str) -> list:
+    log = []
+    panel = type("FakePanel", (), {"layout": _Layout(log)})()
+    getattr(bpy.types, panel_name).draw(panel, bpy.context)
+    return log
+
+
+def test_panels_draw_existing_properties_and_operators(scene, surge):
+    tank = add_box("Tank", (0, 0, 0), (1, 1, 1), role="COLLIDER", collider_mode="CONTAINER")
+    bpy.context.view_layer.objects.active = tank
+    drawn = _draw("VIEW3D_PT_surge_object")
+    assert ("prop", "role") in drawn and ("prop", "collider_mode") in drawn
+    tank.surge.role = "FLUID"
+    assert ("prop", "collider_mode") not in _draw("VIEW3D_PT_surge_object")
+
+    settings = submodule(surge, "engine.settings")
+    drawn = _draw("VIEW3D_PT_surge_simulation")
+    params = settings.parameters()
+    grouped = [p.name for g in dict.fromkeys(p.group for p in params) for p in params if p.group == g]
+    assert [n for kind, n in drawn if kind == "prop"] == grouped
+
+    drawn = _draw("VIEW3D_PT_surge_bake")
+    assert ("operator", "surge.bake") in drawn and ("operator", "surge.free_bake") in drawn
+    assert ("prop", "cache_directory") in drawn
+    scene.surge.is_baking, scene.surge.bake_progress, scene.surge.bake_status = True, 0.5, "Frame 2 of 3"
+    assert ("progress", "Frame 2 of 3") in _draw("VIEW3D_PT_surge_bake")
+    scene.surge.is_baking = False
+
+
+def test_operators_poll_without_a_3d_view(scene, surge):
+    # background mode has no area: poll must only need the scene
+    assert bpy.context.area is None
+    assert bpy.ops.surge.bake.poll() and bpy.ops.surge.free_bake.poll()
+    scene.surge.is_baking = True
+    assert not bpy.ops.surge.bake.poll() and not bpy.ops.surge.free_bake.poll()
+    scene.surge.is_baking = False
+
+
+def test_loading_a_file_saved_during_a_bake_clears_the_bake_state(scene, surge, tmp_path):
+    scene.surge.is_baking = True
+    path = str(tmp_path / "saved_while_baking.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    bpy.ops.wm.open_mainfile(filepath=path)
+    assert not bpy.context.scene.surge.is_baking
+    assert bpy.ops.surge.bake.poll()
+
+
+def test_float_display_precision_shows_the_defaults(surge):
+    """Water's viscosity (1e-6) must not display as 0.000."""
+    settings = submodule(surge, "engine.settings")
+    rna = _scene_group().properties
+    for p in settings.parameters():
+        if p.kind is float and p.default:
+            digits = rna[p.name].precision
+            assert round(p.default, digits) != 0 or math.isclose(p.default, 0), (p.name, digits)
+
+
+def test_installed_from_the_extension_zip_unless_told_otherwise(surge):
+    """The session installs the built zip into user_default, as a user does (or the source tree on request)."""
+    if os.environ.get("SURGE_TEST_FROM_SOURCE"):
+        assert surge.__name__.startswith("bl_ext.dev.")
+    else:
+        assert surge.__name__ == "bl_ext.user_default.surge"
+        assert not os.path.samefile(os.path.dirname(surge.__file__), os.path.dirname(os.path.dirname(
+            os.path.dirname(os.path.abspath(__file__)))))
+
+
+def test_the_package_imports_without_blender(surge):
+    """The child process imports only engine/; the add-on's own __init__ must not need bpy either."""
+    folder = os.path.dirname(surge.__file__)
+    script = (f"import importlib.util, sys\n"
+              f"spec = importlib.util.spec_from_file_location('surge_plain', {os.path.join(folder, '__init__.py')!r},"
+              f" submodule_search_locations=[{folder!r}])\n"
+              f"module = importlib.util.module_from_spec(spec); sys.modules['surge_plain'] = module\n"
+              f"spec.loader.exec_module(module)\n"
+              f"import surge_plain.engine.driver\n"
+              f"assert callable(module.register) and callable(module.unregister)\n"
+              f"assert 'bpy' not in sys.modules, 'bpy was imported'\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
