@@ -1,7 +1,7 @@
 """The frame loop: the only place that advances a simulation over frames and writes the cache.
 
-``check_job`` is cheap (no numba) and is what the host calls before touching a cache folder;
-``bake_job`` reads a job folder and bakes it; ``bake`` does the same from objects in memory.
+``check_job`` is cheap (numpy only; importing this module does not load numba) and is what the
+host calls before touching a cache folder; ``bake_job`` reads a job folder and bakes it; ``bake`` does the same from objects in memory.
 Progress goes through a callback (one dict per event, see :mod:`engine.cli`), cancellation
 through a callable polled between substeps.
 """
@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from . import __version__
-from . import emit
+from . import budget
 from . import settings as settings_mod
 from .cache import CacheWriter, check_writable, clear
 from .errors import BakeCancelled, InvalidSceneError, SimulationDivergedError
@@ -40,11 +40,13 @@ def check_job(scene: SceneDescription, settings: settings_mod.SimulationSettings
     settings_mod.validate(settings, owner)
     settings_mod.check_supported(settings, owner)
     scene.validate()
-    return emit.check_particle_budget(scene, settings.particle_spacing)
+    return budget.check_particle_budget(scene, settings.particle_spacing)
 
 
 def initial_particles(scene: SceneDescription, settings: settings_mod.SimulationSettings) -> Particles:
     """Fill every FLUID volume with particles at the spacing; ids in object order."""
+    from . import emit  # numba: imported only when baking, so check_job stays cheap for the host
+
     xs, vs = [], []
     problems = []
     for f in scene.fluids:
@@ -65,6 +67,20 @@ def _make_solver(scene: SceneDescription, settings: settings_mod.SimulationSetti
     from .solvers import wcsph
 
     boxes = np.array([[c.lower, c.upper] for c in scene.containers], dtype=np.float64).reshape(-1, 2, 3)
+    if settings.solver == "PBF":
+        from .solvers import pbf
+
+        # Same bound as WCSPH with its automatic sound speed: 50 times the fastest free-fall speed.
+        limit = 5.0 * wcsph.auto_sound_speed(particles.x, particles.v, scene.gravity, boxes)
+        model = pbf.make_model(dx=settings.particle_spacing, rho0=settings.rest_density,
+                               iterations=settings.pbf_iterations,
+                               tolerance=settings.pbf_density_tolerance / 100.0, beta=settings.pbf_stiffness,
+                               xsph=settings.pbf_xsph_viscosity, kappa=settings.pbf_surface_tension,
+                               gravity=scene.gravity, boxes=boxes, friction=settings.wall_friction,
+                               cfl=settings.pbf_cfl_number, max_dt=settings.pbf_time_step, speed_limit=limit)
+        log.info("PBF: %d particles, h=%.4g m, mass=%.4g kg, %d iterations", len(particles), model.h,
+                 model.level_mass[0], model.iterations)
+        return pbf.PBFSolver(model, particles)
     c0 = settings.sound_speed or wcsph.auto_sound_speed(particles.x, particles.v, scene.gravity, boxes)
     model = wcsph.make_model(dx=settings.particle_spacing, h_factor=settings.smoothing_length_factor,
                              rho0=settings.rest_density, c0=c0, alpha=settings.artificial_viscosity,
@@ -74,19 +90,30 @@ def _make_solver(scene: SceneDescription, settings: settings_mod.SimulationSetti
     return wcsph.WCSPHSolver(model, particles)
 
 
+def _speed_limit(solver, settings: settings_mod.SimulationSettings) -> tuple[float, str]:
+    """Speed above which a solver has diverged, m/s, and advice an artist can act on."""
+    if solver.name == "WCSPH":
+        return (5.0 * solver.model.c0,
+                f"more than five times the speed of sound ({solver.model.c0:.3g} m/s). Lower the CFL number "
+                f"(now {settings.cfl_number:g}) or raise the speed of sound.")
+    return (solver.speed_limit,
+            f"more than {solver.speed_limit:.3g} m/s, fifty times the fastest free fall the scene allows. "
+            f"Lower the PBF Max Substep (now {settings.pbf_time_step:g} s) or raise the PBF Iterations.")
+
+
 def _check_state(solver, frame: int, settings: settings_mod.SimulationSettings) -> None:
     pt = solver.particles
     if not (np.all(np.isfinite(pt.x)) and np.all(np.isfinite(pt.v))):
+        advice = (f"Lower the CFL number (now {settings.cfl_number:g}) or raise the speed of sound."
+                  if solver.name == "WCSPH" else
+                  f"Lower the PBF Max Substep (now {settings.pbf_time_step:g} s) or the PBF Stiffness.")
         raise SimulationDivergedError(
-            f"The simulation became unstable at frame {frame} (non-finite positions or velocities). "
-            f"Lower the CFL number (now {settings.cfl_number:g}) or raise the speed of sound.")
+            f"The simulation became unstable at frame {frame} (non-finite positions or velocities). {advice}")
     vmax = float(np.sqrt(np.max(np.einsum("ij,ij->i", pt.v, pt.v)))) if len(pt) else 0.0
-    limit = 5.0 * solver.model.c0
+    limit, advice = _speed_limit(solver, settings)
     if vmax > limit:
         raise SimulationDivergedError(
-            f"The simulation became unstable at frame {frame}: a particle moves at {vmax:.3g} m/s, more than "
-            f"five times the speed of sound ({solver.model.c0:.3g} m/s). Lower the CFL number (now "
-            f"{settings.cfl_number:g}) or raise the speed of sound.")
+            f"The simulation became unstable at frame {frame}: a particle moves at {vmax:.3g} m/s, {advice}")
 
 
 def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cache_dir: str,

@@ -28,7 +28,7 @@ SOLVERS = (
 )
 
 #: Solvers this engine version can bake. The others are refused with a clear message.
-SUPPORTED_SOLVERS = ("WCSPH",)
+SUPPORTED_SOLVERS = ("WCSPH", "PBF")
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,34 @@ class SimulationSettings:
     wall_friction: float = _param(
         0.0, label="Wall Friction", min=0.0, max=1.0,
         tooltip="Fraction of tangential velocity removed when a particle touches a container wall")
+    # --- Position-Based Fluids (solver 'PBF'; Alduan, Tena & Otaduy 2015) ---
+    pbf_iterations: int = _param(
+        4, label="PBF Iterations", min=1, max=100, soft_max=20, group="PBF",
+        tooltip="Most density-constraint iterations per substep; more iterations make the liquid less "
+                "compressible and cost proportionally more time")
+    pbf_density_tolerance: float = _param(
+        0.5, label="PBF Density Tolerance", unit="%", min=0.01, max=10.0, soft_max=3.0, group="PBF",
+        tooltip="Iterations stop once the liquid is compressed by less than this percentage on average; "
+                "smaller values settle calmer but need more iterations")
+    pbf_time_step: float = _param(
+        0.002, label="PBF Max Substep", unit="s", min=1.0e-5, max=0.04, soft_max=0.01, group="PBF",
+        tooltip="Longest substep in seconds; shorter substeps follow fast splashes more closely")
+    pbf_cfl_number: float = _param(
+        0.5, label="PBF Max Travel", min=0.05, max=2.0, group="PBF",
+        tooltip="Fraction of the particle spacing a particle may travel in one substep; fast liquid takes "
+                "shorter substeps so that no particle jumps past its neighbours")
+    pbf_stiffness: float = _param(
+        0.6, label="PBF Stiffness", min=0.05, max=0.75, group="PBF",
+        tooltip="Scale of each density correction (beta); lower is softer and steadier, above 0.75 the "
+                "corrections overshoot and the liquid boils")
+    pbf_xsph_viscosity: float = _param(
+        0.02, label="PBF Viscosity", min=0.0, max=50.0, soft_max=10.0, group="PBF",
+        tooltip="XSPH velocity smoothing: 0.01-0.05 for water, about 1 for oil, 5-20 for toothpaste-like "
+                "liquids; values above 0.5 are applied in several stable passes")
+    pbf_surface_tension: float = _param(
+        0.0, label="PBF Surface Tension", min=0.0, max=2.0, soft_max=1.0, group="PBF",
+        tooltip="Strength of the pull that keeps the liquid together and rounds off drops; 1 pulls the surface "
+                "inward as strongly as gravity pulls down. Use 0 for large-scale water, more for small drops")
 
 
 

@@ -58,11 +58,11 @@ def test_cli_cancel_keeps_written_frames(tmp_path):
 
 
 def test_cli_reports_engine_errors(tmp_path):
-    sc.save_job(str(tmp_path / "job"), column_scene(), SimulationSettings(solver="PBF"))
+    sc.save_job(str(tmp_path / "job"), column_scene(), SimulationSettings(solver="HYBRID"))
     out = _run("bake", str(tmp_path / "job"), str(tmp_path / "cache"))
     assert out.returncode == 1
     err = json.loads(out.stdout.splitlines()[-1])
-    assert err["event"] == "error" and err["error"] == "InvalidSettingsError" and "PBF" in err["message"]
+    assert err["event"] == "error" and err["error"] == "InvalidSettingsError" and "HYBRID" in err["message"]
     assert not (tmp_path / "cache").exists()
     assert _run("bake").returncode == 2
 
@@ -95,3 +95,10 @@ def test_engine_source_has_no_blender_or_absolute_imports():
             if name.endswith(".py"):
                 with open(os.path.join(dirpath, name), encoding="utf-8") as fh:
                     assert not bad.search(fh.read()), f"{name} imports Blender or uses an absolute engine import"
+
+
+def test_pre_bake_checks_do_not_load_numba():
+    """The host calls driver.check_job inside Blender before every bake: it must stay light."""
+    code = "import sys, engine.driver; sys.exit(1 if 'numba' in sys.modules else 0)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
+    assert out.returncode == 0

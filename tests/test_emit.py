@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from engine import emit
+from engine import budget, emit
 from engine.errors import InvalidSceneError
 from engine.scene import TriangleMesh
 from helpers import box_mesh, column_scene, uv_sphere
@@ -45,11 +45,11 @@ def test_winding_number_on_broken_meshes():
 
 def test_particle_budget_refuses_with_a_fix():
     scene = column_scene()
-    assert emit.check_particle_budget(scene, 0.01, memory=2**30) > 0
+    assert budget.check_particle_budget(scene, 0.01, memory=2**30) > 0
     with pytest.raises(InvalidSceneError) as info:
-        emit.check_particle_budget(scene, 1e-5, memory=2**30)
+        budget.check_particle_budget(scene, 1e-5, memory=2**30)
     msg = str(info.value)
     assert "Fluid 'Water'" in msg and "Increase the particle spacing to at least" in msg
     # the suggested spacing indeed fits
     dx_min = float(msg.rsplit("at least ", 1)[1].split(" m")[0])
-    emit.check_particle_budget(scene, dx_min * 1.01, memory=2**30)
+    budget.check_particle_budget(scene, dx_min * 1.01, memory=2**30)

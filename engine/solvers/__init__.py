@@ -1,1 +1,7 @@
-"""One module per method: ``wcsph`` (Tait EOS, leap-frog; seed 000 §3)."""
+"""One module per method: ``wcsph`` (Tait EOS, leap-frog; seed 000 §3), ``pbf`` (Position-Based
+Fluids with the mass-aware constraints, regularised stiffness, iterative XSPH and surface tension of
+Alduán, Tena & Otaduy 2015; seed 004 §3).
+
+Every solver has ``name``, ``model``, ``particles``, ``stable_dt()`` and ``step(dt)``; the driver
+reads the speed bound of a divergence check from ``model.c0`` (WCSPH) or ``speed_limit`` (PBF).
+"""

@@ -1,0 +1,127 @@
+"""Time one solver substep on the common scene; prints figures, asserts nothing.
+
+Scene: a cube block of liquid at spacing dx = 0.025 m in the corner of a box container of
+4 x 3 x 1.5 block edges (a dam break). PBF at dt = 2 ms with 4 iterations, WCSPH at dt = 0.5 ms.
+
+    .venv/bin/python bench/bench_step.py            # N = 64,000; 10 warm-up + 100 timed steps
+    .venv/bin/python bench/bench_step.py --quick    # 3 + 15 steps
+    .venv/bin/python bench/bench_step.py --n 125000 --solver PBF
+
+Targets for later (not asserted): PBF <= 80 ns per particle per iteration and >= 1.6 M
+particle-steps/s; WCSPH >= 1.4 M particle-steps/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from engine.particles import Particles  # noqa: E402
+from engine.solvers import pbf, wcsph  # noqa: E402
+
+DX = 0.025
+G = np.array([0.0, 0.0, -9.81])
+
+
+def scene(n_target: int):
+    edge_n = int(round(n_target ** (1.0 / 3.0)))
+    edge = edge_n * DX
+    axis = (np.arange(edge_n) + 0.5) * DX
+    gx, gy, gz = np.meshgrid(axis, axis, axis, indexing="ij")
+    x = np.stack([gx.ravel(), gy.ravel(), gz.ravel()], axis=1)
+    box = np.array([[[0.0, 0.0, 0.0], [4.0 * edge, 3.0 * edge, 1.5 * edge]]])
+    return x, box
+
+
+def make_pbf(x, box, iterations):
+    model = pbf.make_model(dx=DX, rho0=1000.0, iterations=iterations, tolerance=0.005, beta=0.6, xsph=0.02,
+                           kappa=0.0, gravity=G, boxes=box, friction=0.0, cfl=0.5, max_dt=0.002,
+                           speed_limit=1000.0)
+    return pbf.PBFSolver(model, Particles.create(x, np.zeros_like(x), 1000.0))
+
+
+def make_wcsph(x, box):
+    c0 = wcsph.auto_sound_speed(x, np.zeros_like(x), G, box)
+    model = wcsph.make_model(dx=DX, h_factor=1.2, rho0=1000.0, c0=c0, alpha=0.02, nu=1e-6, gravity=G,
+                             boxes=box, friction=0.0, cfl=0.3)
+    return wcsph.WCSPHSolver(model, Particles.create(x, np.zeros_like(x), 1000.0))
+
+
+def bench_pbf(n, warm, steps, iterations, tolerance_stop):
+    x, box = scene(n)
+    s = make_pbf(x, box, iterations)
+    if not tolerance_stop:
+        object.__setattr__(s.model, "tolerance", 0.0)  # always the full budget: a fixed cost per step
+    for _ in range(warm):
+        s.step(0.002)
+    phases = dict.fromkeys(s.timings, 0.0)
+    iters = []
+    errors = []
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        s.step(0.002)
+        for k, v in s.timings.items():
+            phases[k] += v
+        iters.append(s.iterations)
+        errors.append(s.density_error)
+    total = time.perf_counter() - t0
+    npart = len(s.particles)
+    solve = phases["solve"]
+    mean_it = float(np.mean(iters))
+    print(f"PBF  N={npart:,}  dt=2 ms  iterations max {iterations}"
+          f"{' (tolerance 0.5 %)' if tolerance_stop else ' (always all)'}")
+    print(f"  particle-steps/s          {npart * steps / total / 1e6:8.3f} M")
+    print(f"  ms per step               {total / steps * 1e3:8.2f}")
+    print(f"  iterations per substep    {mean_it:8.2f}   (mean density error {np.mean(errors) * 100:.3f} %)")
+    print(f"  ns / particle / iteration {solve / max(sum(iters), 1) / npart * 1e9:8.1f}   "
+          f"(constraint + correction passes)")
+    share = {k: v / total * 100 for k, v in phases.items()}
+    print(f"  time shares: grid+reorder {share['grid']:.1f} %, neighbour list {share['neighbours']:.1f} %, "
+          f"solve {share['solve']:.1f} %, XSPH+finish {share['viscosity']:.1f} %, predict {share['predict']:.1f} %")
+    print(f"  neighbour-search share    {share['grid'] + share['neighbours']:8.1f} %")
+    print(f"  neighbours per particle   {s._nbr_start[-1] / npart:8.1f}")
+    print(f"  bytes per particle        {s.memory_bytes() / npart:8.1f}   (state + solver buffers + grid)")
+
+
+def bench_wcsph(n, warm, steps):
+    x, box = scene(n)
+    s = make_wcsph(x, box)
+    for _ in range(warm):
+        s.step(0.0005)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        s.step(0.0005)
+    total = time.perf_counter() - t0
+    npart = len(s.particles)
+    print(f"WCSPH N={npart:,}  dt=0.5 ms (stable_dt now {s.stable_dt() * 1e3:.3f} ms)")
+    print(f"  particle-steps/s          {npart * steps / total / 1e6:8.3f} M")
+    print(f"  ms per step               {total / steps * 1e3:8.2f}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="3 warm-up and 15 timed steps")
+    ap.add_argument("--n", type=int, nargs="*", default=[64000], help="particle counts (cubes)")
+    ap.add_argument("--solver", choices=("PBF", "WCSPH", "both"), default="both")
+    ap.add_argument("--iterations", type=int, default=4)
+    args = ap.parse_args(argv)
+    warm, steps = (3, 15) if args.quick else (10, 100)
+    import numba
+    print(f"numba {numba.__version__}, {numba.get_num_threads()} threads, {os.cpu_count()} CPUs; "
+          f"{warm} warm-up + {steps} timed steps (first call compiles; warm-up absorbs it)")
+    for n in args.n:
+        if args.solver in ("PBF", "both"):
+            bench_pbf(n, warm, steps, args.iterations, tolerance_stop=False)
+            bench_pbf(n, warm, steps, args.iterations, tolerance_stop=True)
+        if args.solver in ("WCSPH", "both"):
+            bench_wcsph(n, warm, steps)
+
+
+if __name__ == "__main__":
+    main()

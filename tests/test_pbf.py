@@ -1,0 +1,221 @@
+"""PBF micro-scenes (seed 004 §3): resting tank, viscous slump, two resolutions, surface tension,
+determinism, and a bake through the driver."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from engine import driver
+from engine.cache import CacheReader
+from engine.kernels import cubic_dwdr, cubic_w
+from engine.particles import Particles
+from engine.settings import SimulationSettings
+from engine.solvers import pbf
+from helpers import column_scene
+
+G = np.array([0.0, 0.0, -9.81])
+NO_BOXES = np.zeros((0, 2, 3))
+
+
+def lattice(lower, upper, dx):
+    """Simple cubic lattice with sites at lower + (i + 1/2) dx, as engine.emit fills a box."""
+    axes = [np.arange(lo + dx / 2, hi - dx / 4, dx) for lo, hi in zip(lower, upper)]
+    grid = np.meshgrid(*axes, indexing="ij")
+    return np.stack([a.ravel() for a in grid], axis=1)
+
+
+def make(x, dx=0.02, boxes=NO_BOXES, gravity=G, level=None, spacings=None, **kw):
+    params = dict(dx=dx, rho0=1000.0, iterations=4, tolerance=0.005, beta=0.6, xsph=0.02, kappa=0.0,
+                  gravity=gravity, boxes=boxes, friction=0.0, cfl=0.5, max_dt=0.002, speed_limit=100.0,
+                  spacings=spacings)
+    params.update(kw)
+    model = pbf.make_model(**params)
+    return pbf.PBFSolver(model, Particles.create(x, np.zeros_like(x), 1000.0), level=level)
+
+
+def run(solver, steps, every=1):
+    """Advance at the solver's own dt; returns per-step records every ``every`` steps."""
+    out = []
+    for k in range(steps):
+        dt = solver.stable_dt()
+        solver.step(dt)
+        if k % every == 0 or k == steps - 1:
+            v = solver.particles.v.astype(np.float64)
+            out.append(dict(iterations=solver.iterations, error=solver.density_error,
+                            speed=np.linalg.norm(v, axis=1).mean(), dt=dt))
+    return out
+
+
+def test_shape_functions_match_the_engine_kernels():
+    h = 0.03
+    r = np.linspace(0.0, 2.2 * h, 50)
+    w = [pbf._w_shape(ri / h) / (np.pi * h ** 3) for ri in r]
+    dw = [pbf._dw_shape(ri / h) / (np.pi * h ** 4) for ri in r]
+    # the same polynomial evaluated two ways: only rounding differs
+    assert_allclose(w, [cubic_w(ri, h) for ri in r], rtol=1e-12, atol=1e-9)
+    assert_allclose(dw, [cubic_dwdr(ri, h) for ri in r], rtol=1e-12, atol=1e-9)
+
+
+def test_neighbour_list_equals_brute_force():
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0.0, 0.2, size=(600, 3))
+    s = make(x, gravity=np.zeros(3))
+    s._neighbours()
+    xs = s.particles.x.astype(np.float64)
+    d2 = ((xs[:, None, :] - xs[None, :, :]) ** 2).sum(-1)
+    want = d2 < (2 * s.model.h) ** 2
+    np.fill_diagonal(want, False)
+    for i in range(len(xs)):
+        got = np.sort(s._nbr[s._nbr_start[i]:s._nbr_start[i + 1]])
+        np.testing.assert_array_equal(got, np.nonzero(want[i])[0])
+
+
+def test_resting_tank_settles_within_tolerance_and_keeps_every_particle():
+    dx, width, height = 0.02, 0.3, 0.2
+    box = np.array([[[0.0, 0.0, 0.0], [width, width, 0.4]]])
+    x = lattice([0, 0, 0], [width, width, height], dx)
+    s = make(x, boxes=box)
+    n0 = len(x)
+    assert n0 == 15 * 15 * 10
+    rec = run(s, 400)  # 0.8 s
+    pt = s.particles
+    assert len(pt) == n0 and np.array_equal(np.sort(pt.id), np.arange(n0))
+    assert np.all(np.isfinite(pt.x)) and np.all(np.isfinite(pt.v))
+    # nothing leaves the box: the projection puts particles on the wall at worst (float32 rounding)
+    assert np.all(pt.x >= -1e-6) and np.all(pt.x <= box[0, 1] + 1e-6)
+    # settled: four in five of the last 50 substeps reach the tolerance before the budget of 4 is spent;
+    # when the budget runs out the error is the one measured before the last correction, an upper
+    # bound that may exceed the tolerance slightly (seen: 1.006 times it), hence the 1.2 factor
+    last = rec[-50:]
+    assert sum(r["iterations"] < s.model.iterations for r in last) >= 40
+    assert max(r["error"] for r in last) <= 1.2 * s.model.tolerance
+    speed = [r["speed"] for r in rec]
+    # the block starts uncompressed, drops a fraction of a spacing and rings; the ringing decays
+    # (seen: 0.09 m/s at 0.1 s, 0.03 m/s at 0.8 s). 3 % of sqrt(g H) is a loose bound on the final
+    # mean speed, as in the WCSPH test (seen: 2 %)
+    assert np.mean(speed[-50:]) < 0.5 * np.mean(speed[20:100])
+    assert np.mean(speed[-50:]) < 0.03 * np.sqrt(9.81 * height)
+    # the median particle sits at rest density: compression at most the tolerance; rtol from the
+    # 0.5 % tolerance, atol 0
+    assert_allclose(np.median(pt.rho), 1000.0, rtol=s.model.tolerance, atol=0)
+
+
+def _slump(xsph):
+    """A 0.16 m block on a floor (no side walls) for 0.3 s at 2 ms; checks the energy each step."""
+    dx = 0.02
+    floor = np.array([[[-5.0, -5.0, 0.0], [5.0, 5.0, 5.0]]])  # walls far away: only the floor acts
+    x = lattice([0, 0, 0], [0.16, 0.16, 0.16], dx)
+    s = make(x, boxes=floor, xsph=xsph)
+    m = s.model.level_mass[0]
+    z0 = float(x[:, 2].mean())
+    for k in range(150):
+        s.step(0.002)
+        v = s.particles.v.astype(np.float64)
+        kinetic = 0.5 * m * float((v * v).sum())
+        released = m * 9.81 * len(x) * (z0 - float(s.particles.x[:, 2].mean()))
+        # kinetic energy never exceeds the potential energy released (free fall is the bound);
+        # atol: the kinetic energy one step of free fall gives the whole block, N m (g dt)^2 / 2
+        assert kinetic <= released + 0.5 * len(x) * m * (9.81 * 0.002) ** 2, (xsph, k, kinetic, released)
+    assert np.all(np.isfinite(s.particles.v))
+    return s, float(np.percentile(s.particles.x[:, 2], 99))
+
+
+def test_viscous_block_is_stable_at_the_water_time_step_and_slumps_slowly():
+    """Seed 004 §3.2 and Fig. 2: a toothpaste-like XSPH coefficient at the 2 ms water time step."""
+    water, h_water = _slump(0.02)
+    paste, h_paste = _slump(8.0)
+    assert water.model.xsph_passes == 1 and paste.model.xsph_passes == 16
+    # water collapses to a few layers in 0.3 s; the paste keeps most of its 0.16 m height
+    assert h_paste > h_water + 0.03, (h_paste, h_water)
+
+
+def test_two_resolutions_rest_together_within_tolerance():
+    """Seed 004 eq. 1-2: a coarse half (2x spacing, 8x mass) and a fine half share one tank."""
+    fine, coarse = 0.02, 0.04
+    box = np.array([[[0.0, 0.0, 0.0], [0.32, 0.16, 0.4]]])
+    xf = lattice([0, 0, 0], [0.16, 0.16, 0.2], fine)
+    xc = lattice([0.16, 0, 0], [0.32, 0.16, 0.2], coarse)
+    x = np.concatenate([xf, xc])
+    level = np.concatenate([np.zeros(len(xf), np.uint8), np.ones(len(xc), np.uint8)])
+    s = make(x, dx=fine, boxes=box, level=level, spacings=[fine, coarse])
+    assert_allclose(s.model.level_mass[1] / s.model.level_mass[0], 8.0, rtol=1e-12, atol=0)
+    run(s, 400)
+    pt = s.particles
+    c = np.maximum(pt.rho / 1000.0 - 1.0, 0.0)
+    # the solver stops on the mean over all particles, so the mean of one resolution may sit a little
+    # above the tolerance (seen: 1.01 times it for the fine half); 1.5 times is the bound
+    assert c.mean() <= 1.2 * s.model.tolerance
+    for lev in (0, 1):
+        sel = s.level == lev
+        assert c[sel].mean() <= 1.5 * s.model.tolerance, (lev, c[sel].mean())
+    assert np.all(pt.x >= -1e-6) and np.all(pt.x <= box[0, 1] + 1e-6)
+    # both halves ring down (seen: 0.13 m/s at 0.2 s, 0.07 m/s at 0.8 s); the interface is noisier
+    # than a single resolution (the halves slowly mix), so the bound is 7 % of sqrt(g H) instead of
+    # the tank's 3 %
+    speed = np.linalg.norm(pt.v, axis=1)
+    assert speed.mean() < 0.07 * np.sqrt(9.81 * 0.2)
+
+
+def _roundness(x):
+    """Extent along the cube diagonals over the extent along the axes: sqrt(3) for a cube, 1 for a ball."""
+    c = x - x.mean(axis=0)
+    diag = [np.percentile(np.abs(c @ (np.array(d) / np.sqrt(3))), 98) for d in
+            ((1, 1, 1), (1, 1, -1), (1, -1, 1), (-1, 1, 1))]
+    axis = [np.percentile(np.abs(c[:, k]), 98) for k in range(3)]
+    return np.mean(diag) / np.mean(axis)
+
+
+@pytest.mark.parametrize("kappa", [0.0, 1.0])
+def test_surface_tension_rounds_a_cube(kappa):
+    """Seed 004 §3.3: with kappa > 0 a floating cube rounds off; with kappa = 0 nothing pulls."""
+    x = lattice([0, 0, 0], [0.2, 0.2, 0.2], 0.02)
+    s = make(x, gravity=np.zeros(3), kappa=kappa, xsph=0.5)
+    r0 = _roundness(x)
+    radius0 = np.median(np.linalg.norm(x - x.mean(axis=0), axis=1))
+    for _ in range(100):  # 0.2 s
+        s.step(0.002)
+    xs = s.particles.x.astype(np.float64)
+    r1 = _roundness(xs)
+    radius1 = np.median(np.linalg.norm(xs - xs.mean(axis=0), axis=1))
+    assert np.all(np.isfinite(xs))
+    if kappa == 0.0:
+        # no attraction at all: a lattice at rest density stays put; rtol: float32 rounding only
+        assert_allclose(r1, r0, rtol=1e-4, atol=0)
+        assert_allclose(radius1, radius0, rtol=1e-4, atol=0)
+    else:
+        # the corners are pulled in: the diagonal/axis extent ratio drops from 1.35 (this lattice
+        # and percentile) towards 1 (seen: 1.21 after 0.2 s)
+        assert r1 < r0 - 0.1, (r0, r1)
+        # known limitation: the one-sided constraint cannot hold the bulk together against the
+        # jitter the cohesion creates, so the drop also swells slowly (seen: +17 % in 0.2 s)
+        assert radius1 < 1.25 * radius0, (radius0, radius1)
+
+
+def test_two_runs_are_bit_identical():
+    box = np.array([[[0.0, 0.0, 0.0], [0.3, 0.12, 0.3]]])
+    x = lattice([0, 0, 0], [0.12, 0.12, 0.2], 0.02)
+    runs = []
+    for _ in range(2):
+        s = make(x, boxes=box, kappa=0.3, xsph=1.0)
+        run(s, 40)
+        order = np.argsort(s.particles.id)
+        runs.append((s.particles.x[order].copy(), s.particles.v[order].copy()))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+
+
+def test_driver_bakes_a_pbf_scene(tmp_path):
+    scene = column_scene(water=(0.06, 0.06, 0.1), tank=(0.1, 0.06, 0.2), frames=(1, 4))
+    settings = SimulationSettings(solver="PBF", particle_spacing=0.02)
+    out = driver.bake(scene, settings, str(tmp_path))
+    r = CacheReader(str(tmp_path))
+    assert r.manifest["solver"] == "PBF" and r.manifest["status"] == "complete"
+    frames = [r.read_frame(f) for f in r.frames]
+    assert len(frames) == 4 and out["frames"] == 4
+    n0 = 3 * 3 * 5
+    for f in frames:
+        assert len(f["id"]) == n0
+        assert np.all(np.isfinite(f["position"]))
+        assert np.all(f["position"] >= -1e-6) and np.all(f["position"] <= np.array([0.1, 0.06, 0.2]) + 1e-6)
+    # 1/24 s per frame at most 2 ms per substep: at least 21 substeps a frame
+    assert out["substeps"] >= 3 * 21
