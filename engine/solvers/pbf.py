@@ -64,6 +64,7 @@ from numba import njit, prange
 
 from ..kernels import half_space_tables, lattice_sum
 from ..neighbors import CellGrid, build_grid
+from ..walls import near_box, wall_gradient, wall_mass
 from ..particles import Particles
 
 #: fastmath for every kernel of this module, set in one place (off: bit-reproducible results).
@@ -237,80 +238,6 @@ def _dw_shape(q):
 
 
 @njit(inline="always", cache=True)
-def _table(values, q0, step, q):
-    """Linear interpolation in a uniform table, clamped at both ends."""
-    t = (q - q0) / step
-    if t <= 0.0:
-        return values[0]
-    last = values.shape[0] - 1
-    if t >= last:
-        return values[last]
-    k = int(t)
-    f = t - k
-    return values[k] * (1.0 - f) + values[k + 1] * f
-
-
-@njit(inline="always", cache=True)
-def _near_box(x0, x1, x2, lo, hi, margin):
-    return (lo[0] - margin <= x0 <= hi[0] + margin and lo[1] - margin <= x1 <= hi[1] + margin
-            and lo[2] - margin <= x2 <= hi[2] + margin)
-
-
-@njit(inline="always", cache=True)
-def _wall_mass(x0, x1, x2, boxes, h, q0, step, psi):
-    """1 - prod_k (1 - psi_k): kernel mass of all nearby walls relative to a full neighbourhood.
-
-    The product form counts an edge or corner once, as in :func:`engine.solvers.wcsph.density_pressure`.
-    """
-    support = 2.0 * h
-    inv_h = 1.0 / h
-    free = 1.0
-    for b in range(boxes.shape[0]):
-        lo = boxes[b, 0]
-        hi = boxes[b, 1]
-        if not _near_box(x0, x1, x2, lo, hi, support):
-            continue
-        for k in range(3):
-            xk = x0 if k == 0 else (x1 if k == 1 else x2)
-            d = xk - lo[k]
-            if d < support:
-                free *= 1.0 - _table(psi, q0, step, d * inv_h)
-            d = hi[k] - xk
-            if d < support:
-                free *= 1.0 - _table(psi, q0, step, d * inv_h)
-    return 1.0 - free
-
-
-@njit(inline="always", cache=True)
-def _wall_gradient(x0, x1, x2, boxes, h, q0, step, psi, dpsi):
-    """Gradient of :func:`_wall_mass` with respect to x_i, 1/m (points away from the liquid side)."""
-    support = 2.0 * h
-    inv_h = 1.0 / h
-    g0 = 0.0
-    g1 = 0.0
-    g2 = 0.0
-    for b in range(boxes.shape[0]):
-        lo = boxes[b, 0]
-        hi = boxes[b, 1]
-        if not _near_box(x0, x1, x2, lo, hi, support):
-            continue
-        l0 = 1.0 - _table(psi, q0, step, (x0 - lo[0]) * inv_h)
-        l1 = 1.0 - _table(psi, q0, step, (x1 - lo[1]) * inv_h)
-        l2 = 1.0 - _table(psi, q0, step, (x2 - lo[2]) * inv_h)
-        u0 = 1.0 - _table(psi, q0, step, (hi[0] - x0) * inv_h)
-        u1 = 1.0 - _table(psi, q0, step, (hi[1] - x1) * inv_h)
-        u2 = 1.0 - _table(psi, q0, step, (hi[2] - x2) * inv_h)
-        # d/dx_k of -(l_k u_k) * others; dpsi/dd = dpsi/dq / h, and d = hi - x flips the sign
-        g0 += inv_h * l1 * u1 * l2 * u2 * (u0 * _table(dpsi, q0, step, (x0 - lo[0]) * inv_h)
-                                           - l0 * _table(dpsi, q0, step, (hi[0] - x0) * inv_h))
-        g1 += inv_h * l0 * u0 * l2 * u2 * (u1 * _table(dpsi, q0, step, (x1 - lo[1]) * inv_h)
-                                           - l1 * _table(dpsi, q0, step, (hi[1] - x1) * inv_h))
-        g2 += inv_h * l0 * u0 * l1 * u1 * (u2 * _table(dpsi, q0, step, (x2 - lo[2]) * inv_h)
-                                           - l2 * _table(dpsi, q0, step, (hi[2] - x2) * inv_h))
-    return g0, g1, g2
-
-
-@njit(inline="always", cache=True)
 def _clamp_coord(c, lo, hi):
     if c < lo:
         return lo
@@ -346,7 +273,7 @@ def predict(x, v, gx, gy, gz, dt, boxes, margin,
             lo = boxes[b, 0]
             hi = boxes[b, 1]
             # test the start position: a particle inside a box at the start can never leave it
-            if not _near_box(x0, x1, x2, lo, hi, margin):
+            if not near_box(x0, x1, x2, lo, hi, margin):
                 continue
             for k in range(3):
                 if x[i, k] < lo[k]:
@@ -478,7 +405,7 @@ def constraint(x, level, nbr_start, nbr, level_h, level_mass, level_k, lam_max, 
                     dy = yi - x[j, 1]
                     dz = zi - x[j, 2]
                     s += level_mass[lj] * _w_shape(math.sqrt(dx * dx + dy * dy + dz * dz) / hij) / (hij * hij * hij)
-            r = _SIGMA * s + rho0 * _wall_mass(xi, yi, zi, boxes, hi_, table_q0, table_step, psi)
+            r = _SIGMA * s + rho0 * wall_mass(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi)
             rho[i] = r
             c = r / rho0 - 1.0
             lm = -beta * level_k[li] * c
@@ -554,7 +481,7 @@ def correct(x, lam, level, nbr_start, nbr, level_h, level_mass, cohesion, unifor
         d1 *= scale
         d2 *= scale
         if lami < 0.0 and boxes.shape[0] > 0:
-            w0, w1, w2 = _wall_gradient(xi, yi, zi, boxes, hi_, table_q0, table_step, psi, dpsi)
+            w0, w1, w2 = wall_gradient(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi, dpsi)
             d0 += wall_factor * lami * w0
             d1 += wall_factor * lami * w1
             d2 += wall_factor * lami * w2
@@ -574,7 +501,7 @@ def correct(x, lam, level, nbr_start, nbr, level_h, level_mass, cohesion, unifor
         for b in range(boxes.shape[0]):
             lo = boxes[b, 0]
             hi = boxes[b, 1]
-            if _near_box(xi, yi, zi, lo, hi, margin):
+            if near_box(xi, yi, zi, lo, hi, margin):
                 n0 = _clamp_coord(n0, lo[0], hi[0])
                 n1 = _clamp_coord(n1, lo[1], hi[1])
                 n2 = _clamp_coord(n2, lo[2], hi[2])
@@ -641,7 +568,7 @@ def finish(x, level, level_h, boxes, friction, inv_dt,
             for b in range(boxes.shape[0]):
                 lo = boxes[b, 0]
                 hi = boxes[b, 1]
-                if not _near_box(x[i, 0], x[i, 1], x[i, 2], lo, hi, contact):
+                if not near_box(x[i, 0], x[i, 1], x[i, 2], lo, hi, contact):
                     continue
                 for k in range(3):
                     if x[i, k] - lo[k] < contact or hi[k] - x[i, k] < contact:

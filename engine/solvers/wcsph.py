@@ -33,6 +33,7 @@ from numba import njit, prange
 from ..kernels import cubic_dwdr, cubic_w, half_space_tables, lattice_sum
 from ..neighbors import CellGrid, build_grid
 from ..particles import Particles
+from ..walls import near_box, wall_gradient, wall_mass
 
 GAMMA = 7.0
 
@@ -74,26 +75,6 @@ def make_model(*, dx, h_factor, rho0, c0, alpha, nu, gravity, boxes, friction, c
                       psi=psi, dpsi=dpsi)
 
 
-@njit(inline="always", cache=True)
-def _table(values, d0, step, d):
-    """Linear interpolation in a uniform table, clamped at both ends."""
-    t = (d - d0) / step
-    if t <= 0.0:
-        return values[0]
-    last = values.shape[0] - 1
-    if t >= last:
-        return values[last]
-    k = int(t)
-    f = t - k
-    return values[k] * (1.0 - f) + values[k + 1] * f
-
-
-@njit(inline="always", cache=True)
-def _in_box_range(x, lo, hi, margin):
-    return (lo[0] - margin <= x[0] <= hi[0] + margin and lo[1] - margin <= x[1] <= hi[1] + margin
-            and lo[2] - margin <= x[2] <= hi[2] + margin)
-
-
 @njit(parallel=True, cache=True)
 def density_pressure(x, cell_start, cell_nbr, particle_cell, h, mass, rho0, p0,
                      boxes, table_d0, table_step, psi,
@@ -116,22 +97,7 @@ def density_pressure(x, cell_start, cell_nbr, particle_cell, h, mass, rho0, p0,
                 r2 = dx * dx + dy * dy + dz * dz
                 if r2 < r2max:
                     s += cubic_w(math.sqrt(r2), h)
-        # Walls overlap at edges and corners: combine them as 1 - prod(1 - psi_k), exact for a kernel
-        # that factorises along the axes, instead of a plain sum that counts a corner up to three times.
-        free = 1.0
-        for b in range(boxes.shape[0]):
-            lo = boxes[b, 0]
-            hi = boxes[b, 1]
-            if not _in_box_range(x[i], lo, hi, support):
-                continue
-            for k in range(3):
-                d = x[i, k] - lo[k]
-                if d < support:
-                    free *= 1.0 - _table(psi, table_d0, table_step, d)
-                d = hi[k] - x[i, k]
-                if d < support:
-                    free *= 1.0 - _table(psi, table_d0, table_step, d)
-        wall = 1.0 - free
+        wall = wall_mass(x[i, 0], x[i, 1], x[i, 2], boxes, support, 1.0, table_d0, table_step, psi)
         r = mass * s + rho0 * wall
         rho[i] = r
         ratio = r / rho0
@@ -199,29 +165,14 @@ def accelerations(x, v, rho, pr, cell_start, cell_nbr, particle_cell, h, mass, r
                 ax += f * dx + visc * dvx
                 ay += f * dy + visc * dvy
                 az += f * dz + visc * dvz
-        # gradient of 1 - prod_k(1 - psi_k): dpsi_k times the product of the other factors. The wall
-        # force is -(p_i / rho_i^2) rho0 grad psi, with one pressure term (Akinci et al. 2012): the
-        # energy-consistent partner of the wall density term. Mirroring the pressure (a factor 2)
-        # pumps energy into a resting column and makes it boil.
-        wall = -1.0 * pi_term * rho0
-        for b in range(boxes.shape[0]):
-            lo = boxes[b, 0]
-            hi = boxes[b, 1]
-            if not _in_box_range(x[i], lo, hi, support):
-                continue
-            l0 = 1.0 - _table(psi, table_d0, table_step, x[i, 0] - lo[0])
-            l1 = 1.0 - _table(psi, table_d0, table_step, x[i, 1] - lo[1])
-            l2 = 1.0 - _table(psi, table_d0, table_step, x[i, 2] - lo[2])
-            u0 = 1.0 - _table(psi, table_d0, table_step, hi[0] - x[i, 0])
-            u1 = 1.0 - _table(psi, table_d0, table_step, hi[1] - x[i, 1])
-            u2 = 1.0 - _table(psi, table_d0, table_step, hi[2] - x[i, 2])
-            # the inward normal of a lower wall is +e_k; dpsi <= 0 so the force points into the liquid
-            ax += wall * l1 * u1 * l2 * u2 * (u0 * _table(dpsi, table_d0, table_step, x[i, 0] - lo[0])
-                                              - l0 * _table(dpsi, table_d0, table_step, hi[0] - x[i, 0]))
-            ay += wall * l0 * u0 * l2 * u2 * (u1 * _table(dpsi, table_d0, table_step, x[i, 1] - lo[1])
-                                              - l1 * _table(dpsi, table_d0, table_step, hi[1] - x[i, 1]))
-            az += wall * l0 * u0 * l1 * u1 * (u2 * _table(dpsi, table_d0, table_step, x[i, 2] - lo[2])
-                                              - l2 * _table(dpsi, table_d0, table_step, hi[2] - x[i, 2]))
+        # The wall force is -(p_i / rho_i^2) rho0 grad psi, with one pressure term (Akinci et al.
+        # 2012): the energy-consistent partner of the wall density term. Mirroring the pressure (a
+        # factor 2) pumps energy into a resting column and makes it boil.
+        w0, w1, w2 = wall_gradient(xi, yi, zi, boxes, support, 1.0, table_d0, table_step, psi, dpsi)
+        wall = -pi_term * rho0
+        ax += wall * w0
+        ay += wall * w1
+        az += wall * w2
         a[i, 0] = ax + gx
         a[i, 1] = ay + gy
         a[i, 2] = az + gz
@@ -240,7 +191,7 @@ def drift_and_clamp(x, v, dt, boxes, margin, friction):
         for b in range(boxes.shape[0]):
             lo = boxes[b, 0]
             hi = boxes[b, 1]
-            if not _in_box_range(x[i], lo, hi, margin):
+            if not near_box(x[i, 0], x[i, 1], x[i, 2], lo, hi, margin):
                 continue
             hit = False
             for k in range(3):
