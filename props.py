@@ -1,9 +1,10 @@
 """Blender properties: the scripting interface of Surge.
 
-``Object.surge`` holds an object's role in the simulation; ``Scene.surge`` holds every engine
-setting, generated from :func:`engine.settings.parameters` so that names, defaults, limits,
-tooltips and enum items have one source of truth, plus the cache folder and the bake state the
-sidebar draws.
+``Object.surge`` holds an object's role in the simulation and its collider settings, generated
+from :func:`engine.settings.collider_parameters`, plus the collider mode the last bake used;
+``Scene.surge`` holds every engine setting, generated from :func:`engine.settings.parameters`.
+Names, defaults, limits, tooltips and enum items thus have one source of truth. ``Scene.surge``
+also holds the cache folder and the bake state the sidebar draws.
 
 Values with a length unit are stored in Blender units, as every Blender length is; the bridge
 multiplies them by the scene's unit scale to get metres (see ``bridge.export``).
@@ -27,32 +28,12 @@ ROLE_ITEMS = (
     ("OUTFLOW", "Outflow", "Removes the liquid that enters it (not available in this version of Surge)"),
 )
 
-COLLIDER_MODE_ITEMS = (
-    ("AUTO", "Auto", "Container when the liquid starts inside this object, solid obstacle otherwise"),
-    ("SOLID", "Solid", "A solid obstacle the liquid flows around (not available in this version of Surge)"),
-    ("CONTAINER", "Container", "Keeps the liquid inside; this version handles axis-aligned box meshes"),
-    ("SHELL", "Shell", "A thin wall the liquid cannot cross from either side (not available in this version "
-                       "of Surge)"),
-)
-
 #: Engine unit symbol -> Blender FloatProperty unit. Units Blender has no type for stay 'NONE'.
 #: Seconds are absolute time (not frames), so they do not depend on the scene's frame rate.
 BLENDER_UNITS = {"m": "LENGTH", "m/s": "VELOCITY", "s": "TIME_ABSOLUTE"}
 
 #: Engine unit symbol -> FloatProperty subtype, for units shown as a suffix rather than converted.
 BLENDER_SUBTYPES = {"%": "PERCENTAGE"}
-
-
-class SurgeObjectSettings(bpy.types.PropertyGroup):
-    """Per-object Surge settings (``Object.surge``)."""
-
-    role: EnumProperty(
-        name="Role", items=ROLE_ITEMS, default="NONE",
-        description="What this object does in the Surge liquid simulation")
-    collider_mode: EnumProperty(
-        name="Collider Mode", items=COLLIDER_MODE_ITEMS, default="AUTO",
-        description="How a collider holds back the liquid: from inside (container), from outside (solid) "
-                    "or from both sides (shell)")
 
 
 def _display_precision(p: settings_mod.Parameter) -> int:
@@ -86,6 +67,18 @@ def _property_for(p: settings_mod.Parameter):
     raise TypeError(f"Engine parameter '{p.name}' has a type ({p.kind!r}) the add-on cannot show")
 
 
+def _object_annotations() -> dict:
+    ann = {"role": EnumProperty(
+        name="Role", items=ROLE_ITEMS, default="NONE",
+        description="What this object does in the Surge liquid simulation")}
+    ann.update({p.name: _property_for(p) for p in settings_mod.collider_parameters()})
+    ann["collider_resolved"] = StringProperty(
+        name="Acts As", default="",
+        description="How the last bake treated this collider (the mode Auto picked, for instance); set by the "
+                    "bake, empty until the collider has been baked")
+    return ann
+
+
 def _scene_annotations() -> dict:
     ann = {p.name: _property_for(p) for p in settings_mod.parameters()}
     ann.update(
@@ -109,6 +102,14 @@ def _scene_annotations() -> dict:
     )
     return ann
 
+
+#: ``Object.surge``: the role, and the collider settings generated from the engine's
+#: :func:`engine.settings.collider_parameters` (used when the role is Collider).
+SurgeObjectSettings = type("SurgeObjectSettings", (bpy.types.PropertyGroup,), {
+    "__doc__": "Per-object Surge settings (``Object.surge``): role and collider settings, mirroring "
+               "engine.settings.ColliderSettings.",
+    "__annotations__": _object_annotations(),
+})
 
 #: ``Scene.surge``: generated so that adding an engine setting needs no change here.
 SurgeSceneSettings = type("SurgeSceneSettings", (bpy.types.PropertyGroup,), {

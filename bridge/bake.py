@@ -8,11 +8,12 @@ Order of work (nothing in the cache folder changes until every check has passed)
 3. write the job folder and start ``engine.cli bake`` in a child process;
 4. as the child reports progress, convert each finished frame to a USD point file and point the
    liquid object at the new files (only once the child has started writing the new cache, so a
-   bake that fails early leaves the previous result untouched).
+   bake that fails early leaves the previous result untouched), and write on each collider the
+   mode the engine treats it in (``Object.surge.collider_resolved``: what Auto picked).
 
 :class:`BakeSession` is polled: from a modal operator's timer in the UI, or in a blocking loop in
-background mode. It holds the scene's name, never a Blender pointer, because undo can reallocate
-Blender data between two polls.
+background mode. It holds the names of the scene and its objects, never Blender pointers, because
+undo can reallocate Blender data between two polls.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 import bpy
 
 from ..engine import cache as cache_mod
+from ..engine import settings as settings_mod
 from ..engine.errors import EngineError
 from ..engine.scene import save_job
 from . import export, files, liquid, usd
@@ -84,16 +86,35 @@ def _duration(seconds: float) -> str:
     return f"{hours} h {minutes} min"
 
 
+#: Collider mode identifier -> the label the sidebar shows for it.
+MODE_LABELS = {identifier: label for identifier, label, _tooltip in settings_mod.COLLIDER_MODES}
+
+#: Collider motion (engine.scene.MeshCollider.motion) -> words for the user.
+MOTION_WORDS = {"STATIC": "static", "RIGID": "moving", "DEFORMING": "deforming"}
+
+
+def resolved_text(mode: str, requested: str) -> str:
+    """What ``Object.surge.collider_resolved`` shows: the mode a collider acts in, and whether Auto chose it."""
+    label = MODE_LABELS.get(mode, mode.title())
+    return f"{label} (picked by Auto)" if requested == "AUTO" and mode != "AUTO" else label
+
+
 def describe(event: dict) -> str | None:
     """One line for the user about a progress event, or None for events not worth showing."""
     kind = event.get("event")
     if kind == "stage":
         return {"fill": "Filling the fluid volumes with particles",
+                "colliders": "Building the colliders' distance fields",
                 "compile": "Compiling the simulation kernels (the first bake takes longer)",
                 "simulate": "Simulating"}.get(event.get("stage"), f"Stage {event.get('stage')}")
     if kind == "frame":
         return (f"Frame {event['frame']} of {event['frame_end']}: {event['particles']} particles, "
                 f"{event['substeps']} substeps, {_duration(event.get('eta', 0.0))} left")
+    if kind == "collider":
+        grid = (f"{event.get('cells', 0)} cells, {event.get('memory', 0) / 2**20:.1f} MiB, "
+                + ("from the cache" if event.get("cached") else f"built in {event.get('seconds', 0.0):.1f} s"))
+        return (f"Collider '{event.get('name')}': {resolved_text(event.get('mode', ''), event.get('requested', ''))}, "
+                f"{MOTION_WORDS.get(event.get('motion'), 'static')} ({grid})")
     if kind == "error":
         return f"Error: {event.get('message', '')}"
     if kind == "output":
@@ -140,6 +161,11 @@ class BakeSession:
         self.status = f"Starting the bake process (about {int(self.estimate)} particles)"
         self.progress = 0.0
         self._publish()
+        # box containers are settled here; the engine reports how it treats each mesh collider
+        for box in description.containers:
+            self._show_collider(box.name, resolved_text("CONTAINER", scene.objects[box.name].surge.collider_mode))
+        for collider in description.colliders:
+            self._show_collider(collider.name, "")
 
     # -- state shown in the UI -------------------------------------------------------------------
 
@@ -149,6 +175,12 @@ class BakeSession:
             self.process.kill()
             raise BakeFailedError(f"Scene '{self.scene_name}' was deleted during its bake; the bake was stopped")
         return scene
+
+    def _show_collider(self, name: str, text: str) -> None:
+        """Set ``collider_resolved`` of the object called ``name`` (if it still exists) to ``text``."""
+        obj = self.scene().objects.get(name)
+        if obj is not None and obj.surge.collider_resolved != text:
+            obj.surge.collider_resolved = text
 
     def _publish(self) -> None:
         """Copy status and progress into the scene's properties for the sidebar.
@@ -185,6 +217,9 @@ class BakeSession:
                 self.last_frame = event
                 span = max(1, event["frame_end"] - event["frame_start"])
                 self.progress = min(1.0, (event["frame"] - event["frame_start"]) / span)
+            elif kind == "collider":
+                self._show_collider(event.get("name", ""),
+                                    resolved_text(event.get("mode", ""), event.get("requested", "")))
             elif kind == "error":
                 self.error = event
             text = describe(event)

@@ -2,17 +2,36 @@
 
 Everything leaves here in metres and seconds, in world space: object transforms are applied to
 the evaluated meshes (modifiers included) and Blender units are multiplied by the scene's unit
-scale. Unsupported roles and shapes are refused with a message naming the object; nothing is
-silently ignored.
+scale. Unsupported roles are refused with a message naming the object; nothing is silently
+ignored.
+
+Colliders
+---------
+Every object with the role Collider is exported, in one of two forms:
+
+* :class:`BoxContainer`, the exact fast path, for an axis-aligned box that does not move over the
+  frame range and holds the liquid: its mode is Container, or Auto with a fluid inside it;
+* :class:`MeshCollider` for everything else: the evaluated surface at the first frame of the bake,
+  and its motion over the frame range, found by stepping the scene through every frame once for
+  all the colliders that could move (an animated, constrained, parented, deformed or simulated
+  object). A collider whose evaluated vertices move in its own space (armature, shape keys,
+  modifiers), or whose world matrix changes by more than a rotation and a translation (animated
+  scale), is *deforming* and exports its world-space vertices per frame; one whose matrix alone
+  changes rigidly exports one matrix per frame; the others are static.
+
+The scene is evaluated at the first frame of the bake (the fluids too: that is the initial
+state), and the frame the user was on is restored afterwards, even when the export fails.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
 from ..engine import settings as settings_mod
 from ..engine.errors import InvalidSceneError
-from ..engine.scene import BoxContainer, FluidObject, SceneDescription, TriangleMesh
+from ..engine.scene import BoxContainer, FluidObject, MeshCollider, SceneDescription, TriangleMesh
 
 #: Object types whose evaluated geometry can be turned into a triangle mesh.
 GEOMETRY_TYPES = {"MESH", "CURVE", "SURFACE", "META", "FONT"}
@@ -23,6 +42,16 @@ SCALED_UNITS = {"m", "m/s"}
 #: Relative tolerance (of the box size) for "this vertex lies on the box", well above float32 noise
 #: of transformed coordinates and well below any deliberate modelling offset.
 BOX_TOLERANCE = 1e-4
+
+#: A collider deforms when one of its evaluated vertices moves, in the object's own space, by more
+#: than this fraction of the object's size: float32 coordinates carry ~6e-8 of relative rounding,
+#: so nothing a modifier does by accident trips it, and nothing an artist animates slips under it.
+DEFORM_TOLERANCE = 1e-6
+
+#: A relative world matrix M(f) inv(M(start)) counts as rigid when its 3x3 part is orthonormal to
+#: this tolerance (products of float32 matrices are good to ~1e-7); an animated scale of 1.001
+#: already fails it.
+RIGID_TOLERANCE = 1e-5
 
 
 def float32_to_float(value: float) -> float:
@@ -38,12 +67,11 @@ def unit_scale(scene) -> float:
     return float32_to_float(scene.unit_settings.scale_length)
 
 
-def settings_from_scene(scene) -> settings_mod.SimulationSettings:
-    """Engine settings from ``scene.surge``; lengths and speeds converted to SI with the unit scale."""
-    scale = unit_scale(scene)
+def _engine_values(group, parameters: list, scale: float) -> dict:
+    """Values of a PropertyGroup generated from engine ``parameters``, lengths and speeds in SI."""
     values = {}
-    for p in settings_mod.parameters():
-        value = getattr(scene.surge, p.name)
+    for p in parameters:
+        value = getattr(group, p.name)
         if p.kind is float:
             value = float32_to_float(value)
             if p.unit in SCALED_UNITS:
@@ -53,29 +81,144 @@ def settings_from_scene(scene) -> settings_mod.SimulationSettings:
         elif p.kind is bool:
             value = bool(value)
         values[p.name] = value
-    return settings_mod.SimulationSettings(**values)
+    return values
+
+
+def settings_from_scene(scene) -> settings_mod.SimulationSettings:
+    """Engine settings from ``scene.surge``; lengths and speeds converted to SI with the unit scale."""
+    return settings_mod.SimulationSettings(**_engine_values(scene.surge, settings_mod.parameters(), unit_scale(scene)))
+
+
+def collider_settings(obj, scale: float) -> settings_mod.ColliderSettings:
+    """Engine collider settings from ``obj.surge``; the surface offset converted to metres with ``scale``."""
+    return settings_mod.ColliderSettings(**_engine_values(obj.surge, settings_mod.collider_parameters(), scale))
+
+
+class _Geometry:
+    """One evaluation of an object: local vertices, faces and world matrix (Blender units)."""
+
+    __slots__ = ("co", "triangles", "corners", "matrix")
+
+    def __init__(self, obj, depsgraph, with_triangles: bool = True):
+        evaluated = obj.evaluated_get(depsgraph)
+        mesh = evaluated.to_mesh()
+        try:
+            co = np.empty(len(mesh.vertices) * 3, dtype=np.float64)
+            mesh.vertices.foreach_get("co", co)
+            # the face corners (which vertex each polygon corner uses) are the topology; the
+            # triangulation of a quad may flip with its shape, so it is taken once, at the first frame
+            corners = np.empty(len(mesh.loops), dtype=np.int32)
+            mesh.loops.foreach_get("vertex_index", corners)
+            tris = None
+            if with_triangles:
+                mesh.calc_loop_triangles()
+                tris = np.empty(len(mesh.loop_triangles) * 3, dtype=np.int32)
+                mesh.loop_triangles.foreach_get("vertices", tris)
+                tris = tris.reshape(-1, 3)
+        finally:
+            evaluated.to_mesh_clear()
+        self.co = co.reshape(-1, 3)
+        self.corners = corners
+        self.triangles = tris
+        self.matrix = np.array(evaluated.matrix_world, dtype=np.float64)
+
+    def world(self) -> np.ndarray:
+        """World-space vertices, Blender units."""
+        return self.co @ self.matrix[:3, :3].T + self.matrix[:3, 3]
 
 
 def _world_mesh(obj, depsgraph, scale: float) -> TriangleMesh:
     """Triangulated evaluated geometry of ``obj`` in world space, metres."""
-    evaluated = obj.evaluated_get(depsgraph)
-    mesh = evaluated.to_mesh()
-    try:
-        mesh.calc_loop_triangles()
-        co = np.empty(len(mesh.vertices) * 3, dtype=np.float64)
-        mesh.vertices.foreach_get("co", co)
-        tris = np.empty(len(mesh.loop_triangles) * 3, dtype=np.int32)
-        mesh.loop_triangles.foreach_get("vertices", tris)
-    finally:
-        evaluated.to_mesh_clear()
-    co = co.reshape(-1, 3)
-    matrix = np.array(evaluated.matrix_world, dtype=np.float64)
-    world = co @ matrix[:3, :3].T + matrix[:3, 3]
-    return TriangleMesh(world * scale, tris.reshape(-1, 3))
+    geometry = _Geometry(obj, depsgraph)
+    return TriangleMesh(geometry.world() * scale, geometry.triangles)
 
 
-def _box_problem(name: str, mesh: TriangleMesh) -> str | None:
-    """Why ``mesh`` is not an axis-aligned box, or None when it is one.
+def _may_move(obj) -> bool:
+    """False when nothing can move or deform ``obj`` over time, so stepping frames can skip it.
+
+    Conservative: animation data or drivers, a constraint, a modifier, shape keys, a rigid body or
+    a parent make it a candidate; stepping through the frames then decides.
+    """
+    data = obj.data
+    return bool(obj.parent is not None or obj.animation_data is not None or len(obj.constraints)
+                or len(obj.modifiers) or obj.rigid_body is not None
+                or getattr(data, "animation_data", None) is not None
+                or getattr(data, "shape_keys", None) is not None)
+
+
+class _Track:
+    """A collider followed over the frame range: its first-frame geometry and what changes after it."""
+
+    def __init__(self, first: _Geometry):
+        self.first = first
+        lo, hi = (first.co.min(axis=0), first.co.max(axis=0)) if len(first.co) else (np.zeros(3), np.zeros(3))
+        self.local_tolerance = DEFORM_TOLERANCE * max(float(np.max(hi - lo)), 1e-12)
+        self.matrices = [first.matrix]
+        self.local = [None]  # per frame: local vertices when they differ from the first frame's
+        self.changed_at: int | None = None  # the first frame whose topology differs
+
+    def add(self, frame: int, geometry: _Geometry) -> None:
+        self.matrices.append(geometry.matrix)
+        if self.changed_at is not None:
+            return
+        if len(geometry.co) != len(self.first.co) or not np.array_equal(geometry.corners, self.first.corners):
+            self.changed_at = frame
+            return
+        moved = np.max(np.abs(geometry.co - self.first.co)) > self.local_tolerance if len(geometry.co) else False
+        self.local.append(geometry.co if moved else None)
+
+    @property
+    def deforms_locally(self) -> bool:
+        return any(co is not None for co in self.local)
+
+    def motion(self, scale: float) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(transforms, frame_vertices) for :class:`MeshCollider`, metres; (None, None) when static."""
+        if len(self.matrices) == 1:
+            return None, None
+        if not self.deforms_locally:
+            transforms = self._rigid(scale)
+            if transforms is not None:
+                return (transforms if _moves(transforms, self.first.world() * scale) else None), None
+        frames = []
+        for matrix, co in zip(self.matrices, self.local):
+            co = self.first.co if co is None else co
+            frames.append((co @ matrix[:3, :3].T + matrix[:3, 3]) * scale)
+        frame_vertices = np.stack(frames)
+        frame_vertices[0] = self.first.world() * scale  # bit-identical to the rest mesh
+        return None, frame_vertices
+
+    def _rigid(self, scale: float) -> np.ndarray | None:
+        """Per-frame rest-to-world matrices (translations in metres), or None if one is not rigid."""
+        rest = self.first.matrix
+        if abs(np.linalg.det(rest[:3, :3])) < 1e-30:
+            return None  # a flattened object: no rest pose to map from
+        inverse = np.linalg.inv(rest)
+        out = np.empty((len(self.matrices), 4, 4))
+        for i, matrix in enumerate(self.matrices):
+            relative = matrix @ inverse
+            a = relative[:3, :3]
+            if (np.max(np.abs(a.T @ a - np.eye(3))) > RIGID_TOLERANCE or np.linalg.det(a) < 0
+                    or np.max(np.abs(relative[3] - (0.0, 0.0, 0.0, 1.0))) > RIGID_TOLERANCE):
+                return None
+            out[i] = relative
+        out[:, :3, 3] *= scale
+        out[0] = np.eye(4)
+        return out
+
+
+def _moves(transforms: np.ndarray, rest: np.ndarray) -> bool:
+    """True if any of the rigid ``transforms`` moves a vertex of ``rest`` (metres) measurably."""
+    lo, hi = rest.min(axis=0), rest.max(axis=0)
+    tolerance = DEFORM_TOLERANCE * max(float(np.max(hi - lo)), 1e-12)
+    corners = np.array([[hi[0] if i & 1 else lo[0], hi[1] if i & 2 else lo[1], hi[2] if i & 4 else lo[2]]
+                        for i in range(8)])
+    # a rigid map moves no point of a box more than it moves one of the box's corners
+    moved = corners @ transforms[:, :3, :3].transpose(0, 2, 1) + transforms[:, None, :3, 3] - corners
+    return bool(np.max(np.abs(moved)) > tolerance)
+
+
+def is_axis_aligned_box(mesh: TriangleMesh) -> bool:
+    """True if ``mesh`` is an axis-aligned box (the exact fast path for containers).
 
     A box here: all 8 corners of the bounding box are vertices, every vertex lies on the box
     surface, and every triangle lies in one of its six faces. A rotated box fails the corner test,
@@ -83,11 +226,11 @@ def _box_problem(name: str, mesh: TriangleMesh) -> str | None:
     """
     v = mesh.vertices
     if len(mesh.triangles) == 0:
-        return f"Container '{name}' has no faces; use a box mesh"
+        return False
     lo, hi = v.min(axis=0), v.max(axis=0)
     tol = BOX_TOLERANCE * max(float(np.max(hi - lo)), 1e-12)
     if np.any(hi - lo <= tol):
-        return f"Container '{name}' is flat (its size is zero along an axis); use a box mesh"
+        return False
     on_lo, on_hi = np.abs(v - lo) <= tol, np.abs(v - hi) <= tol
     corners = np.array([[hi[0] if i & 1 else lo[0], hi[1] if i & 2 else lo[1], hi[2] if i & 4 else lo[2]]
                         for i in range(8)])
@@ -95,33 +238,36 @@ def _box_problem(name: str, mesh: TriangleMesh) -> str | None:
     on_surface = np.any(on_lo | on_hi, axis=1)
     t = mesh.triangles
     in_face_plane = np.any(np.all(on_lo[t], axis=1) | np.all(on_hi[t], axis=1), axis=1)
-    if not (all(has_corner) and np.all(on_surface) and np.all(in_face_plane)):
-        return (f"Container '{name}' is not an axis-aligned box; this version of Surge handles box containers "
-                f"only. Use an unrotated box (apply or clear its rotation), or set its collider mode to Solid "
-                f"once that mode is available")
-    return None
+    return bool(all(has_corner) and np.all(on_surface) and np.all(in_face_plane))
 
 
-def _inside(inner: TriangleMesh, lower: np.ndarray, upper: np.ndarray) -> bool:
-    """True if every vertex of ``inner`` lies within the box [lower, upper]."""
-    v = inner.vertices
-    return bool(len(v)) and bool(np.all(v >= lower) and np.all(v <= upper))
+def _holds_a_fluid(box: TriangleMesh, fluids: list) -> bool:
+    """True if every vertex of some fluid lies within the bounding box of ``box``."""
+    lower, upper = box.vertices.min(axis=0), box.vertices.max(axis=0)
+    # a fluid modelled flush against the walls must count as inside despite rounding
+    tol = BOX_TOLERANCE * max(float(np.max(upper - lower)), 1e-12)
+    return any(len(f.mesh.vertices) and np.all(f.mesh.vertices >= lower - tol)
+               and np.all(f.mesh.vertices <= upper + tol) for f in fluids)
 
 
 def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.SimulationSettings]:
     """Scene description and settings of ``scene``, checked for everything the bridge knows about.
 
+    Steps the scene through the frame range when a collider may move, and puts it back on the
+    frame it was on.
+
     Raises
     ------
     InvalidSceneError
-        Listing every object with an unsupported role or shape, and every structural problem
+        Listing every object with an unsupported role, every collider without faces or whose
+        topology changes over the frame range, and every structural problem
         :meth:`SceneDescription.validate` finds (no fluid, a fluid with no faces, an empty frame range).
     InvalidSettingsError
         If a setting is out of range (from :func:`engine.settings.validate`).
     """
     scale = unit_scale(scene)
     problems: list[str] = []
-    fluids, colliders = [], []
+    fluid_objects, collider_objects = [], []
     for obj in sorted(scene.objects, key=lambda o: o.name):
         role = obj.surge.role
         if role == "NONE":
@@ -134,36 +280,59 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
             problems.append(f"Object '{obj.name}' has the role {role.title()} but is a {obj.type.lower()} object "
                             f"without geometry; use a mesh")
             continue
-        if role == "FLUID":
-            fluids.append(FluidObject(obj.name, _world_mesh(obj, depsgraph, scale)))
-        else:
-            colliders.append((obj, _world_mesh(obj, depsgraph, scale)))
+        (fluid_objects if role == "FLUID" else collider_objects).append(obj)
 
-    containers = []
-    for obj, mesh in colliders:
-        mode = obj.surge.collider_mode
-        if mode in {"SOLID", "SHELL"}:
-            problems.append(f"Collider '{obj.name}' is in {mode.title()} mode, which this version of Surge cannot "
-                            f"simulate yet; use Container mode on a box around the liquid")
-            continue
-        box = _box_problem(obj.name, mesh)
-        if mode == "AUTO" and len(mesh.vertices):
-            lower, upper = mesh.vertices.min(axis=0), mesh.vertices.max(axis=0)
-            # a fluid modelled flush against the walls must count as inside despite rounding
-            tol = BOX_TOLERANCE * max(float(np.max(upper - lower)), 1e-12)
-            if not any(_inside(f.mesh, lower - tol, upper + tol) for f in fluids):
-                problems.append(f"Collider '{obj.name}' (mode Auto) does not hold the liquid at the start, so it would "
-                                f"be a solid obstacle, which this version of Surge cannot simulate yet; move it "
-                                f"around the liquid or set its role to None")
+    # evaluate at the first frame of the bake; step through the others only if a collider may move
+    moving = {obj.name for obj in collider_objects if _may_move(obj)}
+    frame, subframe = scene.frame_current, scene.frame_subframe
+    step = bool(moving) or (frame, subframe) != (scene.frame_start, 0.0)
+    try:
+        if step:
+            # even when already there: animated values the user changed without keying them would
+            # otherwise stand in for the keyed ones at the first frame only
+            scene.frame_set(scene.frame_start)
+        fluids = [FluidObject(obj.name, _world_mesh(obj, depsgraph, scale)) for obj in fluid_objects]
+        tracks = []
+        for obj in collider_objects:
+            first = _Geometry(obj, depsgraph)
+            if len(first.triangles) == 0:
+                problems.append(f"Collider '{obj.name}' has no faces")
                 continue
-        if box:
-            problems.append(box)
+            tracks.append((obj, _Track(first)))
+        followed = [(obj, track) for obj, track in tracks if obj.name in moving]
+        if followed:
+            # one pass over the frames for every collider that may move
+            for f in range(scene.frame_start + 1, scene.frame_end + 1):
+                scene.frame_set(f)
+                for obj, track in followed:
+                    track.add(f, _Geometry(obj, depsgraph, with_triangles=False))
+    finally:
+        if step:
+            scene.frame_set(frame, subframe=subframe)
+
+    containers, colliders = [], []
+    for obj, track in tracks:
+        if track.changed_at is not None:
+            problems.append(f"Collider '{obj.name}' changes its vertices or faces between frames {scene.frame_start} "
+                            f"and {track.changed_at}; a collider needs the same faces in every frame. Apply or "
+                            f"disable the modifier that adds or removes geometry over time")
             continue
-        containers.append(BoxContainer(obj.name, mesh.vertices.min(axis=0), mesh.vertices.max(axis=0)))
+        settings = collider_settings(obj, scale)
+        mesh = TriangleMesh(track.first.world() * scale, track.first.triangles)
+        transforms, frame_vertices = track.motion(scale)
+        static = transforms is None and frame_vertices is None
+        mode = settings.collider_mode
+        if (static and mode in {"CONTAINER", "AUTO"} and is_axis_aligned_box(mesh)
+                and (mode == "CONTAINER" or _holds_a_fluid(mesh, fluids))):
+            containers.append(BoxContainer(obj.name, mesh.vertices.min(axis=0), mesh.vertices.max(axis=0),
+                                           dataclasses.replace(settings, collider_mode="CONTAINER")))
+        else:
+            colliders.append(MeshCollider(obj.name, mesh, settings, transforms=transforms,
+                                          frame_vertices=frame_vertices))
 
     gravity = np.array(scene.gravity, dtype=np.float64) * scale if scene.use_gravity else np.zeros(3)
     description = SceneDescription(
-        fluids=fluids, containers=containers, gravity=gravity,
+        fluids=fluids, containers=containers, colliders=colliders, gravity=gravity,
         frame_start=scene.frame_start, frame_end=scene.frame_end,
         fps=scene.render.fps / scene.render.fps_base)
     try:

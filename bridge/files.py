@@ -3,6 +3,7 @@
 Layout inside the folder the user picks (``Scene.surge.cache_directory``)::
 
     manifest.json, frames/frame_NNNNNN.npz     the engine's cache (engine.cache)
+    sdf/                                       collider distance grids, kept between bakes (engine.cache)
     job/scene.json, scene.npz, settings.json   the exported scene the bake ran from (engine.scene)
     job/bake.log                               the bake process's log (stderr)
     cancel.flag                                exists while a cancel is pending
@@ -133,14 +134,15 @@ def remove_usd_dirs(cache_dir: str, keep: str | None = None) -> list[str]:
 
 
 def free(cache_dir: str) -> int:
-    """Delete Surge's files in ``cache_dir`` and the sub-folders they leave empty; returns the count.
+    """Delete Surge's files in ``cache_dir`` (collider grids included) and the sub-folders they leave
+    empty; returns the count.
 
     Raises
     ------
     OSError
         If a file cannot be deleted (the message names it).
     """
-    count = cache_mod.clear(cache_dir)
+    count = cache_mod.clear(cache_dir, include_grids=True)
     rest = own_files(cache_dir)
     for p in rest:
         try:

@@ -38,6 +38,9 @@ FORMAT_NAME = "surge-cache"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 FRAMES_DIR = "frames"
+#: Distance grids of colliders (engine.collision), named by a hash of their inputs; kept by a re-bake.
+SDF_DIR = "sdf"
+_SDF_RE = re.compile(r"^[0-9a-f]{64}\.npz$")
 _FRAME_RE = re.compile(r"^frame_(\d{6})\.npz$")
 
 #: name -> (dtype, trailing shape, unit, description)
@@ -174,9 +177,18 @@ class CacheReader:
             raise CacheFormatError(f"Frame {frame} of the cache '{self.cache_dir}' cannot be read: {exc}") from exc
 
 
-def own_files(cache_dir: str) -> list[str]:
-    """Paths of the files this module writes inside ``cache_dir`` (and nothing else)."""
+def own_files(cache_dir: str, include_grids: bool = False) -> list[str]:
+    """Paths of the files Surge writes inside ``cache_dir`` (and nothing else).
+
+    With ``include_grids``, also the cached collider grids ``sdf/<sha256>.npz``.
+    """
     out = []
+    gdir = os.path.join(cache_dir, SDF_DIR)
+    if include_grids and os.path.isdir(gdir):
+        for name in sorted(os.listdir(gdir)):
+            base = name[:-4] if name.endswith(".tmp") else name
+            if _SDF_RE.match(base):
+                out.append(os.path.join(gdir, name))
     m = os.path.join(cache_dir, MANIFEST)
     for p in (m, m + ".tmp"):
         if os.path.isfile(p):
@@ -190,16 +202,18 @@ def own_files(cache_dir: str) -> list[str]:
     return out
 
 
-def clear(cache_dir: str) -> int:
-    """Delete the cache files this module owns in ``cache_dir``; returns how many were removed.
+def clear(cache_dir: str, include_grids: bool = False) -> int:
+    """Delete the cache files Surge owns in ``cache_dir``; returns how many were removed.
 
-    Only ``manifest.json`` and ``frames/frame_NNNNNN.npz`` (and their temporary names) are touched;
-    the ``frames`` folder is removed only if it ends up empty.
+    Only ``manifest.json`` and ``frames/frame_NNNNNN.npz`` (and their temporary names) are touched,
+    plus, with ``include_grids`` (freeing a bake), the collider grids ``sdf/<sha256>.npz``, which a
+    re-bake keeps and reuses; each folder is removed only if it ends up empty.
     """
-    files = own_files(cache_dir)
+    files = own_files(cache_dir, include_grids)
     for p in files:
         os.remove(p)
-    fdir = os.path.join(cache_dir, FRAMES_DIR)
-    if os.path.isdir(fdir) and not os.listdir(fdir):
-        os.rmdir(fdir)
+    for sub in (FRAMES_DIR, SDF_DIR):
+        d = os.path.join(cache_dir, sub)
+        if os.path.isdir(d) and not os.listdir(d):
+            os.rmdir(d)
     return len(files)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from typing import Callable
 
@@ -18,7 +19,7 @@ import numpy as np
 from . import __version__
 from . import budget
 from . import settings as settings_mod
-from .cache import CacheWriter, check_writable, clear
+from .cache import SDF_DIR, CacheWriter, check_writable, clear
 from .errors import BakeCancelled, InvalidSceneError, SimulationDivergedError
 from .particles import Particles
 from .scene import SceneDescription, load_job, scene_hash
@@ -63,31 +64,74 @@ def initial_particles(scene: SceneDescription, settings: settings_mod.Simulation
     return Particles.create(x, v, settings.rest_density)
 
 
-def _make_solver(scene: SceneDescription, settings: settings_mod.SimulationSettings, particles: Particles):
+def kernel_support(settings: settings_mod.SimulationSettings) -> float:
+    """Interaction radius 2h of the chosen solver, m."""
+    if settings.solver == "PBF":
+        from .solvers import pbf
+
+        return 2.0 * pbf.H_FACTOR * settings.particle_spacing
+    return 2.0 * settings.smoothing_length_factor * settings.particle_spacing
+
+
+def make_collision(scene: SceneDescription, settings: settings_mod.SimulationSettings, liquid: np.ndarray,
+                   grid_dir: str | None = None, progress: Progress | None = None):
+    """The :class:`engine.collision.CollisionWorld` of the scene's mesh colliders, or None without any."""
+    if not scene.colliders:
+        return None
+    from .collision import CollisionWorld
+
+    return CollisionWorld(scene.colliders, liquid, dx=settings.particle_spacing, support=kernel_support(settings),
+                          cell_factor=settings.collider_cell_size, fps=scene.fps, grid_dir=grid_dir,
+                          progress=progress)
+
+
+def remove_inside_colliders(particles: Particles, collision, scene: SceneDescription,
+                            settings: settings_mod.SimulationSettings) -> Particles:
+    """Drop initial particles that lie inside a collider's solid (a fluid overlapping an obstacle)."""
+    if collision is None or len(particles) == 0:
+        return particles
+    inside = collision.inside(particles.x)
+    if not inside.any():
+        return particles
+    if inside.all():
+        names = ", ".join(f"'{c.name}'" for c in scene.colliders)
+        raise InvalidSceneError(f"Every particle of the liquid starts inside the solid of a collider ({names}); "
+                                f"move the fluid objects out of it or change the collider's mode")
+    keep = ~inside
+    log.info("removed %d particles that start inside colliders", int(inside.sum()))
+    return Particles.create(particles.x[keep], particles.v[keep], settings.rest_density)
+
+
+def _make_solver(scene: SceneDescription, settings: settings_mod.SimulationSettings, particles: Particles,
+                 collision=None):
     from .solvers import wcsph
 
     boxes = np.array([[c.lower, c.upper] for c in scene.containers], dtype=np.float64).reshape(-1, 2, 3)
+    friction = np.array([c.settings.friction for c in scene.containers], dtype=np.float64)
+    bounce = np.array([c.settings.bounce for c in scene.containers], dtype=np.float64)
+    collider_speed = collision.max_speed() if collision is not None else 0.0
     if settings.solver == "PBF":
         from .solvers import pbf
 
         # Same bound as WCSPH with its automatic sound speed: 50 times the fastest free-fall speed.
-        limit = 5.0 * wcsph.auto_sound_speed(particles.x, particles.v, scene.gravity, boxes)
+        limit = 5.0 * wcsph.auto_sound_speed(particles.x, particles.v, scene.gravity, boxes, collider_speed)
         model = pbf.make_model(dx=settings.particle_spacing, rho0=settings.rest_density,
                                iterations=settings.pbf_iterations,
                                tolerance=settings.pbf_density_tolerance / 100.0, beta=settings.pbf_stiffness,
                                xsph=settings.pbf_xsph_viscosity, kappa=settings.pbf_surface_tension,
-                               gravity=scene.gravity, boxes=boxes, friction=settings.wall_friction,
+                               gravity=scene.gravity, boxes=boxes, friction=friction, bounce=bounce,
                                cfl=settings.pbf_cfl_number, max_dt=settings.pbf_time_step, speed_limit=limit)
         log.info("PBF: %d particles, h=%.4g m, mass=%.4g kg, %d iterations", len(particles), model.h,
                  model.level_mass[0], model.iterations)
-        return pbf.PBFSolver(model, particles)
-    c0 = settings.sound_speed or wcsph.auto_sound_speed(particles.x, particles.v, scene.gravity, boxes)
+        return pbf.PBFSolver(model, particles, collision=collision)
+    c0 = settings.sound_speed or wcsph.auto_sound_speed(particles.x, particles.v, scene.gravity, boxes,
+                                                         collider_speed)
     model = wcsph.make_model(dx=settings.particle_spacing, h_factor=settings.smoothing_length_factor,
                              rho0=settings.rest_density, c0=c0, alpha=settings.artificial_viscosity,
                              nu=settings.viscosity, gravity=scene.gravity, boxes=boxes,
-                             friction=settings.wall_friction, cfl=settings.cfl_number)
+                             friction=friction, bounce=bounce, cfl=settings.cfl_number)
     log.info("WCSPH: %d particles, h=%.4g m, c0=%.4g m/s, mass=%.4g kg", len(particles), model.h, c0, model.mass)
-    return wcsph.WCSPHSolver(model, particles)
+    return wcsph.WCSPHSolver(model, particles, collision=collision)
 
 
 def _speed_limit(solver, settings: settings_mod.SimulationSettings) -> tuple[float, str]:
@@ -141,8 +185,13 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
 
     emit_({"event": "stage", "stage": "fill", "elapsed": 0.0})
     particles = initial_particles(scene, settings)
+    collision = None
+    if scene.colliders:
+        emit_({"event": "stage", "stage": "colliders", "elapsed": time.perf_counter() - t0})
+        collision = make_collision(scene, settings, particles.x, os.path.join(cache_dir, SDF_DIR), emit_)
+        particles = remove_inside_colliders(particles, collision, scene, settings)
     emit_({"event": "stage", "stage": "compile", "elapsed": time.perf_counter() - t0})
-    solver = _make_solver(scene, settings, particles)
+    solver = _make_solver(scene, settings, particles, collision)
 
     header = {
         "engine_version": __version__,

@@ -24,7 +24,7 @@ import numpy as np
 from .errors import InvalidSceneError
 from . import settings as settings_mod
 
-JOB_FORMAT_VERSION = 1
+JOB_FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -69,22 +69,71 @@ class FluidObject:
 
 @dataclass(frozen=True)
 class BoxContainer:
-    """An axis-aligned box that keeps the liquid inside.
+    """An axis-aligned box that keeps the liquid inside (the exact fast path for box containers).
 
     Attributes
     ----------
     name : str
     lower, upper : ndarray, shape (3,), float64, metres
         Inner corners of the box.
+    settings : ColliderSettings
+        Friction and bounce of its walls (its mode is CONTAINER; its offset is not used).
     """
 
     name: str
     lower: np.ndarray
     upper: np.ndarray
+    settings: settings_mod.ColliderSettings = field(
+        default_factory=lambda: settings_mod.ColliderSettings(collider_mode="CONTAINER"))
 
     def __post_init__(self):
         object.__setattr__(self, "lower", np.asarray(self.lower, dtype=np.float64).reshape(3))
         object.__setattr__(self, "upper", np.asarray(self.upper, dtype=np.float64).reshape(3))
+
+
+@dataclass(frozen=True)
+class MeshCollider:
+    """A collider of any shape, turned into a signed distance grid (see :mod:`engine.collision`).
+
+    The grid is built once from ``mesh``, the rest pose: the world-space surface at the first frame.
+    Motion over the frame range is given in one of two ways (or neither, for a static collider):
+
+    Attributes
+    ----------
+    name : str
+    mesh : TriangleMesh
+        World-space surface at ``frame_start``, metres. May be open, non-manifold,
+        self-intersecting or hold duplicated faces.
+    settings : ColliderSettings
+        Mode, friction, bounce and surface offset.
+    transforms : ndarray, shape (F, 4, 4), float64, or None
+        Rigid motion: per frame ``frame_start .. frame_end`` (F frames), the matrix taking rest-pose
+        points to world space at that frame (rotation and translation, metres). Identity at the first frame.
+    frame_vertices : ndarray, shape (F, V, 3), float64, or None
+        Deforming surface: world-space vertices per frame (same triangles as ``mesh``), metres.
+        A grid is built per frame and the liquid takes the surface velocity from them.
+    """
+
+    name: str
+    mesh: TriangleMesh
+    settings: settings_mod.ColliderSettings = field(default_factory=settings_mod.ColliderSettings)
+    transforms: np.ndarray | None = None
+    frame_vertices: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.transforms is not None:
+            object.__setattr__(self, "transforms",
+                               np.ascontiguousarray(self.transforms, dtype=np.float64).reshape(-1, 4, 4))
+        if self.frame_vertices is not None:
+            object.__setattr__(self, "frame_vertices", np.ascontiguousarray(
+                self.frame_vertices, dtype=np.float64).reshape(-1, self.mesh.vertices.shape[0], 3))
+
+    @property
+    def motion(self) -> str:
+        """'STATIC', 'RIGID' or 'DEFORMING'."""
+        if self.frame_vertices is not None:
+            return "DEFORMING"
+        return "RIGID" if self.transforms is not None else "STATIC"
 
 
 @dataclass(frozen=True)
@@ -95,6 +144,7 @@ class SceneDescription:
     ----------
     fluids : tuple of FluidObject
     containers : tuple of BoxContainer
+    colliders : tuple of MeshCollider
     gravity : ndarray, shape (3,), float64, m/s^2
     frame_start, frame_end : int
         Inclusive frame range; the state at ``frame_start`` is the initial state.
@@ -104,6 +154,7 @@ class SceneDescription:
 
     fluids: tuple = ()
     containers: tuple = ()
+    colliders: tuple = ()
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     frame_start: int = 1
     frame_end: int = 72
@@ -112,6 +163,7 @@ class SceneDescription:
     def __post_init__(self):
         object.__setattr__(self, "fluids", tuple(self.fluids))
         object.__setattr__(self, "containers", tuple(self.containers))
+        object.__setattr__(self, "colliders", tuple(self.colliders))
         object.__setattr__(self, "gravity", np.asarray(self.gravity, dtype=np.float64).reshape(3))
 
     def validate(self) -> None:
@@ -127,6 +179,26 @@ class SceneDescription:
         for c in self.containers:
             if np.any(c.upper <= c.lower):
                 problems.append(f"Container '{c.name}' has no inside (its size is zero along an axis)")
+        n_frames = self.frame_end - self.frame_start + 1
+        for c in self.colliders:
+            owner = f"Collider '{c.name}'"
+            problems += settings_mod.validate_collider(c.settings, owner)
+            if len(c.mesh.triangles) == 0:
+                problems.append(f"{owner} has no faces")
+            elif not np.all(np.isfinite(c.mesh.vertices)):
+                problems.append(f"{owner} has non-finite vertex coordinates")
+            elif c.mesh.triangles.min() < 0 or c.mesh.triangles.max() >= len(c.mesh.vertices):
+                problems.append(f"{owner} has faces that refer to missing vertices")
+            for label, arr in (("transforms", c.transforms), ("frame_vertices", c.frame_vertices)):
+                if arr is None:
+                    continue
+                if arr.shape[0] != n_frames:
+                    problems.append(f"{owner} has {label} for {arr.shape[0]} frames; the frame range "
+                                    f"{self.frame_start}-{self.frame_end} has {n_frames}")
+                elif not np.all(np.isfinite(arr)):
+                    problems.append(f"{owner} has non-finite {label}")
+        for c in self.containers:
+            problems += settings_mod.validate_collider(c.settings, f"Container '{c.name}'")
         if self.frame_end <= self.frame_start:
             problems.append(f"The frame range {self.frame_start}-{self.frame_end} is empty; the end must be "
                             f"after the start")
@@ -152,10 +224,23 @@ def _arrays_and_json(scene: SceneDescription):
         arrays[f"container{i}_lower"] = c.lower
         arrays[f"container{i}_upper"] = c.upper
         containers.append({"name": c.name, "type": "BOX", "lower": f"container{i}_lower",
-                           "upper": f"container{i}_upper"})
+                           "upper": f"container{i}_upper", "settings": settings_mod.to_dict(c.settings)})
+    colliders = []
+    for i, c in enumerate(scene.colliders):
+        entry = {"name": c.name, "vertices": f"collider{i}_vertices", "triangles": f"collider{i}_triangles",
+                 "settings": settings_mod.to_dict(c.settings)}
+        arrays[entry["vertices"]] = c.mesh.vertices
+        arrays[entry["triangles"]] = c.mesh.triangles
+        if c.transforms is not None:
+            entry["transforms"] = f"collider{i}_transforms"
+            arrays[entry["transforms"]] = c.transforms
+        if c.frame_vertices is not None:
+            entry["frame_vertices"] = f"collider{i}_frame_vertices"
+            arrays[entry["frame_vertices"]] = c.frame_vertices
+        colliders.append(entry)
     doc = {"format": "surge-job", "format_version": JOB_FORMAT_VERSION, "frame_start": int(scene.frame_start),
            "frame_end": int(scene.frame_end), "fps": float(scene.fps), "gravity": "gravity",
-           "fluids": fluids, "containers": containers}
+           "fluids": fluids, "containers": containers, "colliders": colliders}
     return doc, arrays
 
 
@@ -223,8 +308,17 @@ def load_job(job_dir: str) -> tuple[SceneDescription, settings_mod.SimulationSet
         for c in doc["containers"]:
             if c.get("type") != "BOX":
                 raise InvalidSceneError(f"Container '{c['name']}' has unknown type {c.get('type')!r}")
-            containers.append(BoxContainer(c["name"], arrays[c["lower"]], arrays[c["upper"]]))
-        scene = SceneDescription(fluids=fluids, containers=containers, gravity=arrays[doc["gravity"]],
+            containers.append(BoxContainer(c["name"], arrays[c["lower"]], arrays[c["upper"]],
+                                           settings_mod.collider_from_dict(c["settings"], f"Container '{c['name']}'")))
+        colliders = []
+        for c in doc.get("colliders", []):
+            colliders.append(MeshCollider(
+                c["name"], TriangleMesh(arrays[c["vertices"]], arrays[c["triangles"]]),
+                settings_mod.collider_from_dict(c["settings"], f"Collider '{c['name']}'"),
+                transforms=arrays[c["transforms"]] if "transforms" in c else None,
+                frame_vertices=arrays[c["frame_vertices"]] if "frame_vertices" in c else None))
+        scene = SceneDescription(fluids=fluids, containers=containers, colliders=colliders,
+                                 gravity=arrays[doc["gravity"]],
                                  frame_start=int(doc["frame_start"]), frame_end=int(doc["frame_end"]),
                                  fps=float(doc["fps"]))
     except KeyError as exc:

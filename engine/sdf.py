@@ -952,9 +952,12 @@ def _morton_keys(coord: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 @njit(inline="always", cache=True)
-def _lookup_block(bi, bj, bk, tile_index, tile_block):
-    """Row of block (bi, bj, bk) in ``block_phi``, or a side code (< 0) where none is stored."""
-    t = tile_index[bi >> _BLOCK_SHIFT, bj >> _BLOCK_SHIFT, bk >> _BLOCK_SHIFT]
+def _lookup_block(bi, bj, bk, tile_flat, tile_off, nty, ntz, tile_block):
+    """Row of block (bi, bj, bk) in ``block_phi``, or a side code (< 0) where none is stored.
+
+    ``tile_flat[tile_off:]`` is the grid's ``tile_index`` flattened in C order (NX, NY, NZ).
+    """
+    t = tile_flat[tile_off + ((bi >> _BLOCK_SHIFT) * nty + (bj >> _BLOCK_SHIFT)) * ntz + (bk >> _BLOCK_SHIFT)]
     if t < 0:
         return t
     return tile_block[t, ((bi & (BLOCK - 1)) * BLOCK + (bj & (BLOCK - 1))) * BLOCK + (bk & (BLOCK - 1))]
@@ -978,9 +981,18 @@ def sample_point(px, py, pz, origin, inv_h, block_phi, block_tri, tile_index, ti
     ``phi = +-far - thickness`` exactly, the gradient is zero and ``tri = -1``.
     """
     ntx, nty, ntz = tile_index.shape
-    gx = (px - origin[0]) * inv_h
-    gy = (py - origin[1]) * inv_h
-    gz = (pz - origin[2]) * inv_h
+    return sample_flat(px, py, pz, origin[0], origin[1], origin[2], inv_h, block_phi, block_tri,
+                       tile_index.reshape(-1), 0, ntx, nty, ntz, tile_block, far, thickness, outside_sign)
+
+
+@njit(inline="always", cache=True)
+def sample_flat(px, py, pz, o0, o1, o2, inv_h, block_phi, block_tri, tile_flat, tile_off, ntx, nty, ntz,
+                tile_block, far, thickness, outside_sign):
+    """:func:`sample_point` with the tile index flattened at an offset, so several grids can share
+    one set of arrays (see :mod:`engine.collision`). ``(o0, o1, o2)`` is the grid's origin."""
+    gx = (px - o0) * inv_h
+    gy = (py - o1) * inv_h
+    gz = (pz - o2) * inv_h
     # outside the tiles there is no surface (and NaN lands here too)
     span = BLOCK * BLOCK                      # nodes per tile edge; a cell needs its far corner too
     if not (gx >= 0.0 and gy >= 0.0 and gz >= 0.0 and gx < ntx * span - 1.0 and gy < nty * span - 1.0
@@ -994,7 +1006,7 @@ def sample_point(px, py, pz, origin, inv_h, block_phi, block_tri, tile_index, ti
     missing = False
     if li < BLOCK - 1 and lj < BLOCK - 1 and lk < BLOCK - 1:
         # all eight corners in one block (343 of 512 cells): one lookup
-        b = _lookup_block(bi, bj, bk, tile_index, tile_block)
+        b = _lookup_block(bi, bj, bk, tile_flat, tile_off, nty, ntz, tile_block)
         if b < 0:
             return _code_side(b) * far - thickness, 0.0, 0.0, 0.0, -1
         m = (li * BLOCK + lj) * BLOCK + lk
@@ -1017,7 +1029,8 @@ def sample_point(px, py, pz, origin, inv_h, block_phi, block_tri, tile_index, ti
         for q in range(8):
             a, c, e = (q >> 2) & 1, (q >> 1) & 1, q & 1
             i, j, k = i0 + a, j0 + c, k0 + e
-            last_b = _lookup_block(i >> _BLOCK_SHIFT, j >> _BLOCK_SHIFT, k >> _BLOCK_SHIFT, tile_index, tile_block)
+            last_b = _lookup_block(i >> _BLOCK_SHIFT, j >> _BLOCK_SHIFT, k >> _BLOCK_SHIFT, tile_flat, tile_off,
+                                   nty, ntz, tile_block)
             if last_b < 0:
                 missing = True
                 continue
@@ -1049,7 +1062,7 @@ def sample_point(px, py, pz, origin, inv_h, block_phi, block_tri, tile_index, ti
             # farther than the band from the surface: a stored corner is on the same side (the
             # segment to it is shorter than the distance to the surface); else the index
             if best_abs < 0.0:
-                side = _code_side(_lookup_block(bi, bj, bk, tile_index, tile_block))
+                side = _code_side(_lookup_block(bi, bj, bk, tile_flat, tile_off, nty, ntz, tile_block))
             return side * far - thickness, 0.0, 0.0, 0.0, -1
     # trilinear interpolation and its gradient
     c00 = c000 + (c001 - c000) * fz

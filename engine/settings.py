@@ -88,9 +88,10 @@ class SimulationSettings:
     max_substeps: int = _param(
         2000, label="Max Substeps", min=1, max=100000,
         tooltip="Most substeps one frame may take; a frame needing more stops the bake with an error")
-    wall_friction: float = _param(
-        0.0, label="Wall Friction", min=0.0, max=1.0,
-        tooltip="Fraction of tangential velocity removed when a particle touches a container wall")
+    collider_cell_size: float = _param(
+        0.5, label="Collider Resolution", min=0.1, max=2.0, group="Colliders",
+        tooltip="Cell size of the distance fields sampled from collider meshes, as a fraction of the particle "
+                "spacing; smaller follows fine detail more closely and costs more memory and build time")
     # --- Position-Based Fluids (solver 'PBF'; Alduan, Tena & Otaduy 2015) ---
     pbf_iterations: int = _param(
         4, label="PBF Iterations", min=1, max=100, soft_max=20, group="PBF",
@@ -120,6 +121,76 @@ class SimulationSettings:
         tooltip="Strength of the pull that keeps the liquid together and rounds off drops; 1 pulls the surface "
                 "inward as strongly as gravity pulls down. Use 0 for large-scale water, more for small drops")
 
+
+
+COLLIDER_MODES = (
+    ("AUTO", "Auto", "Picked from the mesh: a closed mesh holding the liquid at the start is a container, "
+                     "another closed mesh a solid obstacle, an open mesh a shell"),
+    ("SOLID", "Solid", "A solid obstacle the liquid flows around; the inside of the mesh is solid"),
+    ("CONTAINER", "Container", "Keeps the liquid inside the mesh: a glass, a tank, a pipe"),
+    ("SHELL", "Shell", "The surface itself is a thin wall the liquid cannot cross from either side: a sheet, "
+                       "a single-sided cup, a leaf"),
+)
+
+
+@dataclass(frozen=True)
+class ColliderSettings:
+    """Per-collider parameters (``Object.surge`` in Blender). Construct with keywords."""
+
+    collider_mode: str = _param(
+        "AUTO", label="Collider Mode", items=COLLIDER_MODES, group="Collider",
+        tooltip="How this collider holds back the liquid: from outside (solid), from inside (container) or "
+                "from both sides (shell); Auto picks from the mesh")
+    friction: float = _param(
+        0.0, label="Friction", min=0.0, max=1.0, group="Collider",
+        tooltip="Fraction of the liquid's sliding speed along this collider removed at each contact; 0 is "
+                "slippery, 1 makes the liquid stick")
+    bounce: float = _param(
+        0.0, label="Bounce", min=0.0, max=1.0, group="Collider",
+        tooltip="Fraction of the speed into this collider the liquid keeps, reversed, when it hits it; 0 for "
+                "water, which does not bounce off walls")
+    surface_offset: float = _param(
+        0.0, label="Surface Offset", unit="m", min=-1.0, max=1.0, soft_min=-0.1, soft_max=0.1, group="Collider",
+        tooltip="Moves the surface the liquid meets outward from the solid (negative: inward), in metres; "
+                "a shell is half a particle spacing thick plus this offset on each side")
+
+
+def _parameters_of(cls) -> list[Parameter]:
+    out = []
+    hints = {"str": str, "float": float, "int": int, "bool": bool}
+    for f in dataclasses.fields(cls):
+        m = f.metadata
+        out.append(Parameter(name=f.name, kind=hints[f.type] if isinstance(f.type, str) else f.type,
+                             default=f.default, **m))
+    return out
+
+
+def collider_parameters() -> list[Parameter]:
+    """Metadata of every per-collider setting, in declaration order."""
+    return _parameters_of(ColliderSettings)
+
+
+def validate_collider(settings: ColliderSettings, owner: str) -> list[str]:
+    """Problems with one collider's settings (``owner`` names it, e.g. "Collider 'Cup'")."""
+    problems: list[str] = []
+    for p in collider_parameters():
+        problems += _problems_for(p, getattr(settings, p.name), owner)
+    return problems
+
+
+def collider_from_dict(data: dict, owner: str) -> ColliderSettings:
+    """Strict construction of :class:`ColliderSettings` (unknown keys are errors), validated."""
+    known = {p.name: p for p in collider_parameters()}
+    problems = [f"{owner}: unknown setting '{k}'" for k in data if k not in known]
+    values = {k: (float(v) if known[k].kind is float and isinstance(v, int) and not isinstance(v, bool) else v)
+              for k, v in data.items() if k in known}
+    if problems:
+        raise InvalidSettingsError(problems)
+    settings = ColliderSettings(**values)
+    problems = validate_collider(settings, owner)
+    if problems:
+        raise InvalidSettingsError(problems)
+    return settings
 
 
 def parameters() -> list[Parameter]:

@@ -12,8 +12,10 @@ GROUPS = tuple(
     for group in dict.fromkeys(p.group for p in settings_mod.parameters())
 )
 
+#: Per-collider settings drawn for the role Collider, in the engine's order.
+COLLIDER_SETTINGS = tuple(p.name for p in settings_mod.collider_parameters())
+
 UNSUPPORTED_ROLES = {"INFLOW", "OUTFLOW"}
-UNSUPPORTED_COLLIDER_MODES = {"SOLID", "SHELL"}
 
 
 class SurgeSidebarPanel:
@@ -38,9 +40,11 @@ class VIEW3D_PT_surge_object(SurgeSidebarPanel, bpy.types.Panel):
         layout.label(text=obj.name, icon="OBJECT_DATA")
         layout.prop(obj.surge, "role")
         if obj.surge.role == "COLLIDER":
-            layout.prop(obj.surge, "collider_mode")
-            if obj.surge.collider_mode in UNSUPPORTED_COLLIDER_MODES:
-                layout.label(text="This mode is not available yet", icon="ERROR")
+            for name in COLLIDER_SETTINGS:
+                layout.prop(obj.surge, name)
+            if obj.surge.collider_resolved:
+                # what the last bake made of this collider (the mode Auto picked)
+                layout.label(text=f"Last bake: {obj.surge.collider_resolved}", icon="INFO")
         if obj.surge.role in UNSUPPORTED_ROLES:
             layout.label(text="This role is not available yet", icon="ERROR")
 

@@ -48,3 +48,32 @@ def column_scene(water=(0.1, 0.1, 0.2), tank=(0.1, 0.1, 0.3), frames=(1, 3), fps
     return SceneDescription(fluids=[FluidObject("Water", box_mesh([0, 0, 0], water))],
                             containers=[BoxContainer("Tank", [0, 0, 0], tank)],
                             frame_start=frames[0], frame_end=frames[1], fps=fps)
+
+
+def open_cup(radius=0.06, height=0.1, base=(0.0, 0.0, 0.0), segments=48) -> TriangleMesh:
+    """A single-sided cup: a cylinder wall and a bottom disc, no thickness, open at the top."""
+    bx, by, bz = base
+    ang = 2 * np.pi * np.arange(segments) / segments
+    ring = np.stack([bx + radius * np.cos(ang), by + radius * np.sin(ang)], -1)
+    bottom = np.column_stack([ring, np.full(segments, bz)])
+    top = np.column_stack([ring, np.full(segments, bz + height)])
+    verts = np.concatenate([bottom, top, [[bx, by, bz]]])
+    centre = 2 * segments
+    tris = []
+    for j in range(segments):
+        k = (j + 1) % segments
+        tris += [(j, k, segments + k), (j, segments + k, segments + j), (centre, k, j)]
+    return TriangleMesh(verts, np.array(tris))
+
+
+def quad(corner, edge_u, edge_v, n=1) -> TriangleMesh:
+    """A flat, single-sided sheet: corner + s edge_u + t edge_v for s, t in [0, 1], n x n quads."""
+    c, u, v = (np.asarray(a, float) for a in (corner, edge_u, edge_v))
+    s = np.linspace(0.0, 1.0, n + 1)
+    verts = np.array([c + a * u + b * v for a in s for b in s])
+    tris = []
+    for i in range(n):
+        for j in range(n):
+            a, b = i * (n + 1) + j, (i + 1) * (n + 1) + j
+            tris += [(a, b, b + 1), (a, b + 1, a + 1)]
+    return TriangleMesh(verts, np.array(tris))

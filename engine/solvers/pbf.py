@@ -17,8 +17,9 @@ length dt:
      lattice at h = dx, k mu_max = 2.65, so beta must stay below 0.75 (the paper's beta = 1 makes a
      resting tank explode); the default 0.6 damps the fastest mode by |1 - 0.6 * 2.65| = 0.59;
    * position correction, eq. 5:       dx_i = 1/rho0 sum_j m_j (lambda_i + lambda_j - s_corr) grad W_ij;
-   * container walls add the kernel mass of a solid half-space, rho0 psi(d), to the density (as
-     in :mod:`engine.solvers.wcsph`) and push with lambda_i grad psi; walls never pull;
+   * container walls and mesh colliders (:mod:`engine.collision`) add the kernel mass of a solid
+     half-space, rho0 psi(d), to the density (as in :mod:`engine.solvers.wcsph`) and push with
+     lambda_i grad psi; walls never pull; every iterate is pushed out of mesh colliders;
 
    the velocity follows the positions, v += dx_i / dt, so v = (x*_final - x) / dt;
 4. XSPH viscosity, eq. 6, split into N = ceil(c / 0.5) passes of c / N each
@@ -62,6 +63,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from ..collision import CollisionWorld, SWEEP_STEP, collider_free, empty_world_args, project
 from ..kernels import half_space_tables, lattice_sum
 from ..neighbors import CellGrid, build_grid
 from ..walls import near_box, wall_gradient, wall_mass
@@ -116,7 +118,8 @@ class PBFModel:
     kappa: float              # surface tension coefficient of eq. 7, dimensionless
     gravity: np.ndarray       # (3,) float64, m/s^2
     boxes: np.ndarray         # (K, 2, 3) float64, inner lower/upper corners of box containers, m
-    friction: float           # fraction of tangential velocity lost in wall contact
+    box_friction: np.ndarray  # (K,) fraction of tangential velocity lost in contact with each box's walls
+    box_bounce: np.ndarray    # (K,) fraction of the normal velocity kept, reversed, on hitting a box wall
     cfl: float                # fraction of h a particle may travel per substep
     max_dt: float             # longest substep, s
     speed_limit: float        # a particle faster than this means the simulation diverged, m/s
@@ -177,8 +180,8 @@ def surface_gradients(h: float, dx: float, mass: float, rho0: float) -> tuple[fl
     return float(np.linalg.norm(grad.sum(axis=0))), float(np.linalg.norm((w[:, None] * grad).sum(axis=0)))
 
 
-def make_model(*, dx, rho0, iterations, tolerance, beta, xsph, kappa, gravity, boxes, friction, cfl,
-               max_dt, speed_limit, spacings=None, h_factor=H_FACTOR) -> PBFModel:
+def make_model(*, dx, rho0, iterations, tolerance, beta, xsph, kappa, gravity, boxes, friction=0.0, bounce=0.0,
+               cfl, max_dt, speed_limit, spacings=None, h_factor=H_FACTOR) -> PBFModel:
     """Build a :class:`PBFModel`.
 
     Parameters
@@ -191,6 +194,8 @@ def make_model(*, dx, rho0, iterations, tolerance, beta, xsph, kappa, gravity, b
         Particle spacing of each resolution level, m; default ``(dx,)``.
     speed_limit : float
         Speed above which the driver reports divergence, m/s.
+    friction, bounce : float or sequence of float
+        Per box container (one value for all, or one per box).
     """
     spacings = np.asarray([dx] if spacings is None else spacings, dtype=np.float64).reshape(-1)
     if len(spacings) == 0 or len(spacings) > 255 or np.any(spacings <= 0.0):
@@ -203,12 +208,14 @@ def make_model(*, dx, rho0, iterations, tolerance, beta, xsph, kappa, gravity, b
     grads = np.array([surface_gradients(h, d, m, rho0) for h, d, m in zip(level_h, spacings, level_mass)])
     q, psi, dpsi = half_space_tables("cubic", 1.0, 1.0 / h_factor)
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 2, 3)
+    k = boxes.shape[0]
     return PBFModel(h=float(level_h[0]), dx=float(spacings[0]), rho0=float(rho0), level_dx=spacings,
                     level_h=level_h, level_mass=level_mass, level_k=level_k,
                     level_grad_s=grads[:, 0], level_grad_c=grads[:, 1], iterations=int(iterations),
                     tolerance=float(tolerance), beta=float(beta), xsph=float(xsph), kappa=float(kappa),
                     gravity=np.asarray(gravity, dtype=np.float64).reshape(3), boxes=boxes,
-                    friction=float(friction), cfl=float(cfl), max_dt=float(max_dt),
+                    box_friction=np.broadcast_to(np.asarray(friction, dtype=np.float64), (k,)).copy(),
+                    box_bounce=np.broadcast_to(np.asarray(bounce, dtype=np.float64), (k,)).copy(), cfl=float(cfl), max_dt=float(max_dt),
                     speed_limit=float(speed_limit), table_q0=float(q[0]), table_step=float(q[1] - q[0]),
                     psi=psi, dpsi=dpsi)
 
@@ -251,7 +258,7 @@ def _clamp_coord(c, lo, hi):
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def predict(x, v, gx, gy, gz, dt, boxes, margin,
+def predict(x, v, gx, gy, gz, dt, boxes, bounce, margin,
             # outputs
             v_start):
     """v_start = v; v += g dt; x += v dt; then project x into every box container it was near.
@@ -279,11 +286,11 @@ def predict(x, v, gx, gy, gz, dt, boxes, margin,
                 if x[i, k] < lo[k]:
                     x[i, k] = lo[k]
                     if v[i, k] < 0.0:
-                        v[i, k] = 0.0
+                        v[i, k] *= -bounce[b]
                 elif x[i, k] > hi[k]:
                     x[i, k] = hi[k]
                     if v[i, k] > 0.0:
-                        v[i, k] = 0.0
+                        v[i, k] *= -bounce[b]
 
 
 @njit(parallel=True, cache=True)
@@ -363,7 +370,7 @@ def fill_neighbours(x, level, level_h, uniform, cell_start, cell_nbr, particle_c
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def constraint(x, level, nbr_start, nbr, level_h, level_mass, level_k, lam_max, uniform, rho0, beta,
-               boxes, table_q0, table_step, psi, block,
+               boxes, table_q0, table_step, psi, dpsi, cset, block,
                # outputs
                rho, lam, block_err, block_max):
     """Density, constraint and multiplier of every particle: eq. 1 and eq. 4 with the clamp of eq. 7.
@@ -405,7 +412,10 @@ def constraint(x, level, nbr_start, nbr, level_h, level_mass, level_k, lam_max, 
                     dy = yi - x[j, 1]
                     dz = zi - x[j, 2]
                     s += level_mass[lj] * _w_shape(math.sqrt(dx * dx + dy * dy + dz * dz) / hij) / (hij * hij * hij)
-            r = _SIGMA * s + rho0 * wall_mass(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi)
+            free_box = 1.0 - wall_mass(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi)
+            free_col, g0, g1, g2 = collider_free(np.float64(xi), np.float64(yi), np.float64(zi), 2.0 * hi_,
+                                                 1.0 / hi_, table_q0, table_step, psi, dpsi, cset)
+            r = _SIGMA * s + rho0 * (1.0 - free_box * free_col)
             rho[i] = r
             c = r / rho0 - 1.0
             lm = -beta * level_k[li] * c
@@ -422,7 +432,7 @@ def constraint(x, level, nbr_start, nbr, level_h, level_mass, level_k, lam_max, 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def correct(x, lam, level, nbr_start, nbr, level_h, level_mass, cohesion, uniform, rho0,
-            boxes, table_q0, table_step, psi, dpsi, wall_factor, max_move, margin, inv_dt,
+            boxes, table_q0, table_step, psi, dpsi, cset, wall_factor, max_move, margin, inv_dt,
             # outputs
             x_out, v):
     """Eq. 5 with the tensile term of eq. 7 and the wall push; x_out = x + dx, v += dx / dt.
@@ -480,8 +490,16 @@ def correct(x, lam, level, nbr_start, nbr, level_h, level_mass, cohesion, unifor
         d0 *= scale
         d1 *= scale
         d2 *= scale
-        if lami < 0.0 and boxes.shape[0] > 0:
+        if lami < 0.0 and (boxes.shape[0] > 0 or cset[5].shape[0] > 0):
             w0, w1, w2 = wall_gradient(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi, dpsi)
+            if cset[5].shape[0] > 0:
+                # grad (1 - F_b F_c) = F_c grad psi_boxes - F_b grad F_c
+                free_col, c0_, c1_, c2_ = collider_free(np.float64(xi), np.float64(yi), np.float64(zi), 2.0 * hi_,
+                                                        1.0 / hi_, table_q0, table_step, psi, dpsi, cset)
+                free_box = 1.0 - wall_mass(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi)
+                w0 = free_col * w0 - free_box * c0_
+                w1 = free_col * w1 - free_box * c1_
+                w2 = free_col * w2 - free_box * c2_
             d0 += wall_factor * lami * w0
             d1 += wall_factor * lami * w1
             d2 += wall_factor * lami * w2
@@ -558,9 +576,10 @@ def xsph_pass(x, v, rho, level, nbr_start, nbr, level_h, level_mass, uniform, c,
 def finish(x, level, level_h, boxes, friction, inv_dt,
            # outputs
            v, a):
-    """Wall friction for particles within h/4 of a wall they were projected into; a = (v - a) / dt.
+    """Wall friction for particles within h/4 of a box wall they were projected into; a = (v - a) / dt.
 
-    On entry ``a`` holds the velocity at the start of the substep (see :func:`predict`).
+    ``friction`` holds one value per box. On entry ``a`` holds the velocity at the start of the
+    substep (see :func:`predict`).
     """
     for i in prange(x.shape[0]):
         if friction > 0.0:
@@ -574,7 +593,7 @@ def finish(x, level, level_h, boxes, friction, inv_dt,
                     if x[i, k] - lo[k] < contact or hi[k] - x[i, k] < contact:
                         for t in range(3):
                             if t != k:
-                                v[i, t] *= 1.0 - friction
+                                v[i, t] *= 1.0 - friction[b]
         for k in range(3):
             a[i, k] = (v[i, k] - a[i, k]) * inv_dt
 
@@ -608,7 +627,8 @@ class PBFSolver:
 
     name = "PBF"
 
-    def __init__(self, model: PBFModel, particles: Particles, level: np.ndarray | None = None):
+    def __init__(self, model: PBFModel, particles: Particles, level: np.ndarray | None = None,
+                 collision: CollisionWorld | None = None):
         n = len(particles)
         if level is None:
             level = np.zeros(n, dtype=np.uint8)
@@ -619,6 +639,9 @@ class PBFSolver:
             raise ValueError(f"level {int(level.max())} is not one of the model's {len(model.level_h)} levels")
         self.model = model
         self.particles = particles
+        self.collision = collision
+        #: seconds since the first frame (colliders move with it)
+        self.time = 0.0
         self.level = level
         self.grid: CellGrid | None = None
         self.iterations = 0
@@ -655,6 +678,8 @@ class PBFSolver:
             dt = travel / vmax
         else:
             dt = m.max_dt
+        if self.collision is not None:
+            dt = min(dt, self.collision.dt_limit(self.time))
         return min(dt, m.max_dt)
 
     def _neighbours(self) -> None:
@@ -688,18 +713,26 @@ class PBFSolver:
             raise ValueError("the particle count changed; PBFSolver holds per-particle arrays of the old count")
         t0 = time.perf_counter()
         margin = m.cell_size
-        predict(pt.x, pt.v, m.gravity[0], m.gravity[1], m.gravity[2], dt, m.boxes, margin, pt.a)
+        inv_dt = 1.0 / dt
+        cset = self.collision.args if self.collision is not None else _NO_COLLIDERS
+        if self.collision is not None:
+            self._x_buf[:] = pt.x
+        predict(pt.x, pt.v, m.gravity[0], m.gravity[1], m.gravity[2], dt, m.boxes, m.box_bounce, margin, pt.a)
+        self.time += dt
+        if self.collision is not None:
+            self.collision.update(self.time)
+            cset = self.collision.args
+            project(self._x_buf, pt.x, pt.v, SWEEP_STEP * m.dx, 0.0, inv_dt, True, cset)
         t1 = time.perf_counter()
         self._neighbours()
         t2 = time.perf_counter()
-        inv_dt = 1.0 / dt
         lam_max = m.attraction_limit(dt)
         cohesion = m.cohesion(dt)
         used = 0
         for it in range(m.iterations):
             constraint(pt.x, self.level, self._nbr_start, self._nbr, m.level_h, m.level_mass, m.level_k,
-                       lam_max, self._uniform, m.rho0, m.beta, m.boxes, m.table_q0, m.table_step, m.psi,
-                       BLOCK, pt.rho, self._lam, self._block_err, self._block_max)
+                       lam_max, self._uniform, m.rho0, m.beta, m.boxes, m.table_q0, m.table_step, m.psi, m.dpsi,
+                       cset, BLOCK, pt.rho, self._lam, self._block_err, self._block_max)
             self.density_error = float(np.sum(self._block_err)) / n
             self.density_error_max = float(np.max(self._block_max))
             # At least one correction per substep: skipping it lets gravity build momentum in a
@@ -707,8 +740,11 @@ class PBFSolver:
             if it > 0 and self.density_error <= m.tolerance:
                 break
             correct(pt.x, self._lam, self.level, self._nbr_start, self._nbr, m.level_h, m.level_mass,
-                    cohesion, self._uniform, m.rho0, m.boxes, m.table_q0, m.table_step, m.psi, m.dpsi,
+                    cohesion, self._uniform, m.rho0, m.boxes, m.table_q0, m.table_step, m.psi, m.dpsi, cset,
                     WALL_FACTOR, MAX_MOVE, margin, inv_dt, self._x_buf, pt.v)
+            if self.collision is not None:
+                # keep every iterate out of the colliders; the push moves the velocity with it
+                project(pt.x, self._x_buf, pt.v, 0.0, 0.0, inv_dt, False, cset)
             pt.x, self._x_buf = self._x_buf, pt.x
             used += 1
         self.iterations = used
@@ -718,7 +754,10 @@ class PBFSolver:
             xsph_pass(pt.x, pt.v, pt.rho, self.level, self._nbr_start, self._nbr, m.level_h, m.level_mass,
                       self._uniform, m.xsph / passes, self._x_buf)
             pt.v, self._x_buf = self._x_buf, pt.v
-        finish(pt.x, self.level, m.level_h, m.boxes, m.friction, inv_dt, pt.v, pt.a)
+        if self.collision is not None:
+            # friction (relative to the moving surface) within h/4 of a collider, as for box walls
+            project(pt.x, pt.x, pt.v, 0.0, 0.25 * m.h, inv_dt, True, cset)
+        finish(pt.x, self.level, m.level_h, m.boxes, m.box_friction, inv_dt, pt.v, pt.a)
         t4 = time.perf_counter()
         grid_time = self.timings["grid"]
         self.timings = {"predict": t1 - t0, "grid": grid_time, "neighbours": t2 - t1 - grid_time,
@@ -733,3 +772,6 @@ class PBFSolver:
             g = self.grid
             arrays += [g.order, g.cell_key, g.cell_start, g.cell_nbr, g.particle_cell]
         return int(sum(a.nbytes for a in arrays))
+
+
+_NO_COLLIDERS = empty_world_args()

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from ..collision import CollisionWorld, SWEEP_STEP, collider_free, empty_world_args, project
 from ..kernels import cubic_dwdr, cubic_w, half_space_tables, lattice_sum
 from ..neighbors import CellGrid, build_grid
 from ..particles import Particles
@@ -51,7 +52,8 @@ class WCSPHModel:
     nu: float             # kinematic viscosity, m^2/s
     gravity: np.ndarray   # (3,) float64, m/s^2
     boxes: np.ndarray     # (K, 2, 3) float64, inner lower/upper corners of box containers, m
-    friction: float       # fraction of tangential velocity lost on wall contact
+    box_friction: np.ndarray  # (K,) fraction of tangential velocity lost on contact with each box's walls
+    box_bounce: np.ndarray    # (K,) fraction of the normal velocity kept, reversed, on contact
     cfl: float
     table_d0: float       # first tabulated wall distance, m (= -2h)
     table_step: float     # spacing of the wall tables, m
@@ -64,23 +66,30 @@ class WCSPHModel:
         return self.rho0 * self.c0 * self.c0 / GAMMA
 
 
-def make_model(*, dx, h_factor, rho0, c0, alpha, nu, gravity, boxes, friction, cfl) -> WCSPHModel:
+def make_model(*, dx, h_factor, rho0, c0, alpha, nu, gravity, boxes, friction=0.0, bounce=0.0,
+               cfl) -> WCSPHModel:
+    """``friction`` and ``bounce``: one value for every box, or one per box."""
     h = h_factor * dx
     mass = rho0 / lattice_sum("cubic", h, dx)
     d, psi, dpsi = half_space_tables("cubic", h, dx)
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 2, 3)
+    k = boxes.shape[0]
     return WCSPHModel(h=h, dx=dx, mass=mass, rho0=rho0, c0=c0, alpha=alpha, nu=nu,
                       gravity=np.asarray(gravity, dtype=np.float64).reshape(3), boxes=boxes,
-                      friction=friction, cfl=cfl, table_d0=float(d[0]), table_step=float(d[1] - d[0]),
+                      box_friction=np.broadcast_to(np.asarray(friction, dtype=np.float64), (k,)).copy(),
+                      box_bounce=np.broadcast_to(np.asarray(bounce, dtype=np.float64), (k,)).copy(), cfl=cfl, table_d0=float(d[0]), table_step=float(d[1] - d[0]),
                       psi=psi, dpsi=dpsi)
 
 
 @njit(parallel=True, cache=True)
 def density_pressure(x, cell_start, cell_nbr, particle_cell, h, mass, rho0, p0,
-                     boxes, table_d0, table_step, psi,
+                     boxes, table_d0, table_step, psi, dpsi, cset,
                      # outputs
                      rho, p, pr):
-    """rho_i = sum_j m W_ij + rho0 psi_walls; p from Tait (seed 000 eq. 6), clamped at 0; pr = p / rho^2."""
+    """rho_i = sum_j m W_ij + rho0 psi_walls; p from Tait (seed 000 eq. 6), clamped at 0; pr = p / rho^2.
+
+    psi_walls = 1 - F_boxes F_colliders: box walls and mesh colliders (:mod:`engine.collision`).
+    """
     support = 2.0 * h
     r2max = support * support
     for i in prange(x.shape[0]):
@@ -97,8 +106,10 @@ def density_pressure(x, cell_start, cell_nbr, particle_cell, h, mass, rho0, p0,
                 r2 = dx * dx + dy * dy + dz * dz
                 if r2 < r2max:
                     s += cubic_w(math.sqrt(r2), h)
-        wall = wall_mass(x[i, 0], x[i, 1], x[i, 2], boxes, support, 1.0, table_d0, table_step, psi)
-        r = mass * s + rho0 * wall
+        free_box = 1.0 - wall_mass(x[i, 0], x[i, 1], x[i, 2], boxes, support, 1.0, table_d0, table_step, psi)
+        free_col, g0, g1, g2 = collider_free(np.float64(x[i, 0]), np.float64(x[i, 1]), np.float64(x[i, 2]),
+                                             support, 1.0, table_d0, table_step, psi, dpsi, cset)
+        r = mass * s + rho0 * (1.0 - free_box * free_col)
         rho[i] = r
         ratio = r / rho0
         pi_ = p0 * (ratio ** 7 - 1.0)
@@ -110,7 +121,7 @@ def density_pressure(x, cell_start, cell_nbr, particle_cell, h, mass, rho0, p0,
 
 @njit(parallel=True, cache=True)
 def accelerations(x, v, rho, pr, cell_start, cell_nbr, particle_cell, h, mass, rho0, c0, alpha, nu,
-                  gx, gy, gz, boxes, table_d0, table_step, psi, dpsi,
+                  gx, gy, gz, boxes, table_d0, table_step, psi, dpsi, cset,
                   # outputs
                   a):
     """Pressure (seed 000 eq. 5), artificial and laminar viscosity, gravity and wall pressure.
@@ -169,6 +180,14 @@ def accelerations(x, v, rho, pr, cell_start, cell_nbr, particle_cell, h, mass, r
         # 2012): the energy-consistent partner of the wall density term. Mirroring the pressure (a
         # factor 2) pumps energy into a resting column and makes it boil.
         w0, w1, w2 = wall_gradient(xi, yi, zi, boxes, support, 1.0, table_d0, table_step, psi, dpsi)
+        if cset[5].shape[0] > 0:
+            # grad (1 - F_b F_c) = F_c grad psi_boxes - F_b grad F_c
+            free_col, c0_, c1_, c2_ = collider_free(np.float64(xi), np.float64(yi), np.float64(zi), support, 1.0,
+                                                    table_d0, table_step, psi, dpsi, cset)
+            free_box = 1.0 - wall_mass(xi, yi, zi, boxes, support, 1.0, table_d0, table_step, psi)
+            w0 = free_col * w0 - free_box * c0_
+            w1 = free_col * w1 - free_box * c1_
+            w2 = free_col * w2 - free_box * c2_
         wall = -pi_term * rho0
         ax += wall * w0
         ay += wall * w1
@@ -179,11 +198,12 @@ def accelerations(x, v, rho, pr, cell_start, cell_nbr, particle_cell, h, mass, r
 
 
 @njit(parallel=True, cache=True)
-def drift_and_clamp(x, v, dt, boxes, margin, friction):
+def drift_and_clamp(x, v, dt, boxes, margin, friction, bounce):
     """x += v dt, then project particles that crossed a container wall back onto it.
 
-    The normal velocity into the wall is removed and the tangential one scaled by (1 - friction):
-    the last line of defence against leaks when pressure alone did not stop a particle.
+    The normal velocity into the wall is reversed and scaled by the box's bounce (0: removed) and
+    the tangential one scaled by (1 - friction): the last line of defence against leaks when
+    pressure alone did not stop a particle.
     """
     for i in prange(x.shape[0]):
         for k in range(3):
@@ -198,18 +218,18 @@ def drift_and_clamp(x, v, dt, boxes, margin, friction):
                 if x[i, k] < lo[k]:
                     x[i, k] = lo[k]
                     if v[i, k] < 0.0:
-                        v[i, k] = 0.0
+                        v[i, k] *= -bounce[b]
                     hit = True
                 elif x[i, k] > hi[k]:
                     x[i, k] = hi[k]
                     if v[i, k] > 0.0:
-                        v[i, k] = 0.0
+                        v[i, k] *= -bounce[b]
                     hit = True
-            if hit and friction > 0.0:
+            if hit and friction[b] > 0.0:
                 for k in range(3):
                     on_wall = x[i, k] == lo[k] or x[i, k] == hi[k]
                     if not on_wall:
-                        v[i, k] *= 1.0 - friction
+                        v[i, k] *= 1.0 - friction[b]
 
 
 @njit(parallel=True, cache=True)
@@ -224,12 +244,19 @@ class WCSPHSolver:
 
     name = "WCSPH"
 
-    def __init__(self, model: WCSPHModel, particles: Particles):
+    def __init__(self, model: WCSPHModel, particles: Particles, collision: CollisionWorld | None = None):
         self.model = model
         self.particles = particles
+        self.collision = collision
+        #: seconds since the first frame (colliders move with it)
+        self.time = 0.0
         self.grid: CellGrid | None = None
         self._pr = np.zeros(len(particles), dtype=np.float32)  # scratch: p / rho^2 in sorted order
         self._evaluate()
+
+    @property
+    def _cset(self) -> tuple:
+        return self.collision.args if self.collision is not None else _NO_COLLIDERS
 
     def _rebuild(self) -> None:
         pt = self.particles
@@ -242,10 +269,11 @@ class WCSPHSolver:
         self._rebuild()
         m, pt, g = self.model, self.particles, self.grid
         density_pressure(pt.x, g.cell_start, g.cell_nbr, g.particle_cell, m.h, m.mass, m.rho0,
-                         m.pressure_constant, m.boxes, m.table_d0, m.table_step, m.psi, pt.rho, pt.p, self._pr)
+                         m.pressure_constant, m.boxes, m.table_d0, m.table_step, m.psi, m.dpsi, self._cset,
+                         pt.rho, pt.p, self._pr)
         accelerations(pt.x, pt.v, pt.rho, self._pr, g.cell_start, g.cell_nbr, g.particle_cell, m.h, m.mass,
                       m.rho0, m.c0, m.alpha, m.nu, m.gravity[0], m.gravity[1], m.gravity[2], m.boxes,
-                      m.table_d0, m.table_step, m.psi, m.dpsi, pt.a)
+                      m.table_d0, m.table_step, m.psi, m.dpsi, self._cset, pt.a)
 
     def stable_dt(self) -> float:
         """Largest time step the CFL, force and viscous criteria allow for the current state, s."""
@@ -259,23 +287,31 @@ class WCSPHSolver:
             dt = min(dt, 0.25 * math.sqrt(m.h / amax))
         if m.nu > 0.0:
             dt = min(dt, 0.125 * m.h * m.h / m.nu)
+        if self.collision is not None:
+            dt = min(dt, self.collision.dt_limit(self.time))
         return dt
 
     def step(self, dt: float) -> None:
         """One leap-frog substep of length dt (seed 000 eq. 8, kick-drift-kick)."""
         m, pt = self.model, self.particles
         kick(pt.v, pt.a, 0.5 * dt)
-        drift_and_clamp(pt.x, pt.v, dt, m.boxes, 2.0 * m.h, m.friction)
+        x_start = pt.x.copy() if self.collision is not None else pt.x
+        drift_and_clamp(pt.x, pt.v, dt, m.boxes, 2.0 * m.h, m.box_friction, m.box_bounce)
+        self.time += dt
+        if self.collision is not None:
+            self.collision.update(self.time)
+            project(x_start, pt.x, pt.v, SWEEP_STEP * m.dx, 0.0, 1.0 / dt, True, self._cset)
         self._evaluate()
         kick(pt.v, pt.a, 0.5 * dt)
 
 
-def auto_sound_speed(x: np.ndarray, v: np.ndarray, gravity: np.ndarray, boxes: np.ndarray) -> float:
-    """Ten times the fastest speed the liquid can reach by falling: c0 = 10 (sqrt(2 |g| H) + |v0|max).
+def auto_sound_speed(x: np.ndarray, v: np.ndarray, gravity: np.ndarray, boxes: np.ndarray,
+                     collider_speed: float = 0.0) -> float:
+    """Ten times the fastest speed the liquid can reach: c0 = 10 (sqrt(2 |g| H) + |v0|max + |v_c|max).
 
     H is the drop from the highest particle to the lowest point of the liquid or its containers,
-    measured along gravity. Ten times the flow speed keeps density variations near 1 %
-    (Monaghan 1994).
+    measured along gravity; v_c the fastest collider surface. Ten times the flow speed keeps
+    density variations near 1 % (Monaghan 1994).
     """
     g = float(np.linalg.norm(gravity))
     vmax = float(np.sqrt(np.max(np.sum(v.astype(np.float64) ** 2, axis=1)))) if len(v) else 0.0
@@ -289,4 +325,7 @@ def auto_sound_speed(x: np.ndarray, v: np.ndarray, gravity: np.ndarray, boxes: n
                                 for j in (0, 1) for k in (0, 1)])
             low = min(low, float((-(corners @ down)).min()))
         fall = math.sqrt(2.0 * g * max(height.max() - low, 0.0))
-    return max(10.0 * (fall + vmax), 1.0)
+    return max(10.0 * (fall + vmax + collider_speed), 1.0)
+
+
+_NO_COLLIDERS = empty_world_args()

@@ -16,8 +16,17 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import tempfile
 
+import numba
 import pytest
+
+# Engine kernels compiled inside this process belong to the add-on's package (bl_ext....engine).
+# numba's cache records the module name: a cache written here into the source tree's __pycache__
+# (the from-source mode) would later be loaded by a plain `engine` process and fail to import
+# bl_ext. Keep this process's compiled kernels in a folder of their own; it must be set before the
+# add-on's engine modules are imported.
+numba.config.CACHE_DIR = os.path.join(tempfile.gettempdir(), "surge_blender_tests_numba_cache")
 
 bpy = pytest.importorskip("bpy")
 import addon_utils  # noqa: E402  (part of Blender: only importable once bpy is)

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.blender
 OPERATORS = ("bake", "free_bake")
 PANELS = ("VIEW3D_PT_surge_object", "VIEW3D_PT_surge_simulation", "VIEW3D_PT_surge_bake")
 EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "is_baking", "bake_progress", "bake_status"}
+EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved"}
 BUILTIN = {"rna_type", "name"}
 
 
@@ -78,13 +79,21 @@ def _scene_group():
     return bpy.types.Scene.bl_rna.properties["surge"].fixed_type
 
 
-def test_scene_properties_mirror_engine_settings(surge):
+def _object_group():
+    return bpy.types.Object.bl_rna.properties["surge"].fixed_type
+
+
+@pytest.mark.parametrize("owner", ["Scene", "Object"])
+def test_properties_mirror_engine_settings(surge, owner):
+    """Scene.surge mirrors the simulation settings, Object.surge the collider settings."""
     settings = submodule(surge, "engine.settings")
     props = submodule(surge, "props")
-    rna = _scene_group().properties
-    params = settings.parameters()
+    if owner == "Scene":
+        rna, params, extras = _scene_group().properties, settings.parameters(), EXTRA_SCENE_PROPERTIES
+    else:
+        rna, params, extras = _object_group().properties, settings.collider_parameters(), EXTRA_OBJECT_PROPERTIES
     # both directions: every engine parameter is a property, every property is a parameter or a known extra
-    assert {p.name for p in params} == set(rna.keys()) - EXTRA_SCENE_PROPERTIES - BUILTIN
+    assert {p.name for p in params} == set(rna.keys()) - extras - BUILTIN
     for p in params:
         prop = rna[p.name]
         assert prop.name == p.label, p.name
@@ -136,11 +145,15 @@ def test_lengths_follow_the_unit_scale(scene, surge):
 
 
 def test_object_and_cache_properties(surge):
-    obj = bpy.types.Object.bl_rna.properties["surge"].fixed_type.properties
+    obj = _object_group().properties
     assert [i.identifier for i in obj["role"].enum_items] == ["NONE", "FLUID", "INFLOW", "COLLIDER", "OUTFLOW"]
     assert obj["role"].default == "NONE"
     assert [i.identifier for i in obj["collider_mode"].enum_items] == ["AUTO", "SOLID", "CONTAINER", "SHELL"]
     assert obj["collider_mode"].default == "AUTO"
+    for mode in obj["collider_mode"].enum_items:
+        assert "not available" not in mode.description, mode.identifier
+    assert obj["surface_offset"].unit == "LENGTH"  # stored in Blender units, exported times the unit scale
+    assert obj["collider_resolved"].type == "STRING" and obj["collider_resolved"].default == ""
     cache = _scene_group().properties["cache_directory"]
     assert cache.subtype == "DIR_PATH" and cache.default == "//surge_cache/"
     assert cache.is_path_supports_blend_relative  # else Blender 5.0 warns about the // prefix
@@ -149,7 +162,7 @@ def test_object_and_cache_properties(surge):
 
 
 def test_every_property_has_a_tooltip_sentence(surge):
-    groups = [bpy.types.Object.bl_rna.properties["surge"].fixed_type, _scene_group()]
+    groups = [_object_group(), _scene_group()]
     for group in groups:
         for prop in group.properties:
             if prop.identifier in BUILTIN:
@@ -215,14 +228,19 @@ def _draw(panel_name: str) -> list:
 
 
 def test_panels_draw_existing_properties_and_operators(scene, surge):
+    settings = submodule(surge, "engine.settings")
     tank = add_box("Tank", (0, 0, 0), (1, 1, 1), role="COLLIDER", collider_mode="CONTAINER")
     bpy.context.view_layer.objects.active = tank
     drawn = _draw("VIEW3D_PT_surge_object")
-    assert ("prop", "role") in drawn and ("prop", "collider_mode") in drawn
-    tank.surge.role = "FLUID"
-    assert ("prop", "collider_mode") not in _draw("VIEW3D_PT_surge_object")
+    collider_props = [p.name for p in settings.collider_parameters()]
+    assert [n for kind, n in drawn if kind == "prop"] == ["role"] + collider_props
+    assert not any(kind == "label" and "not available" in text for kind, text in drawn)
+    tank.surge.collider_resolved = "Container (picked by Auto)"
+    assert ("label", "Last bake: Container (picked by Auto)") in _draw("VIEW3D_PT_surge_object")
+    tank.surge.role = "INFLOW"
+    drawn = _draw("VIEW3D_PT_surge_object")
+    assert ("prop", "collider_mode") not in drawn and ("label", "This role is not available yet") in drawn
 
-    settings = submodule(surge, "engine.settings")
     drawn = _draw("VIEW3D_PT_surge_simulation")
     params = settings.parameters()
     grouped = [p.name for g in dict.fromkeys(p.group for p in params) for p in params if p.group == g]
@@ -257,11 +275,12 @@ def test_loading_a_file_saved_during_a_bake_clears_the_bake_state(scene, surge, 
 def test_float_display_precision_shows_the_defaults(surge):
     """Water's viscosity (1e-6) must not display as 0.000."""
     settings = submodule(surge, "engine.settings")
-    rna = _scene_group().properties
-    for p in settings.parameters():
-        if p.kind is float and p.default:
-            digits = rna[p.name].precision
-            assert round(p.default, digits) != 0 or math.isclose(p.default, 0), (p.name, digits)
+    for rna, params in ((_scene_group().properties, settings.parameters()),
+                        (_object_group().properties, settings.collider_parameters())):
+        for p in params:
+            if p.kind is float and p.default:
+                digits = rna[p.name].precision
+                assert round(p.default, digits) != 0 or math.isclose(p.default, 0), (p.name, digits)
 
 
 def test_installed_from_the_extension_zip_unless_told_otherwise(surge):

@@ -181,30 +181,15 @@ def test_unsupported_objects_are_all_named_at_once(scene, surge, tmp_path):
     column_scene(scene, str(tmp_path / "cache"))
     add_box("Tap", (0, 0, 0.25), (0.02, 0.02, 0.27), role="INFLOW")
     add_box("Drain", (0.08, 0.08, 0), (0.1, 0.1, 0.02), role="OUTFLOW")
-    add_box("Rock", (0.04, 0.04, 0), (0.06, 0.06, 0.02), role="COLLIDER", collider_mode="SOLID")
-    add_box("Glass", (0, 0, 0), (0.1, 0.1, 0.3), role="COLLIDER", collider_mode="SHELL")
-    tilted = add_box("Tilted Tank", (-0.1, -0.1, -0.1), (0.2, 0.2, 0.4), role="COLLIDER",
-                     collider_mode="CONTAINER")
-    tilted.rotation_euler.z = 0.5
+    bpy.data.objects.new("Lamp", bpy.data.lights.new("Lamp", "POINT")).surge.role = "COLLIDER"
+    bpy.context.scene.collection.objects.link(bpy.data.objects["Lamp"])
     with pytest.raises(RuntimeError) as info:
         bpy.ops.surge.bake()
     text = str(info.value)
-    for name in ("'Tap'", "'Drain'", "'Rock'", "'Glass'", "'Tilted Tank'"):
+    for name in ("'Tap'", "'Drain'", "'Lamp'"):
         assert name in text, name
-    assert "not an axis-aligned box" in text
+    assert "cannot simulate yet" in text and "without geometry" in text
     assert not os.path.exists(tmp_path / "cache")  # refused before the folder was created
-
-
-def test_auto_collider_becomes_a_container_only_around_the_liquid(scene, surge, tmp_path):
-    column_scene(scene, str(tmp_path / "cache"))
-    export = submodule(surge, "bridge.export")
-    bpy.data.objects["Tank"].surge.collider_mode = "AUTO"
-    description, _settings = export.export_scene(scene, bpy.context.evaluated_depsgraph_get())
-    assert [c.name for c in description.containers] == ["Tank"]
-    np.testing.assert_allclose(description.containers[0].upper, [0.1, 0.1, 0.3], rtol=0, atol=1e-7)
-    add_box("Stool", (0.5, 0.5, 0), (0.6, 0.6, 0.1), role="COLLIDER")
-    with pytest.raises(RuntimeError, match="Collider 'Stool' .* does not hold the liquid"):
-        bpy.ops.surge.bake()
 
 
 def test_unit_scale_and_transforms_reach_the_engine_in_metres(scene, surge, tmp_path):

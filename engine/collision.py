@@ -1,0 +1,785 @@
+"""Mesh colliders in the particle solvers: distance grids, motion, contact response.
+
+Every :class:`~engine.scene.MeshCollider` becomes a narrow-band signed distance grid
+(:mod:`engine.sdf`, seed ``004_c098f18fca6bfc80.txt`` §4) sampled in the collider's rest pose (its
+world-space surface at the first frame), in one of three modes:
+
+* ``SOLID``: the inside of the mesh is solid (grid mode ``SOLID_INSIDE``);
+* ``CONTAINER``: the outside is solid, the liquid stays in (``SOLID_OUTSIDE``, the inside-out
+  container of seed ``002_da047f017bcf1c0a.txt``);
+* ``SHELL``: the surface itself is a wall half a particle spacing thick on each side (``SHELL``).
+
+``AUTO`` is resolved from the mesh (:func:`resolve_mode`): a closed mesh (its generalised winding
+number is near 0 or 1 almost everywhere in its bounding box) is a container when most of the
+liquid starts inside it and a solid otherwise; an open mesh is a shell.
+
+The liquid meets the surface ``phi_eff = phi - offset = 0``, where ``offset`` is the collider's
+surface offset (plus the half thickness of a shell). Two things act on a particle:
+
+1. *Density* (both solvers): the solid behind the surface holds the kernel mass of a half-space,
+   ``rho0 psi(phi_eff)`` (the same tables as box walls, :mod:`engine.walls`), combined over walls as
+   ``1 - prod (1 - psi)``. Its gradient ``psi'(phi_eff) n`` gives the wall pressure force (WCSPH) or
+   the wall push of the density constraint (PBF), so walls are neither sticky nor leaky.
+2. *Contact* (seed ``003_f1301af604bac835.txt``: push-out and damped reflection): a particle with
+   ``phi_eff < 0`` is moved back along the normal ``n = grad phi / |grad phi|`` onto the surface; its
+   velocity relative to the collider loses its approaching normal part, which is reflected with the
+   collider's ``bounce``, and a fraction ``friction`` of its tangential part. A particle that moved
+   farther than a quarter of the particle spacing in one substep is swept: the path is sampled at
+   that step and the first sample inside the solid is taken, so nothing tunnels through a thin shell.
+
+Motion (seed 004 §4, Fig. 7):
+
+* rigid (``transforms``): one grid; per substep the world->rest map is the inverse of the matrix
+  interpolated linearly between frames, and the surface velocity at a point is the derivative of
+  that interpolation, ``(T_{f+1} - T_f) fps`` applied to the rest-space point;
+* deforming (``frame_vertices``): one grid per frame. The surface velocity is that of the nearest
+  triangle, the mean of its three vertex velocities over the frame; between frames a point is
+  looked up in the grid of the nearer frame, moved back by that velocity times the time since
+  that frame (exact for pieces that translate over the frame; blending the distances of two frames
+  instead would put a sheet that sweeps past a particle at the wrong distance).
+
+Convex meshes (every vertex on the inner side of every face plane) in SOLID or CONTAINER mode
+skip the grid and are used exactly as half-space polytopes, after seed 002: the contact distance is
+``parity * max_k (n_k . x - d_k)`` with parity +1 for a solid and -1 for a hole (a container), a
+container's faces add wall mass face by face like a box's walls, the broad phase is the inscribed
+sphere of a hole and the circumscribed sphere of a solid, and a particle found inside a solid is
+ejected through the face it is least deep behind among those it is moving deeper through (the
+velocity-aware collision distance), so a fast particle leaves the way it came.
+
+Substeps are short enough that no collider surface moves more than :data:`MAX_SURFACE_TRAVEL`
+particle spacings in one (:meth:`CollisionWorld.dt_limit`): less than the half thickness of a shell,
+so a fast paddle cannot jump over particles.
+
+Grids are cached in ``<cache>/sdf/<key>.npz`` under :func:`engine.sdf.sdf_key`, a hash of everything
+that shapes them, and reused by later bakes.
+
+Packing
+-------
+All grids of a bake are concatenated into one set of arrays so that numba kernels loop over
+colliders without Python objects. ``cset`` below is the tuple ``(gparams, block_phi, block_tri,
+tile_flat, tile_block, cparams, tris, vvel)``:
+
+* ``gparams`` (G, 12) float64 per grid: tile offset, tile counts (3), origin (3), 1 / cell size,
+  band, thickness, outside sign, unused;
+* ``block_phi``, ``block_tri``, ``tile_block``: the grids' arrays stacked, with block and tile rows
+  shifted by each grid's offset; ``tile_flat`` their tile indices flattened one after another;
+* ``cparams`` (C, :data:`N_CPARAMS`) float64 per collider and substep: grid and time shift, friction,
+  bounce, offset, world->rest affine map, gradient map, velocity map (see ``_C_*`` indices);
+* ``tris`` (K, 3) int32 and ``vvel`` (W, 3) float32: triangles and per-frame vertex velocities of
+  deforming colliders.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+
+import numpy as np
+from numba import njit, prange
+
+from . import sdf
+from .cache import SDF_DIR  # noqa: F401  (re-exported: where grids are cached)
+from .errors import CacheFormatError
+from .scene import MeshCollider
+from .walls import table
+
+log = logging.getLogger(__name__)
+
+
+#: Largest distance, in particle spacings, a collider surface may move in one substep.
+MAX_SURFACE_TRAVEL = 0.4
+
+#: Half thickness of a shell, in particle spacings (added to its surface offset).
+SHELL_HALF_THICKNESS = 0.5
+
+#: Sweep step, in particle spacings: a particle that moved farther in one substep has its path sampled.
+SWEEP_STEP = 0.25
+
+#: AUTO: a mesh is closed when fewer than this fraction of probe points in its bounding box have an
+#: ambiguous winding number (between :data:`_AMBIGUOUS_LOW` and :data:`_AMBIGUOUS_HIGH`).
+CLOSED_AMBIGUOUS_FRACTION = 0.02
+_AMBIGUOUS_LOW = 0.2
+_AMBIGUOUS_HIGH = 0.8
+_PROBES_PER_AXIS = 12
+
+GRID_MODES = {"SOLID": "SOLID_INSIDE", "CONTAINER": "SOLID_OUTSIDE", "SHELL": "SHELL"}
+
+# cparams layout
+_C_G0, _C_G1, _C_S, _C_FRICTION, _C_BOUNCE, _C_OFFSET, _C_DEFORM, _C_VOFF, _C_TOFF = range(9)  # _C_G1 unused
+_C_A = 9      # 12 entries: world -> rest, 3 x 4 row-major
+_C_GM = 21    # 9 entries: rest gradient -> world gradient, 3 x 3 row-major
+_C_VD = 30    # 12 entries: rest point -> world velocity, 3 x 4 row-major
+# convex polytopes (seed 002): kind, first plane, plane count, parity (+1 solid, -1 hole), centre (3),
+# inscribed radius (holes' broad phase), circumscribed radius (solids' broad phase), broad-phase margin
+_C_KIND, _C_POFF, _C_PCOUNT, _C_PARITY, _C_CEN, _C_RIN, _C_ROUT, _C_REACH = 42, 43, 44, 45, 46, 49, 50, 51
+N_CPARAMS = 52
+
+#: ``_C_KIND`` values.
+KIND_GRID = 0.0
+KIND_POLYTOPE = 1.0
+
+#: A vertex may stand this far (relative to the mesh size) outside a face plane of a convex mesh.
+CONVEX_TOLERANCE = 1e-6
+
+
+# ---------------------------------------------------------------------------------------------
+# AUTO mode
+# ---------------------------------------------------------------------------------------------
+
+def is_closed(mesh) -> bool:
+    """True if ``mesh`` encloses a volume: its winding number is near 0 or 1 almost everywhere.
+
+    Probes a 12^3 lattice of cell centres in the bounding box. An open sheet, a single-sided cup or
+    a bowl leave large regions with winding numbers near 1/2; a closed mesh with small defects
+    (Suzanne's eye sockets, a duplicated face, a pin hole) leaves only a thin region near the defect.
+    A flat mesh is open.
+    """
+    v = mesh.vertices
+    if len(mesh.triangles) == 0:
+        return False
+    lo, hi = v.min(axis=0), v.max(axis=0)
+    ext = hi - lo
+    if float(ext.min()) <= 1e-6 * float(ext.max()):
+        return False
+    u = (np.arange(_PROBES_PER_AXIS) + 0.5) / _PROBES_PER_AXIS
+    g = np.stack(np.meshgrid(u, u, u, indexing="ij"), -1).reshape(-1, 3)
+    w = np.abs(sdf.fast_winding_numbers(mesh, lo + g * ext))
+    ambiguous = (w > _AMBIGUOUS_LOW) & (w < _AMBIGUOUS_HIGH)
+    return float(np.mean(ambiguous)) < CLOSED_AMBIGUOUS_FRACTION
+
+
+def resolve_mode(collider: MeshCollider, liquid: np.ndarray) -> str:
+    """The mode a collider acts in: its own, or for 'AUTO' the one picked from the mesh.
+
+    Parameters
+    ----------
+    liquid : ndarray, shape (N, 3), metres
+        The liquid's initial particle positions (a closed mesh holding most of them is a container).
+    """
+    mode = collider.settings.collider_mode
+    if mode != "AUTO":
+        return mode
+    if not is_closed(collider.mesh):
+        return "SHELL"
+    if len(liquid) == 0:
+        return "SOLID"
+    pts = np.asarray(liquid, dtype=np.float64)
+    if len(pts) > 4096:
+        pts = pts[np.linspace(0, len(pts) - 1, 4096).astype(np.int64)]
+    inside = np.abs(sdf.fast_winding_numbers(collider.mesh, pts)) > 0.5
+    return "CONTAINER" if float(np.mean(inside)) > 0.5 else "SOLID"
+
+
+def convex_planes(mesh, mode: str) -> np.ndarray | None:
+    """Face planes of a convex mesh as rows (n, d) with unit outward normals (n.x <= d inside), or None.
+
+    A mesh is used as a convex polytope (seed 002) when every vertex lies on the inner side of every
+    face plane (within :data:`CONVEX_TOLERANCE` of its size). A SOLID must also be closed (a missing
+    face would leave the solid unbounded); a CONTAINER may be open (an open-topped tank has no lid).
+    Shells and degenerate (flat) meshes are never polytopes.
+    """
+    if mode not in ("SOLID", "CONTAINER") or len(mesh.triangles) < 4:
+        return None
+    v = mesh.vertices
+    size = float(np.max(np.ptp(v, axis=0)))
+    if size <= 0.0 or float(np.min(np.ptp(v, axis=0))) <= 1e-6 * size:
+        return None
+    xyz = v[mesh.triangles]
+    cross = np.cross(xyz[:, 1] - xyz[:, 0], xyz[:, 2] - xyz[:, 0])
+    length = np.linalg.norm(cross, axis=1)
+    ok = length > 1e-12 * size * size
+    n = cross[ok] / length[ok, None]
+    d = np.einsum("ij,ij->i", n, xyz[ok, 0])
+    centre = v.mean(axis=0)
+    flip = n @ centre - d > 0.0           # orient outward: the vertex centroid of a convex mesh is inside
+    n[flip], d[flip] = -n[flip], -d[flip]
+    if np.any(v @ n.T - d > CONVEX_TOLERANCE * size):
+        return None
+    if mode == "SOLID" and not is_closed(mesh):
+        return None
+    planes = np.column_stack([n, d])
+    key = np.round(np.column_stack([n, d / size]) * 1e6).astype(np.int64)
+    _, first = np.unique(key, axis=0, return_index=True)
+    return np.ascontiguousarray(planes[np.sort(first)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+#
+# The per-point helpers are plain @njit functions, called rather than inlined at the numba-IR
+# level: inlining the grid lookup into every solver kernel (density, forces, each PBF pass,
+# projection) made the first bake compile for minutes; a call costs a few nanoseconds per query.
+# ---------------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _sample_grid(rx, ry, rz, g, gparams, block_phi, block_tri, tile_flat, tile_block):
+    gp = gparams[g]
+    return sdf.sample_flat(rx, ry, rz, gp[4], gp[5], gp[6], gp[7], block_phi, block_tri, tile_flat,
+                           np.int64(gp[0]), np.int64(gp[1]), np.int64(gp[2]), np.int64(gp[3]), tile_block,
+                           gp[8], gp[9], gp[10])
+
+
+@njit(cache=True)
+def _polytope_phi(r0, r1, r2, cp, planes):
+    """Contact distance of seed 002: parity * max_k (n_k . r - d_k), with the gradient parity * n_k.
+
+    Exact inside a hole (the distance to the nearest face) and inside a solid; outside a solid it
+    is a lower bound of the distance (exact facing a face, short of it near edges and corners). The
+    broad phase (inscribed sphere of a hole, circumscribed sphere of a solid) answers with a lower
+    bound of the distance and no gradient for points that cannot touch a face.
+    """
+    parity = cp[_C_PARITY]
+    e0 = r0 - cp[_C_CEN]
+    e1 = r1 - cp[_C_CEN + 1]
+    e2 = r2 - cp[_C_CEN + 2]
+    dc = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+    if parity < 0.0:
+        if dc < cp[_C_RIN] - cp[_C_REACH]:
+            return cp[_C_RIN] - dc, 0.0, 0.0, 0.0
+    elif dc > cp[_C_ROUT] + cp[_C_REACH]:
+        return dc - cp[_C_ROUT], 0.0, 0.0, 0.0
+    best = -1e300
+    k_best = 0
+    off = np.int64(cp[_C_POFF])
+    for k in range(off, off + np.int64(cp[_C_PCOUNT])):
+        dist = planes[k, 0] * r0 + planes[k, 1] * r1 + planes[k, 2] * r2 - planes[k, 3]
+        if dist > best:
+            best = dist
+            k_best = k
+    return parity * best, parity * planes[k_best, 0], parity * planes[k_best, 1], parity * planes[k_best, 2]
+
+
+@njit(cache=True)
+def collider_phi(px, py, pz, c, cset):
+    """Distance to collider ``c``'s surface (metres, negative in the solid), its world unit normal,
+    the closest triangle and the rest-space point: ``(phi, n0, n1, n2, tri, r0, r1, r2)``.
+
+    The normal is zero beyond the grid's band (no contact can happen there)."""
+    gparams, block_phi, block_tri, tile_flat, tile_block, cparams = cset[0], cset[1], cset[2], cset[3], \
+        cset[4], cset[5]
+    cp = cparams[c]
+    a = _C_A
+    r0 = cp[a] * px + cp[a + 1] * py + cp[a + 2] * pz + cp[a + 3]
+    r1 = cp[a + 4] * px + cp[a + 5] * py + cp[a + 6] * pz + cp[a + 7]
+    r2 = cp[a + 8] * px + cp[a + 9] * py + cp[a + 10] * pz + cp[a + 11]
+    if cp[_C_KIND] == KIND_POLYTOPE:
+        phi, g0, g1, g2 = _polytope_phi(r0, r1, r2, cp, cset[8])
+        tri = -1
+        shift = 0.0
+    else:
+        g = np.int64(cp[_C_G0])
+        phi, g0, g1, g2, tri = _sample_grid(r0, r1, r2, g, gparams, block_phi, block_tri, tile_flat, tile_block)
+        shift = cp[_C_S]
+    if shift != 0.0 and tri >= 0:
+        # deforming: the grid is of the nearest frame; the surface has moved since with the
+        # velocity of the nearest triangle, so look where the point was relative to it then
+        u0, u1, u2 = collider_velocity(c, tri, r0, r1, r2, cset)
+        phi, g0, g1, g2, tri2 = _sample_grid(r0 - u0 * shift, r1 - u1 * shift, r2 - u2 * shift, g, gparams,
+                                             block_phi, block_tri, tile_flat, tile_block)
+        if tri2 >= 0:
+            tri = tri2
+    m = _C_GM
+    n0 = cp[m] * g0 + cp[m + 1] * g1 + cp[m + 2] * g2
+    n1 = cp[m + 3] * g0 + cp[m + 4] * g1 + cp[m + 5] * g2
+    n2 = cp[m + 6] * g0 + cp[m + 7] * g1 + cp[m + 8] * g2
+    nn = math.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
+    if nn > 0.0:
+        n0 /= nn
+        n1 /= nn
+        n2 /= nn
+    return phi - cp[_C_OFFSET], n0, n1, n2, tri, r0, r1, r2
+
+
+@njit(cache=True)
+def collider_velocity(c, tri, r0, r1, r2, cset):
+    """World velocity (m/s) of collider ``c``'s surface near rest-space point r with closest triangle tri."""
+    cparams, tris, vvel = cset[5], cset[6], cset[7]
+    cp = cparams[c]
+    if cp[_C_DEFORM] > 0.5:
+        if tri < 0:
+            return 0.0, 0.0, 0.0
+        t = np.int64(cp[_C_TOFF]) + tri
+        o = np.int64(cp[_C_VOFF])
+        a, b, e = o + tris[t, 0], o + tris[t, 1], o + tris[t, 2]
+        third = 1.0 / 3.0
+        return ((vvel[a, 0] + vvel[b, 0] + vvel[e, 0]) * third, (vvel[a, 1] + vvel[b, 1] + vvel[e, 1]) * third,
+                (vvel[a, 2] + vvel[b, 2] + vvel[e, 2]) * third)
+    d = _C_VD
+    return (cp[d] * r0 + cp[d + 1] * r1 + cp[d + 2] * r2 + cp[d + 3],
+            cp[d + 4] * r0 + cp[d + 5] * r1 + cp[d + 6] * r2 + cp[d + 7],
+            cp[d + 8] * r0 + cp[d + 9] * r1 + cp[d + 10] * r2 + cp[d + 11])
+
+
+@njit(cache=True)
+def _hole_free(px, py, pz, cp, planes, support, inv_scale, t0, step, psi, dpsi, f_all, d0, d1, d2):
+    """Multiply the free fraction (f_all, gradient d) by 1 - psi of every face of a convex container."""
+    a = _C_A
+    r0 = cp[a] * px + cp[a + 1] * py + cp[a + 2] * pz + cp[a + 3]
+    r1 = cp[a + 4] * px + cp[a + 5] * py + cp[a + 6] * pz + cp[a + 7]
+    r2 = cp[a + 8] * px + cp[a + 9] * py + cp[a + 10] * pz + cp[a + 11]
+    e0 = r0 - cp[_C_CEN]
+    e1 = r1 - cp[_C_CEN + 1]
+    e2 = r2 - cp[_C_CEN + 2]
+    if math.sqrt(e0 * e0 + e1 * e1 + e2 * e2) < cp[_C_RIN] - support - abs(cp[_C_OFFSET]):
+        return f_all, d0, d1, d2                      # inscribed sphere: no face within reach
+    m = _C_GM
+    off = np.int64(cp[_C_POFF])
+    for k in range(off, off + np.int64(cp[_C_PCOUNT])):
+        phi = planes[k, 3] - (planes[k, 0] * r0 + planes[k, 1] * r1 + planes[k, 2] * r2) - cp[_C_OFFSET]
+        if phi >= support:
+            continue
+        # inward normal (the direction phi grows) in world space
+        n0 = -(cp[m] * planes[k, 0] + cp[m + 1] * planes[k, 1] + cp[m + 2] * planes[k, 2])
+        n1 = -(cp[m + 3] * planes[k, 0] + cp[m + 4] * planes[k, 1] + cp[m + 5] * planes[k, 2])
+        n2 = -(cp[m + 6] * planes[k, 0] + cp[m + 7] * planes[k, 1] + cp[m + 8] * planes[k, 2])
+        nn = math.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
+        t = phi * inv_scale
+        f = 1.0 - table(psi, t0, step, t)
+        df = -table(dpsi, t0, step, t) * inv_scale / nn
+        d0 = f * d0 + f_all * df * n0
+        d1 = f * d1 + f_all * df * n1
+        d2 = f * d2 + f_all * df * n2
+        f_all *= f
+    return f_all, d0, d1, d2
+
+
+@njit(cache=True)
+def collider_free(px, py, pz, support, inv_scale, t0, step, psi, dpsi, cset):
+    """``F = prod_c (1 - psi(phi_c))`` over mesh colliders within ``support``, and its gradient (1/m).
+
+    ``psi`` and ``dpsi`` are tabulated in t = phi * inv_scale (see :mod:`engine.walls`). The wall
+    mass of the colliders is ``1 - F``; combined with box walls of free fraction F_b it is
+    ``1 - F_b F``.
+    """
+    f_all = 1.0
+    d0 = 0.0
+    d1 = 0.0
+    d2 = 0.0
+    cparams = cset[5]
+    for c in range(cparams.shape[0]):
+        cp = cparams[c]
+        if cp[_C_KIND] == KIND_POLYTOPE and cp[_C_PARITY] < 0.0:
+            # a convex container: every face is a wall, combined like the walls of a box
+            f_all, d0, d1, d2 = _hole_free(px, py, pz, cp, cset[8], support, inv_scale, t0, step, psi, dpsi,
+                                           f_all, d0, d1, d2)
+            continue
+        phi, n0, n1, n2, tri, r0, r1, r2 = collider_phi(px, py, pz, c, cset)
+        if phi >= support:
+            continue
+        t = phi * inv_scale
+        f = 1.0 - table(psi, t0, step, t)
+        df = -table(dpsi, t0, step, t) * inv_scale  # d f / d phi; grad f = df n
+        d0 = f * d0 + f_all * df * n0
+        d1 = f * d1 + f_all * df * n1
+        d2 = f * d2 + f_all * df * n2
+        f_all *= f
+    return f_all, d0, d1, d2
+
+
+@njit(cache=True)
+def _solid_eject(r0, r1, r2, u0, u1, u2, cp, planes, phi, n0, n1, n2):
+    """Seed 002's collision distance for a point inside a convex solid, moving at u relative to it:
+    the face it is least deep behind among those it is moving deeper through (u . n <= 0), so it
+    leaves the way it came in. Falls back to the contact distance (phi, n) when no face qualifies."""
+    m = _C_GM
+    best = -1e300
+    found = False
+    b0 = b1 = b2 = 0.0
+    off = np.int64(cp[_C_POFF])
+    for k in range(off, off + np.int64(cp[_C_PCOUNT])):
+        dist = planes[k, 0] * r0 + planes[k, 1] * r1 + planes[k, 2] * r2 - planes[k, 3]
+        w0 = cp[m] * planes[k, 0] + cp[m + 1] * planes[k, 1] + cp[m + 2] * planes[k, 2]
+        w1 = cp[m + 3] * planes[k, 0] + cp[m + 4] * planes[k, 1] + cp[m + 5] * planes[k, 2]
+        w2 = cp[m + 6] * planes[k, 0] + cp[m + 7] * planes[k, 1] + cp[m + 8] * planes[k, 2]
+        ww = math.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
+        w0 /= ww
+        w1 /= ww
+        w2 /= ww
+        if dist > best and u0 * w0 + u1 * w1 + u2 * w2 <= 0.0:
+            best = dist
+            found = True
+            b0, b1, b2 = w0, w1, w2
+    if not found:
+        return phi, n0, n1, n2
+    return best - cp[_C_OFFSET], b0, b1, b2
+
+
+@njit(cache=True)
+def _first_hit(ax, ay, az, bx, by, bz, sweep, cset):
+    """Along the segment a -> b, sampled every ``sweep`` metres, the first sample inside a collider,
+    or b itself when none is."""
+    ex = bx - ax
+    ey = by - ay
+    ez = bz - az
+    length = math.sqrt(ex * ex + ey * ey + ez * ez)
+    if length <= sweep:
+        return bx, by, bz
+    k = int(math.ceil(length / sweep))
+    for m in range(1, k):
+        f = m / k
+        px = ax + f * ex
+        py = ay + f * ey
+        pz = az + f * ez
+        for c in range(cset[5].shape[0]):
+            phi, n0, n1, n2, tri, r0, r1, r2 = collider_phi(px, py, pz, c, cset)
+            if phi < 0.0:
+                return px, py, pz
+    return bx, by, bz
+
+
+@njit(parallel=True, cache=True)
+def project(x_start, x, v, sweep, contact, inv_dt, use_response, cset):
+    """Push particles out of every collider; respond with bounce and friction, or move v with x.
+
+    x_start : (N, 3) positions at the start of the move (for the sweep); may equal x.
+    x, v : (N, 3) float32, updated in place.
+    sweep : float, metres; moves longer than this are sampled along their path (0: no sweep).
+    contact : float, metres; friction acts on particles closer than this to a surface (or inside).
+    inv_dt : float, 1/s; with ``use_response`` False, v += (push) * inv_dt (position-based solvers).
+    use_response : bool; True applies the velocity response of the module docstring.
+    """
+    cparams = cset[5]
+    n_col = cparams.shape[0]
+    if n_col == 0:
+        return
+    for i in prange(x.shape[0]):
+        px = np.float64(x[i, 0])
+        py = np.float64(x[i, 1])
+        pz = np.float64(x[i, 2])
+        if sweep > 0.0:
+            px, py, pz = _first_hit(np.float64(x_start[i, 0]), np.float64(x_start[i, 1]),
+                                    np.float64(x_start[i, 2]), px, py, pz, sweep, cset)
+        vx = np.float64(v[i, 0])
+        vy = np.float64(v[i, 1])
+        vz = np.float64(v[i, 2])
+        ox = np.float64(x[i, 0])
+        oy = np.float64(x[i, 1])
+        oz = np.float64(x[i, 2])
+        # three rounds: a particle in a corner (of a convex container, or between colliders) is
+        # pushed out through each wall in turn
+        for _ in range(3):
+            for c in range(n_col):
+                phi, n0, n1, n2, tri, r0, r1, r2 = collider_phi(px, py, pz, c, cset)
+                if phi >= contact or (n0 == 0.0 and n1 == 0.0 and n2 == 0.0):
+                    continue
+                cv0, cv1, cv2 = collider_velocity(c, tri, r0, r1, r2, cset)
+                if phi < 0.0 and cparams[c, _C_KIND] == KIND_POLYTOPE and cparams[c, _C_PARITY] > 0.0:
+                    # seed 002's collision distance: eject through the face the particle came in by
+                    phi, n0, n1, n2 = _solid_eject(r0, r1, r2, vx - cv0, vy - cv1, vz - cv2, cparams[c], cset[8],
+                                                   phi, n0, n1, n2)
+                if phi < 0.0:
+                    px -= phi * n0
+                    py -= phi * n1
+                    pz -= phi * n2
+                if not use_response:
+                    continue
+                u0 = vx - cv0
+                u1 = vy - cv1
+                u2 = vz - cv2
+                un = u0 * n0 + u1 * n1 + u2 * n2
+                if un < 0.0 and phi < 0.0:
+                    # approaching a surface it touched: reflect the normal part with the bounce
+                    k = -(1.0 + cparams[c, _C_BOUNCE]) * un
+                    u0 += k * n0
+                    u1 += k * n1
+                    u2 += k * n2
+                    un = -cparams[c, _C_BOUNCE] * un
+                keep = 1.0 - cparams[c, _C_FRICTION]
+                vx = cv0 + un * n0 + keep * (u0 - un * n0)
+                vy = cv1 + un * n1 + keep * (u1 - un * n1)
+                vz = cv2 + un * n2 + keep * (u2 - un * n2)
+        x[i, 0] = px
+        x[i, 1] = py
+        x[i, 2] = pz
+        if use_response:
+            v[i, 0] = vx
+            v[i, 1] = vy
+            v[i, 2] = vz
+        else:
+            v[i, 0] += (px - ox) * inv_dt
+            v[i, 1] += (py - oy) * inv_dt
+            v[i, 2] += (pz - oz) * inv_dt
+
+
+@njit(parallel=True, cache=True)
+def inside_any(x, cset, out):
+    """out[i] = True where particle i lies inside some collider's solid (phi_eff < 0)."""
+    for i in prange(x.shape[0]):
+        hit = False
+        for c in range(cset[5].shape[0]):
+            phi, n0, n1, n2, tri, r0, r1, r2 = collider_phi(np.float64(x[i, 0]), np.float64(x[i, 1]),
+                                                            np.float64(x[i, 2]), c, cset)
+            if phi < 0.0:
+                hit = True
+        out[i] = hit
+
+
+# ---------------------------------------------------------------------------------------------
+# The world: grids, packing, motion
+# ---------------------------------------------------------------------------------------------
+
+def _empty_cset():
+    return (np.zeros((0, 12)), np.zeros((0, sdf.BLOCK_NODES), dtype=np.float32),
+            np.zeros((0, sdf.BLOCK_NODES), dtype=np.int32), np.zeros(0, dtype=np.int32),
+            np.zeros((0, sdf.BLOCK_NODES), dtype=np.int32), np.zeros((0, N_CPARAMS)),
+            np.zeros((0, 3), dtype=np.int32), np.zeros((0, 3), dtype=np.float32), np.zeros((0, 4)))
+
+
+def _pack_grids(grids):
+    gparams = np.zeros((len(grids), 12))
+    phis, tris, tiles, rows = [], [], [], []
+    tile_off = block_off = row_off = 0
+    for g, grid in enumerate(grids):
+        gparams[g, 0] = tile_off
+        gparams[g, 1:4] = grid.tile_index.shape
+        gparams[g, 4:7] = grid.origin
+        gparams[g, 7] = 1.0 / grid.cell_size
+        gparams[g, 8] = grid.band
+        gparams[g, 9] = grid.thickness
+        gparams[g, 10] = grid.outside_sign
+        t = grid.tile_index.reshape(-1).copy()
+        t[t >= 0] += row_off
+        tb = grid.tile_block.copy()
+        tb[tb >= 0] += block_off
+        tiles.append(t)
+        rows.append(tb)
+        phis.append(grid.block_phi)
+        tris.append(grid.block_tri)
+        tile_off += t.shape[0]
+        row_off += tb.shape[0]
+        block_off += grid.block_phi.shape[0]
+    cat = lambda parts, shape, dtype: (np.ascontiguousarray(np.concatenate(parts)) if parts  # noqa: E731
+                                       else np.zeros(shape, dtype=dtype))
+    return (gparams, cat(phis, (0, sdf.BLOCK_NODES), np.float32), cat(tris, (0, sdf.BLOCK_NODES), np.int32),
+            cat(tiles, (0,), np.int32), cat(rows, (0, sdf.BLOCK_NODES), np.int32))
+
+
+class _Entry:
+    """One collider's grids and motion inside a :class:`CollisionWorld`."""
+
+    def __init__(self, collider, mode, grid_index, tri_offset, vel_offset, offset, planes=None, plane_offset=0):
+        self.collider = collider
+        self.mode = mode
+        self.planes = planes              # (K, 4) face planes of a convex polytope, or None
+        self.plane_offset = plane_offset
+        self.grid_index = grid_index      # first grid (one per frame when deforming)
+        self.tri_offset = tri_offset
+        self.vel_offset = vel_offset
+        self.offset = offset
+
+
+class CollisionWorld:
+    """Every mesh collider of a bake, packed for the solvers' kernels.
+
+    Parameters
+    ----------
+    colliders : sequence of MeshCollider
+    liquid : ndarray, shape (N, 3)
+        Initial particle positions (to resolve AUTO modes).
+    dx : float
+        Particle spacing, m.
+    support : float
+        Kernel support (2h) of the solver, m: grids are exact at least this far from the surface.
+    cell_factor : float
+        Grid cell size as a fraction of ``dx``.
+    fps : float
+        Frames per second: motion is given per frame.
+    grid_dir : str, optional
+        Folder of cached grids (read and written); None builds every grid.
+    progress : callable, optional
+        Receives one ``{"event": "collider", ...}`` dict per collider.
+    """
+
+    def __init__(self, colliders, liquid, *, dx, support, cell_factor, fps, grid_dir=None, progress=None):
+        self.dx = float(dx)
+        self.fps = float(fps)
+        self.entries: list[_Entry] = []
+        self.reports: list[dict] = []
+        grids, tris, vvel, planes = [], [], [], []
+        n_tri = n_vel = n_planes = 0
+        cell = float(cell_factor) * self.dx
+        for col in colliders:
+            t0 = time.perf_counter()
+            mode = resolve_mode(col, liquid)
+            offset = col.settings.surface_offset + (SHELL_HALF_THICKNESS * self.dx if mode == "SHELL" else 0.0)
+            band = float(support) + 2.0 * cell + max(offset, 0.0)
+            meshes = [col.mesh]
+            if col.motion == "DEFORMING":
+                meshes = [type(col.mesh)(fv, col.mesh.triangles) for fv in col.frame_vertices]
+            poly = convex_planes(col.mesh, mode) if col.motion != "DEFORMING" else None
+            if poly is not None:
+                meshes = []                    # exact half-space polytope: no grid needed
+            first = len(grids)
+            cached = True
+            cells = memory = 0
+            for mesh in meshes:
+                grid, hit = _grid(mesh, cell, band, GRID_MODES[mode], col.name, grid_dir)
+                cached = cached and hit
+                grids.append(grid)
+                cells += grid.block_phi.size
+                memory += sdf.grid_nbytes(grid)
+            entry = _Entry(col, mode, first, n_tri, n_vel, offset, poly, n_planes)
+            if poly is not None:
+                planes.append(poly)
+                n_planes += len(poly)
+                memory = poly.nbytes
+            if col.motion == "DEFORMING":
+                tris.append(col.mesh.triangles)
+                n_tri += col.mesh.triangles.shape[0]
+                vel = np.diff(col.frame_vertices, axis=0) * self.fps       # (F-1, V, 3), m/s per frame
+                vvel.append(vel.reshape(-1, 3).astype(np.float32))
+                n_vel += vel.shape[0] * vel.shape[1]
+            self.entries.append(entry)
+            report = {"event": "collider", "name": col.name, "mode": mode,
+                      "requested": col.settings.collider_mode, "motion": col.motion,
+                      "shape": "CONVEX" if poly is not None else "GRID", "cells": int(cells),
+                      "memory": int(memory), "seconds": round(time.perf_counter() - t0, 3), "cached": cached}
+            self.reports.append(report)
+            log.info("collider %s: %s (%s), %s, %.3g MiB, %.2f s%s", col.name, mode, col.motion,
+                     f"convex polytope of {len(poly)} faces" if poly is not None else f"{len(meshes)} grid(s)",
+                     memory / 2**20, report["seconds"], " (cached)" if cached else "")
+            if progress is not None:
+                progress(report)
+        packed = _pack_grids(grids) if grids else _empty_cset()[:5]
+        self._grids = packed
+        self._cparams = np.zeros((len(self.entries), N_CPARAMS))
+        self._tris = (np.ascontiguousarray(np.concatenate(tris), dtype=np.int32) if tris
+                      else np.zeros((0, 3), dtype=np.int32))
+        self._vvel = (np.ascontiguousarray(np.concatenate(vvel)) if vvel else np.zeros((0, 3), dtype=np.float32))
+        self._planes = np.ascontiguousarray(np.concatenate(planes)) if planes else np.zeros((0, 4))
+        self._reach = float(support) + 2.0 * self.dx   # broad-phase margin of polytopes
+        self._speeds = [self._frame_speeds(e) for e in self.entries]
+        self.time = math.nan
+        self.update(0.0)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.entries
+
+    @property
+    def args(self) -> tuple:
+        """The ``cset`` tuple the kernels take (see the module docstring)."""
+        return (*self._grids, self._cparams, self._tris, self._vvel, self._planes)
+
+    def memory_bytes(self) -> int:
+        return int(sum(a.nbytes for a in self.args))
+
+    def _frame_speeds(self, e: _Entry) -> np.ndarray:
+        """Fastest surface speed of a collider in each frame interval, m/s (shape (F-1,) or (0,))."""
+        col = e.collider
+        if col.motion == "DEFORMING":
+            d = np.linalg.norm(np.diff(col.frame_vertices, axis=0), axis=2)
+            return d.max(axis=1) * self.fps
+        if col.motion == "RIGID":
+            v = col.mesh.vertices
+            world = np.einsum("fij,vj->fvi", col.transforms[:, :3, :3], v) + col.transforms[:, None, :3, 3]
+            d = np.linalg.norm(np.diff(world, axis=0), axis=2)
+            return d.max(axis=1) * self.fps
+        return np.zeros(0)
+
+    def max_speed(self) -> float:
+        """Fastest surface speed of any collider over the whole bake, m/s."""
+        return float(max((s.max() for s in self._speeds if len(s)), default=0.0))
+
+    def _frame(self, t: float, n_frames: int) -> tuple[int, float]:
+        u = max(t, 0.0) * self.fps
+        f = int(math.floor(u + 1e-9))
+        if f >= n_frames - 1:
+            return max(n_frames - 2, 0), 1.0 if n_frames > 1 else 0.0
+        return f, min(max(u - f, 0.0), 1.0)
+
+    def dt_limit(self, t: float) -> float:
+        """Longest substep starting at time t (s after the first frame) that keeps every collider
+        surface within :data:`MAX_SURFACE_TRAVEL` particle spacings, s."""
+        limit = math.inf
+        for s in self._speeds:
+            if len(s) == 0:
+                continue
+            f, _ = self._frame(t, len(s) + 1)
+            v = float(s[f])
+            if f + 1 < len(s):
+                v = max(v, float(s[f + 1]))   # the substep may cross into the next frame
+            if v > 0.0:
+                limit = min(limit, MAX_SURFACE_TRAVEL * self.dx / v)
+        return limit
+
+    def update(self, t: float) -> None:
+        """Set every collider's pose and velocity for time t, seconds after the first frame."""
+        if t == self.time:
+            return
+        self.time = t
+        cp = self._cparams
+        for c, e in enumerate(self.entries):
+            col = e.collider
+            row = cp[c]
+            row[:] = 0.0
+            row[_C_FRICTION] = col.settings.friction
+            row[_C_BOUNCE] = col.settings.bounce
+            row[_C_OFFSET] = e.offset
+            row[_C_G0] = row[_C_G1] = e.grid_index
+            row[_C_TOFF] = e.tri_offset
+            if e.planes is not None:
+                v = col.mesh.vertices
+                centre = v.mean(axis=0)
+                row[_C_KIND] = KIND_POLYTOPE
+                row[_C_POFF] = e.plane_offset
+                row[_C_PCOUNT] = len(e.planes)
+                row[_C_PARITY] = -1.0 if e.mode == "CONTAINER" else 1.0
+                row[_C_CEN:_C_CEN + 3] = centre
+                row[_C_RIN] = float(np.min(e.planes[:, 3] - e.planes[:, :3] @ centre))
+                row[_C_ROUT] = float(np.max(np.linalg.norm(v - centre, axis=1)))
+                row[_C_REACH] = self._reach + abs(e.offset)
+            rest_to_world = np.eye(4)
+            velocity = np.zeros((3, 4))
+            if col.motion == "RIGID":
+                f, s = self._frame(t, col.transforms.shape[0])
+                a, b = col.transforms[f], col.transforms[min(f + 1, col.transforms.shape[0] - 1)]
+                rest_to_world = (1.0 - s) * a + s * b
+                velocity = (b - a)[:3] * self.fps
+            elif col.motion == "DEFORMING":
+                n = col.frame_vertices.shape[0]
+                f, s = self._frame(t, n)
+                # the grid of the nearer frame, and the time since that frame (negative before it)
+                near = f if s < 0.5 else min(f + 1, n - 1)
+                row[_C_G0] = row[_C_G1] = e.grid_index + near
+                row[_C_S] = (f + s - near) / self.fps
+                row[_C_DEFORM] = 1.0
+                row[_C_VOFF] = e.vel_offset + f * col.mesh.vertices.shape[0]
+            linear = rest_to_world[:3, :3]
+            inv = np.linalg.inv(linear)
+            world_to_rest = np.concatenate([inv, (-inv @ rest_to_world[:3, 3])[:, None]], axis=1)
+            row[_C_A:_C_A + 12] = world_to_rest.reshape(-1)
+            row[_C_GM:_C_GM + 9] = inv.T.reshape(-1)
+            row[_C_VD:_C_VD + 12] = velocity.reshape(-1)
+
+    def inside(self, x: np.ndarray) -> np.ndarray:
+        """Boolean mask (N,) of points inside some collider's solid at the current time."""
+        out = np.zeros(x.shape[0], dtype=np.bool_)
+        if self.entries and len(x):
+            inside_any(np.ascontiguousarray(x, dtype=np.float32), self.args, out)
+        return out
+
+
+def empty_world_args() -> tuple:
+    """The ``cset`` of a scene without mesh colliders."""
+    return _empty_cset()
+
+
+def _grid(mesh, cell, band, mode, name, grid_dir):
+    """Load a grid from the cache folder or build (and store) it; returns (grid, was_cached)."""
+    path = None
+    if grid_dir is not None:
+        path = os.path.join(grid_dir, sdf.sdf_key(mesh, cell, band, mode) + ".npz")
+        if os.path.isfile(path):
+            try:
+                grid = sdf.load_sdf(path)
+                return grid._replace(name=name), True
+            except CacheFormatError as exc:
+                log.warning("rebuilding the distance grid of %s: %s", name, exc)
+    grid = sdf.build_sdf(mesh, cell, band, name, mode=mode)
+    if path is not None:
+        os.makedirs(grid_dir, exist_ok=True)
+        sdf.save_sdf(grid, path)
+    return grid, False
