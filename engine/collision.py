@@ -114,7 +114,10 @@ _C_VD = 30    # 12 entries: rest point -> world velocity, 3 x 4 row-major
 # convex polytopes (seed 002): kind, first plane, plane count, parity (+1 solid, -1 hole), centre (3),
 # inscribed radius (holes' broad phase), circumscribed radius (solids' broad phase), broad-phase margin
 _C_KIND, _C_POFF, _C_PCOUNT, _C_PARITY, _C_CEN, _C_RIN, _C_ROUT, _C_REACH = 42, 43, 44, 45, 46, 49, 50, 51
-N_CPARAMS = 52
+# world-space box (lower 3, upper 3) outside which the collider cannot act on a particle: the broad
+# phase every query starts with, so particles far from a collider cost a few comparisons
+_C_BOX = 52
+N_CPARAMS = 58
 
 #: ``_C_KIND`` values.
 KIND_GRID = 0.0
@@ -122,6 +125,10 @@ KIND_POLYTOPE = 1.0
 
 #: A vertex may stand this far (relative to the mesh size) outside a face plane of a convex mesh.
 CONVEX_TOLERANCE = 1e-6
+
+#: Convex meshes with more distinct face planes than this get a distance grid instead: every query
+#: of a polytope visits all its planes, a grid query costs the same whatever the detail.
+MAX_POLYTOPE_PLANES = 64
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,8 +182,9 @@ def resolve_mode(collider: MeshCollider, liquid: np.ndarray) -> str:
 def convex_planes(mesh, mode: str) -> np.ndarray | None:
     """Face planes of a convex mesh as rows (n, d) with unit outward normals (n.x <= d inside), or None.
 
-    A mesh is used as a convex polytope (seed 002) when every vertex lies on the inner side of every
-    face plane (within :data:`CONVEX_TOLERANCE` of its size). A SOLID must also be closed (a missing
+    A mesh is used as a convex polytope (seed 002) when it has at most :data:`MAX_POLYTOPE_PLANES`
+    distinct face planes and every vertex lies on the inner side of every one (within
+    :data:`CONVEX_TOLERANCE` of its size). A SOLID must also be closed (a missing
     face would leave the solid unbounded); a CONTAINER may be open (an open-topped tank has no lid).
     Shells and degenerate (flat) meshes are never polytopes.
     """
@@ -195,14 +203,17 @@ def convex_planes(mesh, mode: str) -> np.ndarray | None:
     centre = v.mean(axis=0)
     flip = n @ centre - d > 0.0           # orient outward: the vertex centroid of a convex mesh is inside
     n[flip], d[flip] = -n[flip], -d[flip]
-    if np.any(v @ n.T - d > CONVEX_TOLERANCE * size):
+    # coplanar triangles (the two halves of a quad) give one plane
+    key = np.round(np.column_stack([n, d / size]) * 1e6).astype(np.int64)
+    _, first = np.unique(key, axis=0, return_index=True)
+    if len(first) > MAX_POLYTOPE_PLANES:
+        return None
+    planes = np.column_stack([n, d])[np.sort(first)]
+    if np.any(v @ planes[:, :3].T - planes[:, 3] > CONVEX_TOLERANCE * size):
         return None
     if mode == "SOLID" and not is_closed(mesh):
         return None
-    planes = np.column_stack([n, d])
-    key = np.round(np.column_stack([n, d / size]) * 1e6).astype(np.int64)
-    _, first = np.unique(key, axis=0, return_index=True)
-    return np.ascontiguousarray(planes[np.sort(first)])
+    return np.ascontiguousarray(planes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,6 +230,13 @@ def _sample_grid(rx, ry, rz, g, gparams, block_phi, block_tri, tile_flat, tile_b
     return sdf.sample_flat(rx, ry, rz, gp[4], gp[5], gp[6], gp[7], block_phi, block_tri, tile_flat,
                            np.int64(gp[0]), np.int64(gp[1]), np.int64(gp[2]), np.int64(gp[3]), tile_block,
                            gp[8], gp[9], gp[10])
+
+
+@njit(inline="always", cache=True)
+def _near(px, py, pz, cp):
+    """Broad phase: True if the point lies in the collider's world box (see ``_C_BOX``)."""
+    b = _C_BOX
+    return (cp[b] <= px <= cp[b + 3] and cp[b + 1] <= py <= cp[b + 4] and cp[b + 2] <= pz <= cp[b + 5])
 
 
 @njit(cache=True)
@@ -360,6 +378,8 @@ def collider_free(px, py, pz, support, inv_scale, t0, step, psi, dpsi, cset):
     cparams = cset[5]
     for c in range(cparams.shape[0]):
         cp = cparams[c]
+        if not _near(px, py, pz, cp):
+            continue
         if cp[_C_KIND] == KIND_POLYTOPE and cp[_C_PARITY] < 0.0:
             # a convex container: every face is a wall, combined like the walls of a box
             f_all, d0, d1, d2 = _hole_free(px, py, pz, cp, cset[8], support, inv_scale, t0, step, psi, dpsi,
@@ -423,6 +443,8 @@ def _first_hit(ax, ay, az, bx, by, bz, sweep, cset):
         py = ay + f * ey
         pz = az + f * ez
         for c in range(cset[5].shape[0]):
+            if not _near(px, py, pz, cset[5][c]):
+                continue
             phi, n0, n1, n2, tri, r0, r1, r2 = collider_phi(px, py, pz, c, cset)
             if phi < 0.0:
                 return px, py, pz
@@ -460,10 +482,14 @@ def project(x_start, x, v, sweep, contact, inv_dt, use_response, cset):
         # three rounds: a particle in a corner (of a convex container, or between colliders) is
         # pushed out through each wall in turn
         for _ in range(3):
+            pushed = False
             for c in range(n_col):
+                if not _near(px, py, pz, cparams[c]):
+                    continue
                 phi, n0, n1, n2, tri, r0, r1, r2 = collider_phi(px, py, pz, c, cset)
                 if phi >= contact or (n0 == 0.0 and n1 == 0.0 and n2 == 0.0):
                     continue
+                pushed = pushed or phi < 0.0
                 cv0, cv1, cv2 = collider_velocity(c, tri, r0, r1, r2, cset)
                 if phi < 0.0 and cparams[c, _C_KIND] == KIND_POLYTOPE and cparams[c, _C_PARITY] > 0.0:
                     # seed 002's collision distance: eject through the face the particle came in by
@@ -490,6 +516,8 @@ def project(x_start, x, v, sweep, contact, inv_dt, use_response, cset):
                 vx = cv0 + un * n0 + keep * (u0 - un * n0)
                 vy = cv1 + un * n1 + keep * (u1 - un * n1)
                 vz = cv2 + un * n2 + keep * (u2 - un * n2)
+            if not pushed:
+                break                                 # nothing moved: later rounds would find the same
         x[i, 0] = px
         x[i, 1] = py
         x[i, 2] = pz
@@ -509,8 +537,10 @@ def inside_any(x, cset, out):
     for i in prange(x.shape[0]):
         hit = False
         for c in range(cset[5].shape[0]):
-            phi, n0, n1, n2, tri, r0, r1, r2 = collider_phi(np.float64(x[i, 0]), np.float64(x[i, 1]),
-                                                            np.float64(x[i, 2]), c, cset)
+            px, py, pz = np.float64(x[i, 0]), np.float64(x[i, 1]), np.float64(x[i, 2])
+            if not _near(px, py, pz, cset[5][c]):
+                continue
+            phi, n0, n1, n2, tri, r0, r1, r2 = collider_phi(px, py, pz, c, cset)
             if phi < 0.0:
                 hit = True
         out[i] = hit
@@ -564,6 +594,10 @@ class _Entry:
         self.mode = mode
         self.planes = planes              # (K, 4) face planes of a convex polytope, or None
         self.plane_offset = plane_offset
+        v = collider.frame_vertices.reshape(-1, 3) if collider.frame_vertices is not None else collider.mesh.vertices
+        #: corners of the rest-space box beyond which it cannot act, set by the world (m)
+        self.rest_lo, self.rest_hi = v.min(axis=0), v.max(axis=0)
+        self.corners = None
         self.grid_index = grid_index      # first grid (one per frame when deforming)
         self.tri_offset = tri_offset
         self.vel_offset = vel_offset
@@ -621,6 +655,11 @@ class CollisionWorld:
                 cells += grid.block_phi.size
                 memory += sdf.grid_nbytes(grid)
             entry = _Entry(col, mode, first, n_tri, n_vel, offset, poly, n_planes)
+            # beyond the band (grids) or the kernel support plus the offset, nothing acts
+            margin = band + 2.0 * cell + abs(offset)
+            lo, hi = entry.rest_lo - margin, entry.rest_hi + margin
+            entry.corners = np.array([[hi[0] if k & 1 else lo[0], hi[1] if k & 2 else lo[1],
+                                       hi[2] if k & 4 else lo[2]] for k in range(8)])
             if poly is not None:
                 planes.append(poly)
                 n_planes += len(poly)
@@ -751,6 +790,16 @@ class CollisionWorld:
             inv = np.linalg.inv(linear)
             world_to_rest = np.concatenate([inv, (-inv @ rest_to_world[:3, 3])[:, None]], axis=1)
             row[_C_A:_C_A + 12] = world_to_rest.reshape(-1)
+            if e.mode == "CONTAINER":
+                # outside a container is solid, however far: no box bounds where it acts
+                row[_C_BOX:_C_BOX + 3] = -np.inf
+                row[_C_BOX + 3:_C_BOX + 6] = np.inf
+            else:
+                world = e.corners @ linear.T + rest_to_world[:3, 3]
+                if col.motion == "DEFORMING":
+                    world = e.corners                 # the rest box spans every frame
+                row[_C_BOX:_C_BOX + 3] = world.min(axis=0)
+                row[_C_BOX + 3:_C_BOX + 6] = world.max(axis=0)
             row[_C_GM:_C_GM + 9] = inv.T.reshape(-1)
             row[_C_VD:_C_VD + 12] = velocity.reshape(-1)
 

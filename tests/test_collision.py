@@ -163,7 +163,8 @@ def test_convex_meshes_become_exact_polytopes():
     rotated = TriangleMesh(box.vertices @ rot.T, box.triangles)
     planes = collision.convex_planes(rotated, "CONTAINER")
     assert planes is not None and len(planes) == 6
-    assert collision.convex_planes(uv_sphere(0.1), "SOLID") is not None          # 1104 faces
+    assert collision.convex_planes(uv_sphere(0.1, rings=4, segments=8), "SOLID") is not None  # 40 planes
+    assert collision.convex_planes(uv_sphere(0.1), "SOLID") is None   # convex, but 1104 planes: a grid
     assert collision.convex_planes(torus_mesh(0.1, 0.03, 16, 8), "SOLID") is None  # not convex
     assert collision.convex_planes(open_cup(), "SOLID") is None                    # open: not a solid
     assert collision.convex_planes(rotated, "SHELL") is None
