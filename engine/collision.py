@@ -694,6 +694,11 @@ class CollisionWorld:
         self.update(0.0)
 
     @property
+    def has_friction(self) -> bool:
+        """True if some collider removes sliding speed (a contact pass is needed after each substep)."""
+        return any(e.collider.settings.friction > 0.0 for e in self.entries)
+
+    @property
     def is_empty(self) -> bool:
         return not self.entries
 

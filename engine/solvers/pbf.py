@@ -372,13 +372,15 @@ def fill_neighbours(x, level, level_h, uniform, cell_start, cell_nbr, particle_c
 def constraint(x, level, nbr_start, nbr, level_h, level_mass, level_k, lam_max, uniform, rho0, beta,
                boxes, table_q0, table_step, psi, dpsi, cset, block,
                # outputs
-               rho, lam, block_err, block_max):
+               rho, lam, block_err, block_max, wall_grad):
     """Density, constraint and multiplier of every particle: eq. 1 and eq. 4 with the clamp of eq. 7.
 
     rho_i = sum_j m_j W_ij + rho0 psi_walls; C_i = rho_i / rho0 - 1; lambda_i = min(-beta k C_i, f).
     ``block_err[b]`` / ``block_max[b]`` are the sum / largest of max(C_i, 0) over particles
     ``b*block .. (b+1)*block - 1``: a fixed partition, so the mean error is the same whatever the
-    number of threads.
+    number of threads. With mesh colliders, ``wall_grad[i]`` receives the gradient of the wall mass
+    of boxes and colliders together, grad (1 - F_b F_c) = F_c grad psi_boxes - F_b grad F_c, for
+    :func:`correct` to reuse at the same positions (one collider query per iteration, not two).
     """
     n = x.shape[0]
     h0 = level_h[0]
@@ -416,6 +418,11 @@ def constraint(x, level, nbr_start, nbr, level_h, level_mass, level_k, lam_max, 
             free_col, g0, g1, g2 = collider_free(np.float64(xi), np.float64(yi), np.float64(zi), 2.0 * hi_,
                                                  1.0 / hi_, table_q0, table_step, psi, dpsi, cset)
             r = _SIGMA * s + rho0 * (1.0 - free_box * free_col)
+            if cset[5].shape[0] > 0:
+                w0, w1, w2 = wall_gradient(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi, dpsi)
+                wall_grad[i, 0] = free_col * w0 - free_box * g0
+                wall_grad[i, 1] = free_col * w1 - free_box * g1
+                wall_grad[i, 2] = free_col * w2 - free_box * g2
             rho[i] = r
             c = r / rho0 - 1.0
             lm = -beta * level_k[li] * c
@@ -432,7 +439,7 @@ def constraint(x, level, nbr_start, nbr, level_h, level_mass, level_k, lam_max, 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def correct(x, lam, level, nbr_start, nbr, level_h, level_mass, cohesion, uniform, rho0,
-            boxes, table_q0, table_step, psi, dpsi, cset, wall_factor, max_move, margin, inv_dt,
+            boxes, table_q0, table_step, psi, dpsi, n_colliders, wall_grad, wall_factor, max_move, margin, inv_dt,
             # outputs
             x_out, v):
     """Eq. 5 with the tensile term of eq. 7 and the wall push; x_out = x + dx, v += dx / dt.
@@ -490,16 +497,14 @@ def correct(x, lam, level, nbr_start, nbr, level_h, level_mass, cohesion, unifor
         d0 *= scale
         d1 *= scale
         d2 *= scale
-        if lami < 0.0 and (boxes.shape[0] > 0 or cset[5].shape[0] > 0):
-            w0, w1, w2 = wall_gradient(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi, dpsi)
-            if cset[5].shape[0] > 0:
-                # grad (1 - F_b F_c) = F_c grad psi_boxes - F_b grad F_c
-                free_col, c0_, c1_, c2_ = collider_free(np.float64(xi), np.float64(yi), np.float64(zi), 2.0 * hi_,
-                                                        1.0 / hi_, table_q0, table_step, psi, dpsi, cset)
-                free_box = 1.0 - wall_mass(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi)
-                w0 = free_col * w0 - free_box * c0_
-                w1 = free_col * w1 - free_box * c1_
-                w2 = free_col * w2 - free_box * c2_
+        if lami < 0.0 and (boxes.shape[0] > 0 or n_colliders > 0):
+            if n_colliders > 0:
+                # boxes and mesh colliders together, from constraint() at these same positions
+                w0 = wall_grad[i, 0]
+                w1 = wall_grad[i, 1]
+                w2 = wall_grad[i, 2]
+            else:
+                w0, w1, w2 = wall_gradient(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi, dpsi)
             d0 += wall_factor * lami * w0
             d1 += wall_factor * lami * w1
             d2 += wall_factor * lami * w2
@@ -726,13 +731,15 @@ class PBFSolver:
         t1 = time.perf_counter()
         self._neighbours()
         t2 = time.perf_counter()
+        # wall gradients of the iteration (mesh colliders only; boxes alone recompute theirs cheaply)
+        wall_grad = np.empty((n, 3), dtype=np.float32) if self.collision is not None else _NO_GRADIENT
         lam_max = m.attraction_limit(dt)
         cohesion = m.cohesion(dt)
         used = 0
         for it in range(m.iterations):
             constraint(pt.x, self.level, self._nbr_start, self._nbr, m.level_h, m.level_mass, m.level_k,
                        lam_max, self._uniform, m.rho0, m.beta, m.boxes, m.table_q0, m.table_step, m.psi, m.dpsi,
-                       cset, BLOCK, pt.rho, self._lam, self._block_err, self._block_max)
+                       cset, BLOCK, pt.rho, self._lam, self._block_err, self._block_max, wall_grad)
             self.density_error = float(np.sum(self._block_err)) / n
             self.density_error_max = float(np.max(self._block_max))
             # At least one correction per substep: skipping it lets gravity build momentum in a
@@ -740,8 +747,8 @@ class PBFSolver:
             if it > 0 and self.density_error <= m.tolerance:
                 break
             correct(pt.x, self._lam, self.level, self._nbr_start, self._nbr, m.level_h, m.level_mass,
-                    cohesion, self._uniform, m.rho0, m.boxes, m.table_q0, m.table_step, m.psi, m.dpsi, cset,
-                    WALL_FACTOR, MAX_MOVE, margin, inv_dt, self._x_buf, pt.v)
+                    cohesion, self._uniform, m.rho0, m.boxes, m.table_q0, m.table_step, m.psi, m.dpsi,
+                    cset[5].shape[0], wall_grad, WALL_FACTOR, MAX_MOVE, margin, inv_dt, self._x_buf, pt.v)
             if self.collision is not None:
                 # keep every iterate out of the colliders; the push moves the velocity with it
                 project(pt.x, self._x_buf, pt.v, 0.0, 0.0, inv_dt, False, cset)
@@ -754,7 +761,7 @@ class PBFSolver:
             xsph_pass(pt.x, pt.v, pt.rho, self.level, self._nbr_start, self._nbr, m.level_h, m.level_mass,
                       self._uniform, m.xsph / passes, self._x_buf)
             pt.v, self._x_buf = self._x_buf, pt.v
-        if self.collision is not None:
+        if self.collision is not None and self.collision.has_friction:
             # friction (relative to the moving surface) within h/4 of a collider, as for box walls
             project(pt.x, pt.x, pt.v, 0.0, 0.25 * m.h, inv_dt, True, cset)
         finish(pt.x, self.level, m.level_h, m.boxes, m.box_friction, inv_dt, pt.v, pt.a)
@@ -775,3 +782,4 @@ class PBFSolver:
 
 
 _NO_COLLIDERS = empty_world_args()
+_NO_GRADIENT = np.zeros((0, 3), dtype=np.float32)

@@ -85,10 +85,12 @@ def make_model(*, dx, h_factor, rho0, c0, alpha, nu, gravity, boxes, friction=0.
 def density_pressure(x, cell_start, cell_nbr, particle_cell, h, mass, rho0, p0,
                      boxes, table_d0, table_step, psi, dpsi, cset,
                      # outputs
-                     rho, p, pr):
+                     rho, p, pr, wall_grad):
     """rho_i = sum_j m W_ij + rho0 psi_walls; p from Tait (seed 000 eq. 6), clamped at 0; pr = p / rho^2.
 
     psi_walls = 1 - F_boxes F_colliders: box walls and mesh colliders (:mod:`engine.collision`).
+    With mesh colliders, ``wall_grad[i]`` receives grad psi_walls = F_c grad psi_boxes - F_b grad F_c
+    for :func:`accelerations` (one collider query per evaluation, not two).
     """
     support = 2.0 * h
     r2max = support * support
@@ -110,6 +112,12 @@ def density_pressure(x, cell_start, cell_nbr, particle_cell, h, mass, rho0, p0,
         free_col, g0, g1, g2 = collider_free(np.float64(x[i, 0]), np.float64(x[i, 1]), np.float64(x[i, 2]),
                                              support, 1.0, table_d0, table_step, psi, dpsi, cset)
         r = mass * s + rho0 * (1.0 - free_box * free_col)
+        if cset[5].shape[0] > 0:
+            w0, w1, w2 = wall_gradient(x[i, 0], x[i, 1], x[i, 2], boxes, support, 1.0, table_d0, table_step, psi,
+                                       dpsi)
+            wall_grad[i, 0] = free_col * w0 - free_box * g0
+            wall_grad[i, 1] = free_col * w1 - free_box * g1
+            wall_grad[i, 2] = free_col * w2 - free_box * g2
         rho[i] = r
         ratio = r / rho0
         pi_ = p0 * (ratio ** 7 - 1.0)
@@ -121,7 +129,7 @@ def density_pressure(x, cell_start, cell_nbr, particle_cell, h, mass, rho0, p0,
 
 @njit(parallel=True, cache=True)
 def accelerations(x, v, rho, pr, cell_start, cell_nbr, particle_cell, h, mass, rho0, c0, alpha, nu,
-                  gx, gy, gz, boxes, table_d0, table_step, psi, dpsi, cset,
+                  gx, gy, gz, boxes, table_d0, table_step, psi, dpsi, n_colliders, wall_grad,
                   # outputs
                   a):
     """Pressure (seed 000 eq. 5), artificial and laminar viscosity, gravity and wall pressure.
@@ -179,15 +187,12 @@ def accelerations(x, v, rho, pr, cell_start, cell_nbr, particle_cell, h, mass, r
         # The wall force is -(p_i / rho_i^2) rho0 grad psi, with one pressure term (Akinci et al.
         # 2012): the energy-consistent partner of the wall density term. Mirroring the pressure (a
         # factor 2) pumps energy into a resting column and makes it boil.
-        w0, w1, w2 = wall_gradient(xi, yi, zi, boxes, support, 1.0, table_d0, table_step, psi, dpsi)
-        if cset[5].shape[0] > 0:
-            # grad (1 - F_b F_c) = F_c grad psi_boxes - F_b grad F_c
-            free_col, c0_, c1_, c2_ = collider_free(np.float64(xi), np.float64(yi), np.float64(zi), support, 1.0,
-                                                    table_d0, table_step, psi, dpsi, cset)
-            free_box = 1.0 - wall_mass(xi, yi, zi, boxes, support, 1.0, table_d0, table_step, psi)
-            w0 = free_col * w0 - free_box * c0_
-            w1 = free_col * w1 - free_box * c1_
-            w2 = free_col * w2 - free_box * c2_
+        if n_colliders > 0:
+            w0 = wall_grad[i, 0]      # boxes and mesh colliders, from density_pressure()
+            w1 = wall_grad[i, 1]
+            w2 = wall_grad[i, 2]
+        else:
+            w0, w1, w2 = wall_gradient(xi, yi, zi, boxes, support, 1.0, table_d0, table_step, psi, dpsi)
         wall = -pi_term * rho0
         ax += wall * w0
         ay += wall * w1
@@ -268,12 +273,14 @@ class WCSPHSolver:
         """Rebuild the grid at the current positions, then density, pressure and acceleration."""
         self._rebuild()
         m, pt, g = self.model, self.particles, self.grid
+        n_col = self._cset[5].shape[0]
+        wall_grad = np.empty((len(pt), 3), dtype=np.float32) if n_col else _NO_GRADIENT
         density_pressure(pt.x, g.cell_start, g.cell_nbr, g.particle_cell, m.h, m.mass, m.rho0,
                          m.pressure_constant, m.boxes, m.table_d0, m.table_step, m.psi, m.dpsi, self._cset,
-                         pt.rho, pt.p, self._pr)
+                         pt.rho, pt.p, self._pr, wall_grad)
         accelerations(pt.x, pt.v, pt.rho, self._pr, g.cell_start, g.cell_nbr, g.particle_cell, m.h, m.mass,
                       m.rho0, m.c0, m.alpha, m.nu, m.gravity[0], m.gravity[1], m.gravity[2], m.boxes,
-                      m.table_d0, m.table_step, m.psi, m.dpsi, self._cset, pt.a)
+                      m.table_d0, m.table_step, m.psi, m.dpsi, n_col, wall_grad, pt.a)
 
     def stable_dt(self) -> float:
         """Largest time step the CFL, force and viscous criteria allow for the current state, s."""
@@ -329,3 +336,4 @@ def auto_sound_speed(x: np.ndarray, v: np.ndarray, gravity: np.ndarray, boxes: n
 
 
 _NO_COLLIDERS = empty_world_args()
+_NO_GRADIENT = np.zeros((0, 3), dtype=np.float32)
