@@ -330,6 +330,16 @@ def collider_velocity(c, tri, r0, r1, r2, cset):
             cp[d + 8] * r0 + cp[d + 9] * r1 + cp[d + 10] * r2 + cp[d + 11])
 
 
+@njit(inline="always", cache=True)
+def _times_wall(f_all, d0, d1, d2, phi, n0, n1, n2, inv_scale, t0, step, psi, dpsi):
+    """(F, grad F) times one wall's free fraction f = 1 - psi(phi) at unit normal n (phi grows along n):
+    grad (F f) = f grad F + F f'(phi) n."""
+    t = phi * inv_scale
+    f = 1.0 - table(psi, t0, step, t)
+    df = -table(dpsi, t0, step, t) * inv_scale
+    return f_all * f, f * d0 + f_all * df * n0, f * d1 + f_all * df * n1, f * d2 + f_all * df * n2
+
+
 @njit(cache=True)
 def _hole_free(px, py, pz, cp, planes, support, inv_scale, t0, step, psi, dpsi, f_all, d0, d1, d2):
     """Multiply the free fraction (f_all, gradient d) by 1 - psi of every face of a convex container."""
@@ -353,13 +363,8 @@ def _hole_free(px, py, pz, cp, planes, support, inv_scale, t0, step, psi, dpsi, 
         n1 = -(cp[m + 3] * planes[k, 0] + cp[m + 4] * planes[k, 1] + cp[m + 5] * planes[k, 2])
         n2 = -(cp[m + 6] * planes[k, 0] + cp[m + 7] * planes[k, 1] + cp[m + 8] * planes[k, 2])
         nn = math.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
-        t = phi * inv_scale
-        f = 1.0 - table(psi, t0, step, t)
-        df = -table(dpsi, t0, step, t) * inv_scale / nn
-        d0 = f * d0 + f_all * df * n0
-        d1 = f * d1 + f_all * df * n1
-        d2 = f * d2 + f_all * df * n2
-        f_all *= f
+        f_all, d0, d1, d2 = _times_wall(f_all, d0, d1, d2, phi, n0 / nn, n1 / nn, n2 / nn, inv_scale, t0, step,
+                                        psi, dpsi)
     return f_all, d0, d1, d2
 
 
@@ -388,13 +393,7 @@ def collider_free(px, py, pz, support, inv_scale, t0, step, psi, dpsi, cset):
         phi, n0, n1, n2, tri, r0, r1, r2 = collider_phi(px, py, pz, c, cset)
         if phi >= support:
             continue
-        t = phi * inv_scale
-        f = 1.0 - table(psi, t0, step, t)
-        df = -table(dpsi, t0, step, t) * inv_scale  # d f / d phi; grad f = df n
-        d0 = f * d0 + f_all * df * n0
-        d1 = f * d1 + f_all * df * n1
-        d2 = f * d2 + f_all * df * n2
-        f_all *= f
+        f_all, d0, d1, d2 = _times_wall(f_all, d0, d1, d2, phi, n0, n1, n2, inv_scale, t0, step, psi, dpsi)
     return f_all, d0, d1, d2
 
 
