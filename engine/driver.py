@@ -146,6 +146,9 @@ def _speed_limit(solver, settings: settings_mod.SimulationSettings) -> tuple[flo
 
 
 def _check_state(solver, frame: int, settings: settings_mod.SimulationSettings) -> None:
+    """Raise SimulationDivergedError if a position or velocity is not finite or a particle is far
+    faster than the time step allows; called after every substep, so a blow-up is caught while the
+    frames before it are intact (the message names the frame being computed)."""
     pt = solver.particles
     if not (np.all(np.isfinite(pt.x)) and np.all(np.isfinite(pt.v))):
         advice = (f"Lower the CFL number (now {settings.cfl_number:g}) or raise the speed of sound."
@@ -227,11 +230,11 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
                 solver.step(dt)
                 remaining -= dt
                 substeps += 1
+                _check_state(solver, frame, settings)
                 if substeps > settings.max_substeps:
                     raise SimulationDivergedError(
                         f"Frame {frame} needed more than {settings.max_substeps} substeps (Max Substeps). The "
                         f"liquid is moving too fast for the particle spacing; raise Max Substeps or the spacing.")
-            _check_state(solver, frame, settings)
             writer.write_frame(frame, solver.particles.frame_arrays())
             total_substeps += substeps
             elapsed = time.perf_counter() - t0
