@@ -107,7 +107,8 @@ _PROBES_PER_AXIS = 12
 GRID_MODES = {"SOLID": "SOLID_INSIDE", "CONTAINER": "SOLID_OUTSIDE", "SHELL": "SHELL"}
 
 # cparams layout
-_C_G0, _C_G1, _C_S, _C_FRICTION, _C_BOUNCE, _C_OFFSET, _C_DEFORM, _C_VOFF, _C_TOFF = range(9)  # _C_G1 unused
+# grid, time shift (deforming), friction, bounce, offset, deforming flag, velocity row, triangle row
+_C_G0, _C_S, _C_FRICTION, _C_BOUNCE, _C_OFFSET, _C_DEFORM, _C_VOFF, _C_TOFF = 0, 2, 3, 4, 5, 6, 7, 8
 _C_A = 9      # 12 entries: world -> rest, 3 x 4 row-major
 _C_GM = 21    # 9 entries: rest gradient -> world gradient, 3 x 3 row-major
 _C_VD = 30    # 12 entries: rest point -> world velocity, 3 x 4 row-major
@@ -689,8 +690,11 @@ class CollisionWorld:
         self._planes = np.ascontiguousarray(np.concatenate(planes)) if planes else np.zeros((0, 4))
         self._reach = float(support) + 2.0 * self.dx   # broad-phase margin of polytopes
         self._speeds = [self._frame_speeds(e) for e in self.entries]
-        self.time = math.nan
-        self.update(0.0)
+        self._constant = np.array([self._constant_row(e) for e in self.entries]).reshape(-1, N_CPARAMS)
+        self._cparams[:] = self._constant
+        for c, e in enumerate(self.entries):
+            self._set_pose(self._cparams[c], e, 0.0)
+        self.time = 0.0
 
     @property
     def has_friction(self) -> bool:
@@ -698,16 +702,9 @@ class CollisionWorld:
         return any(e.collider.settings.friction > 0.0 for e in self.entries)
 
     @property
-    def is_empty(self) -> bool:
-        return not self.entries
-
-    @property
     def args(self) -> tuple:
         """The ``cset`` tuple the kernels take (see the module docstring)."""
         return (*self._grids, self._cparams, self._tris, self._vvel, self._planes)
-
-    def memory_bytes(self) -> int:
-        return int(sum(a.nbytes for a in self.args))
 
     def _frame_speeds(self, e: _Entry) -> np.ndarray:
         """Fastest surface speed of a collider in each frame interval, m/s (shape (F-1,) or (0,))."""
@@ -748,64 +745,73 @@ class CollisionWorld:
                 limit = min(limit, MAX_SURFACE_TRAVEL * self.dx / v)
         return limit
 
+    def _constant_row(self, e: _Entry) -> np.ndarray:
+        """The part of a collider's ``cparams`` row that does not change during the bake."""
+        col = e.collider
+        row = np.zeros(N_CPARAMS)
+        row[_C_FRICTION] = col.settings.friction
+        row[_C_BOUNCE] = col.settings.bounce
+        row[_C_OFFSET] = e.offset
+        row[_C_G0] = e.grid_index
+        row[_C_TOFF] = e.tri_offset
+        if e.planes is not None:
+            v = col.mesh.vertices
+            centre = v.mean(axis=0)
+            row[_C_KIND] = KIND_POLYTOPE
+            row[_C_POFF] = e.plane_offset
+            row[_C_PCOUNT] = len(e.planes)
+            row[_C_PARITY] = -1.0 if e.mode == "CONTAINER" else 1.0
+            row[_C_CEN:_C_CEN + 3] = centre
+            row[_C_RIN] = float(np.min(e.planes[:, 3] - e.planes[:, :3] @ centre))
+            row[_C_ROUT] = float(np.max(np.linalg.norm(v - centre, axis=1)))
+            row[_C_REACH] = self._reach + abs(e.offset)
+        return row
+
+    def _set_pose(self, row: np.ndarray, e: _Entry, t: float) -> None:
+        """Fill the time-dependent part of a collider's ``cparams`` row for time t."""
+        col = e.collider
+        rest_to_world = np.eye(4)
+        velocity = np.zeros((3, 4))
+        if col.motion == "RIGID":
+            f, s = self._frame(t, col.transforms.shape[0])
+            a, b = col.transforms[f], col.transforms[min(f + 1, col.transforms.shape[0] - 1)]
+            rest_to_world = (1.0 - s) * a + s * b
+            velocity = (b - a)[:3] * self.fps
+        elif col.motion == "DEFORMING":
+            n = col.frame_vertices.shape[0]
+            f, s = self._frame(t, n)
+            # the grid of the nearer frame, and the time since that frame (negative before it)
+            near = f if s < 0.5 else min(f + 1, n - 1)
+            row[_C_G0] = e.grid_index + near
+            row[_C_S] = (f + s - near) / self.fps
+            row[_C_DEFORM] = 1.0
+            row[_C_VOFF] = e.vel_offset + f * col.mesh.vertices.shape[0]
+        linear = rest_to_world[:3, :3]
+        inv = np.linalg.inv(linear)
+        world_to_rest = np.concatenate([inv, (-inv @ rest_to_world[:3, 3])[:, None]], axis=1)
+        row[_C_A:_C_A + 12] = world_to_rest.reshape(-1)
+        if e.mode == "CONTAINER":
+            # outside a container is solid, however far: no box bounds where it acts
+            row[_C_BOX:_C_BOX + 3] = -np.inf
+            row[_C_BOX + 3:_C_BOX + 6] = np.inf
+        else:
+            # the rest box of a deforming collider already spans every frame
+            world = e.corners if col.motion == "DEFORMING" else e.corners @ linear.T + rest_to_world[:3, 3]
+            row[_C_BOX:_C_BOX + 3] = world.min(axis=0)
+            row[_C_BOX + 3:_C_BOX + 6] = world.max(axis=0)
+        row[_C_GM:_C_GM + 9] = inv.T.reshape(-1)
+        row[_C_VD:_C_VD + 12] = velocity.reshape(-1)
+
     def update(self, t: float) -> None:
-        """Set every collider's pose and velocity for time t, seconds after the first frame."""
+        """Set every moving collider's pose and velocity for time t, seconds after the first frame
+        (static colliders keep the rows set when the world was built)."""
         if t == self.time:
             return
         self.time = t
-        cp = self._cparams
         for c, e in enumerate(self.entries):
-            col = e.collider
-            row = cp[c]
-            row[:] = 0.0
-            row[_C_FRICTION] = col.settings.friction
-            row[_C_BOUNCE] = col.settings.bounce
-            row[_C_OFFSET] = e.offset
-            row[_C_G0] = row[_C_G1] = e.grid_index
-            row[_C_TOFF] = e.tri_offset
-            if e.planes is not None:
-                v = col.mesh.vertices
-                centre = v.mean(axis=0)
-                row[_C_KIND] = KIND_POLYTOPE
-                row[_C_POFF] = e.plane_offset
-                row[_C_PCOUNT] = len(e.planes)
-                row[_C_PARITY] = -1.0 if e.mode == "CONTAINER" else 1.0
-                row[_C_CEN:_C_CEN + 3] = centre
-                row[_C_RIN] = float(np.min(e.planes[:, 3] - e.planes[:, :3] @ centre))
-                row[_C_ROUT] = float(np.max(np.linalg.norm(v - centre, axis=1)))
-                row[_C_REACH] = self._reach + abs(e.offset)
-            rest_to_world = np.eye(4)
-            velocity = np.zeros((3, 4))
-            if col.motion == "RIGID":
-                f, s = self._frame(t, col.transforms.shape[0])
-                a, b = col.transforms[f], col.transforms[min(f + 1, col.transforms.shape[0] - 1)]
-                rest_to_world = (1.0 - s) * a + s * b
-                velocity = (b - a)[:3] * self.fps
-            elif col.motion == "DEFORMING":
-                n = col.frame_vertices.shape[0]
-                f, s = self._frame(t, n)
-                # the grid of the nearer frame, and the time since that frame (negative before it)
-                near = f if s < 0.5 else min(f + 1, n - 1)
-                row[_C_G0] = row[_C_G1] = e.grid_index + near
-                row[_C_S] = (f + s - near) / self.fps
-                row[_C_DEFORM] = 1.0
-                row[_C_VOFF] = e.vel_offset + f * col.mesh.vertices.shape[0]
-            linear = rest_to_world[:3, :3]
-            inv = np.linalg.inv(linear)
-            world_to_rest = np.concatenate([inv, (-inv @ rest_to_world[:3, 3])[:, None]], axis=1)
-            row[_C_A:_C_A + 12] = world_to_rest.reshape(-1)
-            if e.mode == "CONTAINER":
-                # outside a container is solid, however far: no box bounds where it acts
-                row[_C_BOX:_C_BOX + 3] = -np.inf
-                row[_C_BOX + 3:_C_BOX + 6] = np.inf
-            else:
-                world = e.corners @ linear.T + rest_to_world[:3, 3]
-                if col.motion == "DEFORMING":
-                    world = e.corners                 # the rest box spans every frame
-                row[_C_BOX:_C_BOX + 3] = world.min(axis=0)
-                row[_C_BOX + 3:_C_BOX + 6] = world.max(axis=0)
-            row[_C_GM:_C_GM + 9] = inv.T.reshape(-1)
-            row[_C_VD:_C_VD + 12] = velocity.reshape(-1)
+            if e.collider.motion != "STATIC":
+                self._cparams[c] = self._constant[c]
+                self._set_pose(self._cparams[c], e, t)
 
     def inside(self, x: np.ndarray) -> np.ndarray:
         """Boolean mask (N,) of points inside some collider's solid at the current time."""

@@ -156,13 +156,15 @@ class ColliderSettings:
 
 
 def _parameters_of(cls) -> list[Parameter]:
-    out = []
+    """Metadata of every field of a settings dataclass, in declaration order."""
     hints = {"str": str, "float": float, "int": int, "bool": bool}
-    for f in dataclasses.fields(cls):
-        m = f.metadata
-        out.append(Parameter(name=f.name, kind=hints[f.type] if isinstance(f.type, str) else f.type,
-                             default=f.default, **m))
-    return out
+    return [Parameter(name=f.name, kind=hints[f.type] if isinstance(f.type, str) else f.type, default=f.default,
+                      **f.metadata) for f in dataclasses.fields(cls)]
+
+
+def parameters() -> list[Parameter]:
+    """Metadata of every setting, in declaration order."""
+    return _parameters_of(SimulationSettings)
 
 
 def collider_parameters() -> list[Parameter]:
@@ -170,38 +172,38 @@ def collider_parameters() -> list[Parameter]:
     return _parameters_of(ColliderSettings)
 
 
-def validate_collider(settings: ColliderSettings, owner: str) -> list[str]:
-    """Problems with one collider's settings (``owner`` names it, e.g. "Collider 'Cup'")."""
+def _problems_in(settings, owner: str) -> list[str]:
+    """Every problem with the fields of a settings dataclass (owner names it in the messages)."""
     problems: list[str] = []
-    for p in collider_parameters():
+    for p in _parameters_of(type(settings)):
         problems += _problems_for(p, getattr(settings, p.name), owner)
     return problems
 
 
-def collider_from_dict(data: dict, owner: str) -> ColliderSettings:
-    """Strict construction of :class:`ColliderSettings` (unknown keys are errors), validated."""
-    known = {p.name: p for p in collider_parameters()}
+def _strict_from_dict(cls, data: dict, owner: str):
+    """Build ``cls`` from a dict, strictly (unknown keys are errors, missing ones take defaults; ints are
+    accepted for float fields), and validate it; raises one :class:`InvalidSettingsError`."""
+    known = {p.name: p for p in _parameters_of(cls)}
     problems = [f"{owner}: unknown setting '{k}'" for k in data if k not in known]
-    values = {k: (float(v) if known[k].kind is float and isinstance(v, int) and not isinstance(v, bool) else v)
-              for k, v in data.items() if k in known}
     if problems:
         raise InvalidSettingsError(problems)
-    settings = ColliderSettings(**values)
-    problems = validate_collider(settings, owner)
+    values = {k: (float(v) if known[k].kind is float and isinstance(v, int) and not isinstance(v, bool) else v)
+              for k, v in data.items()}
+    settings = cls(**values)
+    problems = _problems_in(settings, owner)
     if problems:
         raise InvalidSettingsError(problems)
     return settings
 
 
-def parameters() -> list[Parameter]:
-    """Metadata of every setting, in declaration order."""
-    out = []
-    hints = {"str": str, "float": float, "int": int, "bool": bool}
-    for f in dataclasses.fields(SimulationSettings):
-        m = f.metadata
-        out.append(Parameter(name=f.name, kind=hints[f.type] if isinstance(f.type, str) else f.type,
-                             default=f.default, **m))
-    return out
+def validate_collider(settings: ColliderSettings, owner: str) -> list[str]:
+    """Problems with one collider's settings (``owner`` names it, e.g. "Collider 'Cup'")."""
+    return _problems_in(settings, owner)
+
+
+def collider_from_dict(data: dict, owner: str) -> ColliderSettings:
+    """Strict construction of :class:`ColliderSettings` (unknown keys are errors), validated."""
+    return _strict_from_dict(ColliderSettings, data, owner)
 
 
 def to_dict(settings: SimulationSettings) -> dict:
@@ -249,9 +251,7 @@ def validate(settings: SimulationSettings, owner: str = "Scene") -> None:
     owner : str
         Name used in messages (the Blender scene name, for instance).
     """
-    problems: list[str] = []
-    for p in parameters():
-        problems += _problems_for(p, getattr(settings, p.name), owner)
+    problems = _problems_in(settings, owner)
     if problems:
         raise InvalidSettingsError(problems)
 
@@ -270,17 +270,4 @@ def from_dict(data: dict, owner: str = "Scene") -> SimulationSettings:
     Integral floats such as ``2.0`` are accepted for float fields and ints for float fields;
     the result is validated before it is returned.
     """
-    known = {p.name: p for p in parameters()}
-    problems = [f"{owner}: unknown setting '{k}'" for k in data if k not in known]
-    values = {}
-    for k, v in data.items():
-        if k in known:
-            p = known[k]
-            if p.kind is float and isinstance(v, int) and not isinstance(v, bool):
-                v = float(v)
-            values[k] = v
-    if problems:
-        raise InvalidSettingsError(problems)
-    settings = SimulationSettings(**values)
-    validate(settings, owner)
-    return settings
+    return _strict_from_dict(SimulationSettings, data, owner)
