@@ -3,9 +3,9 @@
 Scene: a cube block of liquid at spacing dx = 0.025 m in the corner of a box container of
 4 x 3 x 1.5 block edges (a dam break). PBF at dt = 2 ms with 4 iterations, WCSPH at dt = 0.5 ms.
 
-    .venv/bin/python bench/bench_step.py            # N = 64,000; 10 warm-up + 100 timed steps
-    .venv/bin/python bench/bench_step.py --quick    # 3 + 15 steps
-    .venv/bin/python bench/bench_step.py --n 125000 --solver PBF
+    .venv/bin/python bench/bench_step.py            # N = 64,000 and 125,000; 10 warm-up + 100 timed steps, median of 3
+    .venv/bin/python bench/bench_step.py --quick    # 3 + 15 steps, one run
+    .venv/bin/python bench/bench_step.py --n 125000 --solver PBF --memory 1000000
 
 Targets for later (not asserted): PBF <= 80 ns per particle per iteration and >= 1.6 M
 particle-steps/s; WCSPH >= 1.4 M particle-steps/s.
@@ -53,74 +53,119 @@ def make_wcsph(x, box):
     return wcsph.WCSPHSolver(model, Particles.create(x, np.zeros_like(x), 1000.0))
 
 
-def bench_pbf(n, warm, steps, iterations, tolerance_stop):
+def _median_run(run, repeats):
+    """``run()`` returns (seconds, phases dict, extra dict); the run with the median time is kept."""
+    results = sorted((run() for _ in range(repeats)), key=lambda r: r[0])
+    return results[len(results) // 2], [r[0] for r in results]
+
+
+def bench_pbf(n, warm, steps, iterations, tolerance_stop, repeats):
     x, box = scene(n)
-    s = make_pbf(x, box, iterations)
-    if not tolerance_stop:
-        object.__setattr__(s.model, "tolerance", 0.0)  # always the full budget: a fixed cost per step
-    for _ in range(warm):
-        s.step(0.002)
-    phases = dict.fromkeys(s.timings, 0.0)
-    iters = []
-    errors = []
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        s.step(0.002)
-        for k, v in s.timings.items():
-            phases[k] += v
-        iters.append(s.iterations)
-        errors.append(s.density_error)
-    total = time.perf_counter() - t0
-    npart = len(s.particles)
+
+    def run():
+        s = make_pbf(x, box, iterations)
+        if not tolerance_stop:
+            object.__setattr__(s.model, "tolerance", 0.0)  # always the full budget: a fixed cost per step
+        for _ in range(warm):
+            s.step(0.002)
+        phases = dict.fromkeys(s.timings, 0.0)
+        iters = []
+        errors = []
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            s.step(0.002)
+            for k, v in s.timings.items():
+                phases[k] += v
+            iters.append(s.iterations)
+            errors.append(s.density_error)
+        total = time.perf_counter() - t0
+        extra = dict(n=len(s.particles), iters=iters, errors=errors, nbrs=s._nbr_start[-1] / len(s.particles),
+                     bytes=s.memory_bytes() / len(s.particles))
+        return total, phases, extra
+
+    (total, phases, extra), totals = _median_run(run, repeats)
+    npart = extra["n"]
     solve = phases["solve"]
+    iters = extra["iters"]
     mean_it = float(np.mean(iters))
     print(f"PBF  N={npart:,}  dt=2 ms  iterations max {iterations}"
-          f"{' (tolerance 0.5 %)' if tolerance_stop else ' (always all)'}")
-    print(f"  particle-steps/s          {npart * steps / total / 1e6:8.3f} M")
+          f"{' (tolerance 0.5 %)' if tolerance_stop else ' (always all)'}  median of {repeats}")
+    print(f"  particle-steps/s          {npart * steps / total / 1e6:8.3f} M   "
+          f"(runs: {', '.join(f'{npart * steps / t / 1e6:.3f}' for t in totals)})")
     print(f"  ms per step               {total / steps * 1e3:8.2f}")
-    print(f"  iterations per substep    {mean_it:8.2f}   (mean density error {np.mean(errors) * 100:.3f} %)")
+    print(f"  s per simulated second    {total / (steps * 0.002):8.2f}")
+    print(f"  iterations per substep    {mean_it:8.2f}   (mean density error {np.mean(extra['errors']) * 100:.3f} %)")
     print(f"  ns / particle / iteration {solve / max(sum(iters), 1) / npart * 1e9:8.1f}   "
-          f"(constraint + correction passes)")
+          f"(wall queries, constraint and correction passes)")
     share = {k: v / total * 100 for k, v in phases.items()}
     print(f"  time shares: grid+reorder {share['grid']:.1f} %, neighbour list {share['neighbours']:.1f} %, "
           f"solve {share['solve']:.1f} %, XSPH+finish {share['viscosity']:.1f} %, predict {share['predict']:.1f} %")
     print(f"  neighbour-search share    {share['grid'] + share['neighbours']:8.1f} %")
-    print(f"  neighbours per particle   {s._nbr_start[-1] / npart:8.1f}")
-    print(f"  bytes per particle        {s.memory_bytes() / npart:8.1f}   (state + solver buffers + grid)")
+    print(f"  neighbours per particle   {extra['nbrs']:8.1f}")
+    print(f"  bytes per particle        {extra['bytes']:8.1f}   (state + solver buffers + grid)")
 
 
-def bench_wcsph(n, warm, steps):
+def bench_wcsph(n, warm, steps, repeats):
     x, box = scene(n)
-    s = make_wcsph(x, box)
-    for _ in range(warm):
-        s.step(0.0005)
+
+    def run():
+        s = make_wcsph(x, box)
+        for _ in range(warm):
+            s.step(0.0005)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            s.step(0.0005)
+        total = time.perf_counter() - t0
+        return total, {}, dict(n=len(s.particles), stable=s.stable_dt())
+
+    (total, _, extra), totals = _median_run(run, repeats)
+    npart = extra["n"]
+    print(f"WCSPH N={npart:,}  dt=0.5 ms (stable_dt now {extra['stable'] * 1e3:.3f} ms)  median of {repeats}")
+    print(f"  particle-steps/s          {npart * steps / total / 1e6:8.3f} M   "
+          f"(runs: {', '.join(f'{npart * steps / t / 1e6:.3f}' for t in totals)})")
+    print(f"  ms per step               {total / steps * 1e3:8.2f}")
+    print(f"  s per simulated second    {total / (steps * 0.0005):8.2f}")
+
+
+def bench_memory(n, steps):
+    """A dam break of about n particles for a few PBF steps: bytes per particle and the process's peak."""
+    import resource
+    x, box = scene(n)
+    s = make_pbf(x, box, 4)
     t0 = time.perf_counter()
     for _ in range(steps):
-        s.step(0.0005)
+        s.step(0.002)
     total = time.perf_counter() - t0
     npart = len(s.particles)
-    print(f"WCSPH N={npart:,}  dt=0.5 ms (stable_dt now {s.stable_dt() * 1e3:.3f} ms)")
-    print(f"  particle-steps/s          {npart * steps / total / 1e6:8.3f} M")
-    print(f"  ms per step               {total / steps * 1e3:8.2f}")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(f"PBF memory  N={npart:,}  {steps} steps in {total:.1f} s ({npart * steps / total / 1e6:.3f} M particle-steps/s)")
+    print(f"  bytes per particle        {s.memory_bytes() / npart:8.1f}   (engine arrays: state + solver buffers + grid)")
+    print(f"  process peak RSS          {peak / 2**20:8.0f} MiB   ({peak / npart:.0f} B/particle incl. Python, numba, numpy)")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="3 warm-up and 15 timed steps")
-    ap.add_argument("--n", type=int, nargs="*", default=[64000], help="particle counts (cubes)")
+    ap.add_argument("--quick", action="store_true", help="3 warm-up and 15 timed steps, one run")
+    ap.add_argument("--n", type=int, nargs="*", default=[64000, 125000], help="particle counts (cubes)")
     ap.add_argument("--solver", choices=("PBF", "WCSPH", "both"), default="both")
     ap.add_argument("--iterations", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=3, help="runs per figure; the median is printed")
+    ap.add_argument("--memory", type=int, default=0, metavar="N",
+                    help="also run N particles (e.g. 1000000) for a few steps and print the memory per particle")
     args = ap.parse_args(argv)
     warm, steps = (3, 15) if args.quick else (10, 100)
+    repeats = 1 if args.quick else args.repeats
     import numba
     print(f"numba {numba.__version__}, {numba.get_num_threads()} threads, {os.cpu_count()} CPUs; "
           f"{warm} warm-up + {steps} timed steps (first call compiles; warm-up absorbs it)")
     for n in args.n:
         if args.solver in ("PBF", "both"):
-            bench_pbf(n, warm, steps, args.iterations, tolerance_stop=False)
-            bench_pbf(n, warm, steps, args.iterations, tolerance_stop=True)
+            bench_pbf(n, warm, steps, args.iterations, tolerance_stop=False, repeats=repeats)
+            bench_pbf(n, warm, steps, args.iterations, tolerance_stop=True, repeats=repeats)
         if args.solver in ("WCSPH", "both"):
-            bench_wcsph(n, warm, steps)
+            bench_wcsph(n, warm, steps, repeats)
+    if args.memory:
+        bench_memory(args.memory, 5)
 
 
 if __name__ == "__main__":

@@ -399,6 +399,32 @@ def collider_free(px, py, pz, support, inv_scale, t0, step, psi, dpsi, cset):
 
 
 @njit(cache=True)
+def collider_near(px, py, pz, reach, cset):
+    """True if some collider's surface may lie within ``reach`` metres of the point (a conservative
+    test: used to pick the particles that need the wall queries of :func:`collider_free`)."""
+    cparams = cset[5]
+    for c in range(cparams.shape[0]):
+        cp = cparams[c]
+        if not _near(px, py, pz, cp):
+            continue
+        if cp[_C_KIND] == KIND_POLYTOPE and cp[_C_PARITY] < 0.0:
+            a = _C_A
+            r0 = cp[a] * px + cp[a + 1] * py + cp[a + 2] * pz + cp[a + 3]
+            r1 = cp[a + 4] * px + cp[a + 5] * py + cp[a + 6] * pz + cp[a + 7]
+            r2 = cp[a + 8] * px + cp[a + 9] * py + cp[a + 10] * pz + cp[a + 11]
+            e0 = r0 - cp[_C_CEN]
+            e1 = r1 - cp[_C_CEN + 1]
+            e2 = r2 - cp[_C_CEN + 2]
+            if math.sqrt(e0 * e0 + e1 * e1 + e2 * e2) < cp[_C_RIN] - reach - abs(cp[_C_OFFSET]):
+                continue  # inside the inscribed sphere, farther than reach from every face
+            return True
+        phi = collider_phi(px, py, pz, c, cset)[0]
+        if phi < reach:
+            return True
+    return False
+
+
+@njit(cache=True)
 def _solid_eject(r0, r1, r2, u0, u1, u2, cp, planes, phi, n0, n1, n2):
     """Seed 002's collision distance for a point inside a convex solid, moving at u relative to it:
     the face it is least deep behind among those it is moving deeper through (u . n <= 0), so it

@@ -63,14 +63,14 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from ..collision import CollisionWorld, SWEEP_STEP, collider_free, empty_world_args, project
+from ..collision import CollisionWorld, SWEEP_STEP, collider_free, collider_near, empty_world_args, project
 from ..kernels import half_space_tables, lattice_sum
-from ..neighbors import CellGrid, build_grid
+from ..neighbors import CellGrid, build_grid, neighbour_list
 from ..walls import near_box, wall_gradient, wall_mass
 from ..particles import Particles
 
 #: fastmath for every kernel of this module, set in one place (off: bit-reproducible results).
-FASTMATH = False
+FASTMATH = True
 
 #: Smoothing length as a multiple of the particle spacing (see the module docstring).
 H_FACTOR = 1.0
@@ -293,141 +293,137 @@ def predict(x, v, gx, gy, gz, dt, boxes, bounce, margin,
                         v[i, k] *= -bounce[b]
 
 
-@njit(parallel=True, cache=True)
-def count_neighbours(x, level, level_h, uniform, cell_start, cell_nbr, particle_cell,
-                     # outputs
-                     counts):
-    """Number of neighbours j != i with |x_i - x_j| < 2 h_ij, per particle (sorted order).
+@njit(inline="always", cache=True)
+def _w32(q):
+    """:func:`_w_shape` in single precision (the iteration kernels run in float32)."""
+    t = max(np.float32(2.0) - q, np.float32(0.0))
+    s = max(np.float32(1.0) - q, np.float32(0.0))
+    return np.float32(0.25) * t * t * t - s * s * s
 
-    The test is added as 0/1 instead of branched on: about one candidate in eight is a neighbour,
-    and a branch on it mispredicts often.
+
+@njit(inline="always", cache=True)
+def _dw32(q):
+    """:func:`_dw_shape` in single precision."""
+    t = max(np.float32(2.0) - q, np.float32(0.0))
+    s = max(np.float32(1.0) - q, np.float32(0.0))
+    return np.float32(-0.75) * t * t + np.float32(3.0) * s * s
+
+
+@njit(parallel=True, cache=True)
+def boundary_flags(x, level, level_h, reach_factor, boxes, cset,
+                   # outputs
+                   out):
+    """out[i] = 1 where a box wall or a mesh collider lies within ``reach_factor * h_i`` of particle i.
+
+    Computed once per substep: only these particles can feel a wall during the iterations (the reach
+    covers the kernel support plus the most the iterations can move a particle), so only they pay
+    for the wall queries of :func:`boundary_walls`.
     """
-    h0 = level_h[0]
     for i in prange(x.shape[0]):
-        hi_ = level_h[level[i]]
-        c = particle_cell[i]
-        xi = x[i, 0]
-        yi = x[i, 1]
-        zi = x[i, 2]
-        k = 0
-        for q in range(27):
-            nc = cell_nbr[c, q]
-            if nc < 0:
-                continue
-            for j in range(cell_start[nc], cell_start[nc + 1]):
-                if uniform:
-                    s = 2.0 * h0
-                else:
-                    s = hi_ + level_h[level[j]]
-                dx = xi - x[j, 0]
-                dy = yi - x[j, 1]
-                dz = zi - x[j, 2]
-                k += np.int64(dx * dx + dy * dy + dz * dz < s * s)
-        counts[i] = k - 1  # the particle itself was counted once
+        reach = reach_factor * level_h[level[i]]
+        x0 = np.float64(x[i, 0])
+        x1 = np.float64(x[i, 1])
+        x2 = np.float64(x[i, 2])
+        near = False
+        for b in range(boxes.shape[0]):
+            lo = boxes[b, 0]
+            hi = boxes[b, 1]
+            if near_box(x0, x1, x2, lo, hi, reach):
+                if (x0 - lo[0] < reach or hi[0] - x0 < reach or x1 - lo[1] < reach or hi[1] - x1 < reach
+                        or x2 - lo[2] < reach or hi[2] - x2 < reach):
+                    near = True
+        if not near and cset[5].shape[0] > 0:
+            near = collider_near(x0, x1, x2, reach, cset)
+        out[i] = near
 
 
 @njit(parallel=True, cache=True)
-def fill_neighbours(x, level, level_h, uniform, cell_start, cell_nbr, particle_cell, nbr_start, block,
-                    # outputs
-                    nbr):
-    """CSR neighbour list: the neighbours of i are ``nbr[nbr_start[i]:nbr_start[i + 1]]`` (int32).
+def boundary_walls(x, bidx, level, level_h, boxes, table_q0, table_step, psi, dpsi, cset,
+                   # outputs
+                   wall_free, wall_grad):
+    """Free fraction and its gradient for the particles near a wall (``bidx``, see :func:`boundary_flags`).
 
-    Each candidate is written to a per-block scratch row unconditionally and kept by advancing the
-    cursor by 0/1 (no unpredictable branch); the row is then copied to the particle's own range.
+    wall_free[i] = F_b F_c, the product of the free fractions of box walls and mesh colliders (the
+    wall mass is 1 - F_b F_c, added to the density as rho0 (1 - F)); ``wall_grad[s]`` (s the slot of
+    i in ``bidx``) = grad (1 - F_b F_c) = F_c grad psi_boxes - F_b grad F_c, 1/m, for the push of
+    :func:`correct` at the same positions.
     """
-    h0 = level_h[0]
-    n = x.shape[0]
-    width = 0
-    for i in range(n):
-        width = max(width, nbr_start[i + 1] - nbr_start[i])
-    for b in prange((n + block - 1) // block):
-        row = np.empty(width + 2, dtype=np.int32)  # +1 for i itself, +1 for the last speculative write
-        for i in range(b * block, min(n, (b + 1) * block)):
-            hi_ = level_h[level[i]]
-            c = particle_cell[i]
-            xi = x[i, 0]
-            yi = x[i, 1]
-            zi = x[i, 2]
-            k = 0
-            for q in range(27):
-                nc = cell_nbr[c, q]
-                if nc < 0:
-                    continue
-                for j in range(cell_start[nc], cell_start[nc + 1]):
-                    if uniform:
-                        s = 2.0 * h0
-                    else:
-                        s = hi_ + level_h[level[j]]
-                    dx = xi - x[j, 0]
-                    dy = yi - x[j, 1]
-                    dz = zi - x[j, 2]
-                    row[k] = j
-                    k += np.int64(dx * dx + dy * dy + dz * dz < s * s and j != i)
-            start = nbr_start[i]
-            for t in range(k):
-                nbr[start + t] = row[t]
+    for s in prange(bidx.shape[0]):
+        i = bidx[s]
+        hi_ = level_h[level[i]]
+        xi = np.float64(x[i, 0])
+        yi = np.float64(x[i, 1])
+        zi = np.float64(x[i, 2])
+        free_box = 1.0 - wall_mass(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi)
+        w0, w1, w2 = wall_gradient(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi, dpsi)
+        free_col = 1.0
+        g0 = 0.0
+        g1 = 0.0
+        g2 = 0.0
+        if cset[5].shape[0] > 0:
+            free_col, g0, g1, g2 = collider_free(xi, yi, zi, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi, dpsi,
+                                                 cset)
+        wall_free[i] = free_box * free_col
+        wall_grad[s, 0] = free_col * w0 - free_box * g0
+        wall_grad[s, 1] = free_col * w1 - free_box * g1
+        wall_grad[s, 2] = free_col * w2 - free_box * g2
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def constraint(x, level, nbr_start, nbr, level_h, level_mass, level_k, lam_max, uniform, rho0, beta,
-               boxes, table_q0, table_step, psi, dpsi, cset, block,
+def constraint(x, level, nbr_start, nbr, lh, lmass, level_k, lam_max, uniform, rho_unit, rho0, beta, wall_free,
+               block,
                # outputs
-               rho, lam, block_err, block_max, wall_grad):
+               rho, lam, block_err, block_max):
     """Density, constraint and multiplier of every particle: eq. 1 and eq. 4 with the clamp of eq. 7.
 
-    rho_i = sum_j m_j W_ij + rho0 psi_walls; C_i = rho_i / rho0 - 1; lambda_i = min(-beta k C_i, f).
-    ``block_err[b]`` / ``block_max[b]`` are the sum / largest of max(C_i, 0) over particles
-    ``b*block .. (b+1)*block - 1``: a fixed partition, so the mean error is the same whatever the
-    number of threads. With mesh colliders, ``wall_grad[i]`` receives the gradient of the wall mass
-    of boxes and colliders together, grad (1 - F_b F_c) = F_c grad psi_boxes - F_b grad F_c, for
-    :func:`correct` to reuse at the same positions (one collider query per iteration, not two).
+    rho_i = sum_j m_j W_ij + rho0 (1 - F_i); C_i = rho_i / rho0 - 1; lambda_i = min(-beta k C_i, f).
+    Single precision: ``lh`` (smoothing lengths) and ``lmass`` (masses relative to level 0) per level,
+    float32; ``rho_unit`` = sigma m_0 (so that m_j W_ij = rho_unit * lmass_j * w(q) / h^3); ``wall_free``
+    is F_i of :func:`boundary_walls` (1 away from walls). ``block_err[b]`` / ``block_max[b]`` are the sum
+    / largest of max(C_i, 0) over particles ``b*block .. (b+1)*block - 1``: a fixed partition, so the
+    mean error is the same whatever the number of threads.
     """
     n = x.shape[0]
-    h0 = level_h[0]
-    m0 = level_mass[0]
+    h0 = lh[0]
+    inv_h0 = np.float32(1.0) / h0
+    unit0 = np.float32(rho_unit) * inv_h0 * inv_h0 * inv_h0
+    unit = np.float32(rho_unit)
+    rho0_ = np.float32(rho0)
     for b in prange(block_err.shape[0]):
         s_err = 0.0
         m_err = 0.0
         for i in range(b * block, min(n, (b + 1) * block)):
             li = level[i]
-            hi_ = level_h[li]
             xi = x[i, 0]
             yi = x[i, 1]
             zi = x[i, 2]
-            s = level_mass[li] * _w_shape(0.0) / (hi_ * hi_ * hi_)
             if uniform:
-                inv_h = 1.0 / h0
-                s_pairs = 0.0
+                acc = np.float32(1.0)  # w(0) = 1: the particle itself
                 for p in range(nbr_start[i], nbr_start[i + 1]):
                     j = nbr[p]
                     dx = xi - x[j, 0]
                     dy = yi - x[j, 1]
                     dz = zi - x[j, 2]
-                    s_pairs += _w_shape(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h)
-                s += m0 * s_pairs * inv_h * inv_h * inv_h
+                    acc += _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h0)
+                dens = unit0 * acc
             else:
+                hi_ = lh[li]
+                acc = lmass[li] / (hi_ * hi_ * hi_)
                 for p in range(nbr_start[i], nbr_start[i + 1]):
                     j = nbr[p]
                     lj = level[j]
-                    hij = 0.5 * (hi_ + level_h[lj])
+                    inv_h = np.float32(2.0) / (hi_ + lh[lj])
                     dx = xi - x[j, 0]
                     dy = yi - x[j, 1]
                     dz = zi - x[j, 2]
-                    s += level_mass[lj] * _w_shape(math.sqrt(dx * dx + dy * dy + dz * dz) / hij) / (hij * hij * hij)
-            free_box = 1.0 - wall_mass(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi)
-            free_col, g0, g1, g2 = collider_free(np.float64(xi), np.float64(yi), np.float64(zi), 2.0 * hi_,
-                                                 1.0 / hi_, table_q0, table_step, psi, dpsi, cset)
-            r = _SIGMA * s + rho0 * (1.0 - free_box * free_col)
-            if cset[5].shape[0] > 0:
-                w0, w1, w2 = wall_gradient(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi, dpsi)
-                wall_grad[i, 0] = free_col * w0 - free_box * g0
-                wall_grad[i, 1] = free_col * w1 - free_box * g1
-                wall_grad[i, 2] = free_col * w2 - free_box * g2
+                    acc += lmass[lj] * _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h) * inv_h * inv_h * inv_h
+                dens = unit * acc
+            r = dens + rho0_ * (np.float32(1.0) - wall_free[i])
             rho[i] = r
-            c = r / rho0 - 1.0
-            lm = -beta * level_k[li] * c
+            c = r / rho0_ - np.float32(1.0)
+            lm = -np.float32(beta) * np.float32(level_k[li]) * c
             if lm > lam_max[li]:
-                lm = lam_max[li]
+                lm = np.float32(lam_max[li])
             lam[i] = lm
             if c > 0.0:
                 s_err += c
@@ -438,8 +434,8 @@ def constraint(x, level, nbr_start, nbr, level_h, level_mass, level_k, lam_max, 
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def correct(x, lam, level, nbr_start, nbr, level_h, level_mass, cohesion, uniform, rho0,
-            boxes, table_q0, table_step, psi, dpsi, n_colliders, wall_grad, wall_factor, max_move, margin, inv_dt,
+def correct(x, lam, level, nbr_start, nbr, lh, lmass, cohesion, uniform, scale, slot, wall_grad, wall_factor,
+            max_move, boxes, margin, inv_dt,
             # outputs
             x_out, v):
     """Eq. 5 with the tensile term of eq. 7 and the wall push; x_out = x + dx, v += dx / dt.
@@ -447,80 +443,82 @@ def correct(x, lam, level, nbr_start, nbr, level_h, level_mass, cohesion, unifor
     dx_i = 1/rho0 sum_j m_j (lambda_i + lambda_j + g_ij W_ij / W(h_ij)) grad W_ij
            + wall_factor min(lambda_i, 0) grad psi_walls,
     limited to ``max_move h_i`` in length, then projected into every box container x_i was near
-    (no leak, even mid-iteration).
+    (no leak, even mid-iteration). ``scale`` = sigma m_0 / rho0; ``slot[i]`` >= 0 indexes ``wall_grad``
+    for particles near a wall (:func:`boundary_walls`).
     """
-    h0 = level_h[0]
-    m0 = level_mass[0]
-    inv_h0 = 1.0 / h0
-    inv_w_dq = 1.0 / _w_shape(1.0)  # 1 / W(dq) of eq. 7 with dq = h = the rest spacing (shape only)
+    h0 = lh[0]
+    inv_h0 = np.float32(1.0) / h0
+    inv_h0_4 = inv_h0 * inv_h0 * inv_h0 * inv_h0
+    inv_w_dq = np.float32(4.0)  # 1 / w(1): W(dq) of eq. 7 with dq = h = the rest spacing (shape only)
+    zero = np.float32(0.0)
+    tiny = np.float32(1e-30)
+    sc = np.float32(scale)
     for i in prange(x.shape[0]):
         li = level[i]
-        hi_ = level_h[li]
+        hi_ = lh[li]
         xi = x[i, 0]
         yi = x[i, 1]
         zi = x[i, 2]
         lami = lam[i]
-        gi = cohesion[li]
-        d0 = 0.0
-        d1 = 0.0
-        d2 = 0.0
-        for p in range(nbr_start[i], nbr_start[i + 1]):
-            j = nbr[p]
-            if uniform:
-                inv_h = inv_h0
-                mj = 1.0
-                gij = gi
-            else:
+        gi = cohesion[li] * inv_w_dq
+        d0 = zero
+        d1 = zero
+        d2 = zero
+        if uniform and gi == 0.0:
+            for p in range(nbr_start[i], nbr_start[i + 1]):
+                j = nbr[p]
+                dx = xi - x[j, 0]
+                dy = yi - x[j, 1]
+                dz = zi - x[j, 2]
+                # coincident particles (r = 0) get no push: dW/dr vanishes at q = 0
+                r2 = max(dx * dx + dy * dy + dz * dz, tiny)
+                ir = np.float32(1.0) / math.sqrt(r2)
+                f = (lami + lam[j]) * _dw32(r2 * ir * inv_h0) * ir
+                d0 += f * dx
+                d1 += f * dy
+                d2 += f * dz
+            d0 *= inv_h0_4
+            d1 *= inv_h0_4
+            d2 *= inv_h0_4
+        else:
+            for p in range(nbr_start[i], nbr_start[i + 1]):
+                j = nbr[p]
                 lj = level[j]
-                inv_h = 2.0 / (hi_ + level_h[lj])
-                mj = level_mass[lj] / m0  # relative: m0 and the kernel constants are applied once below
-                gij = 0.5 * (gi + cohesion[lj])
-            dx = xi - x[j, 0]
-            dy = yi - x[j, 1]
-            dz = zi - x[j, 2]
-            r2 = dx * dx + dy * dy + dz * dz
-            if r2 == 0.0:
-                continue  # coincident particles have no direction; the others separate them
-            r = math.sqrt(r2)
-            q = r * inv_h
-            coef = lami + lam[j]
-            if gij != 0.0:
-                coef += gij * _w_shape(q) * inv_w_dq
-            # grad_i W = dW/dr (x_i - x_j) / r; sigma m0 / rho0 is applied once per particle
-            f = coef * _dw_shape(q) * inv_h * inv_h * inv_h * inv_h / r
-            if not uniform:
-                f *= mj
-            d0 += f * dx
-            d1 += f * dy
-            d2 += f * dz
-        scale = _SIGMA * m0 / rho0
-        d0 *= scale
-        d1 *= scale
-        d2 *= scale
-        if lami < 0.0 and (boxes.shape[0] > 0 or n_colliders > 0):
-            if n_colliders > 0:
-                # boxes and mesh colliders together, from constraint() at these same positions
-                w0 = wall_grad[i, 0]
-                w1 = wall_grad[i, 1]
-                w2 = wall_grad[i, 2]
-            else:
-                w0, w1, w2 = wall_gradient(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi, dpsi)
-            d0 += wall_factor * lami * w0
-            d1 += wall_factor * lami * w1
-            d2 += wall_factor * lami * w2
+                inv_h = np.float32(2.0) / (hi_ + lh[lj])
+                dx = xi - x[j, 0]
+                dy = yi - x[j, 1]
+                dz = zi - x[j, 2]
+                r2 = max(dx * dx + dy * dy + dz * dz, tiny)
+                ir = np.float32(1.0) / math.sqrt(r2)
+                q = r2 * ir * inv_h
+                coef = lami + lam[j] + np.float32(0.5) * (gi + cohesion[lj] * inv_w_dq) * _w32(q)
+                ih2 = inv_h * inv_h
+                f = lmass[lj] * coef * _dw32(q) * ir * ih2 * ih2
+                d0 += f * dx
+                d1 += f * dy
+                d2 += f * dz
+        d0 *= sc
+        d1 *= sc
+        d2 *= sc
+        s = slot[i]
+        if s >= 0 and lami < 0.0:
+            wf = np.float32(wall_factor) * lami
+            d0 += wf * wall_grad[s, 0]
+            d1 += wf * wall_grad[s, 1]
+            d2 += wf * wall_grad[s, 2]
         # Robustness clamp: one correction moves a particle at most max_move h. It only acts on
         # pathological neighbourhoods (two particles nearly on top of each other after a violent
         # impact), where the linearised constraint asks for a jump of several h.
-        lim = max_move * hi_
+        lim = np.float32(max_move) * hi_
         dd = d0 * d0 + d1 * d1 + d2 * d2
         if dd > lim * lim:
-            sc = lim / math.sqrt(dd)
-            d0 *= sc
-            d1 *= sc
-            d2 *= sc
-        n0 = xi + d0
-        n1 = yi + d1
-        n2 = zi + d2
+            k = lim / math.sqrt(dd)
+            d0 *= k
+            d1 *= k
+            d2 *= k
+        n0 = np.float64(xi + d0)
+        n1 = np.float64(yi + d1)
+        n2 = np.float64(zi + d2)
         for b in range(boxes.shape[0]):
             lo = boxes[b, 0]
             hi = boxes[b, 1]
@@ -531,50 +529,63 @@ def correct(x, lam, level, nbr_start, nbr, level_h, level_mass, cohesion, unifor
         x_out[i, 0] = n0
         x_out[i, 1] = n1
         x_out[i, 2] = n2
-        v[i, 0] += (x_out[i, 0] - xi) * inv_dt
-        v[i, 1] += (x_out[i, 1] - yi) * inv_dt
-        v[i, 2] += (x_out[i, 2] - zi) * inv_dt
+        idt = np.float32(inv_dt)
+        v[i, 0] += (x_out[i, 0] - xi) * idt
+        v[i, 1] += (x_out[i, 1] - yi) * idt
+        v[i, 2] += (x_out[i, 2] - zi) * idt
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def xsph_pass(x, v, rho, level, nbr_start, nbr, level_h, level_mass, uniform, c,
+def xsph_pass(x, v, rho, level, nbr_start, nbr, lh, lmass, uniform, c_unit,
               # outputs
               v_out):
-    """One XSPH pass, eq. 6: v_out_i = v_i + c sum_j m_j / rho_j (v_j - v_i) W_ij."""
-    h0 = level_h[0]
-    m0 = level_mass[0]
+    """One XSPH pass, eq. 6: v_out_i = v_i + c sum_j m_j / rho_j (v_j - v_i) W_ij.
+
+    ``c_unit`` = c sigma m_0 (the pass's coefficient times the kernel and mass constants).
+    """
+    h0 = lh[0]
+    inv_h0 = np.float32(1.0) / h0
+    cu = np.float32(c_unit)
+    zero = np.float32(0.0)
     for i in prange(x.shape[0]):
         li = level[i]
-        hi_ = level_h[li]
+        hi_ = lh[li]
         xi = x[i, 0]
         yi = x[i, 1]
         zi = x[i, 2]
         v0 = v[i, 0]
         v1 = v[i, 1]
         v2 = v[i, 2]
-        a0 = 0.0
-        a1 = 0.0
-        a2 = 0.0
-        for p in range(nbr_start[i], nbr_start[i + 1]):
-            j = nbr[p]
-            if uniform:
-                hij = h0
-                mj = m0
-            else:
+        a0 = zero
+        a1 = zero
+        a2 = zero
+        if uniform:
+            for p in range(nbr_start[i], nbr_start[i + 1]):
+                j = nbr[p]
+                dx = xi - x[j, 0]
+                dy = yi - x[j, 1]
+                dz = zi - x[j, 2]
+                w = _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h0) / rho[j]
+                a0 += w * (v[j, 0] - v0)
+                a1 += w * (v[j, 1] - v1)
+                a2 += w * (v[j, 2] - v2)
+            k = cu * inv_h0 * inv_h0 * inv_h0
+        else:
+            for p in range(nbr_start[i], nbr_start[i + 1]):
+                j = nbr[p]
                 lj = level[j]
-                hij = 0.5 * (hi_ + level_h[lj])
-                mj = level_mass[lj]
-            dx = xi - x[j, 0]
-            dy = yi - x[j, 1]
-            dz = zi - x[j, 2]
-            inv_h = 1.0 / hij
-            w = mj / rho[j] * _SIGMA * _w_shape(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h) * inv_h * inv_h * inv_h
-            a0 += w * (v[j, 0] - v0)
-            a1 += w * (v[j, 1] - v1)
-            a2 += w * (v[j, 2] - v2)
-        v_out[i, 0] = v0 + c * a0
-        v_out[i, 1] = v1 + c * a1
-        v_out[i, 2] = v2 + c * a2
+                inv_h = np.float32(2.0) / (hi_ + lh[lj])
+                dx = xi - x[j, 0]
+                dy = yi - x[j, 1]
+                dz = zi - x[j, 2]
+                w = lmass[lj] * _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h) * inv_h * inv_h * inv_h / rho[j]
+                a0 += w * (v[j, 0] - v0)
+                a1 += w * (v[j, 1] - v1)
+                a2 += w * (v[j, 2] - v2)
+            k = cu
+        v_out[i, 0] = v0 + k * a0
+        v_out[i, 1] = v1 + k * a1
+        v_out[i, 2] = v2 + k * a2
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
@@ -653,10 +664,16 @@ class PBFSolver:
         self.density_error = 0.0
         self.density_error_max = 0.0
         self._uniform = len(model.level_h) == 1
+        # single-precision per-level constants of the iteration kernels
+        self._lh = model.level_h.astype(np.float32)
+        self._lmass = (model.level_mass / model.level_mass[0]).astype(np.float32)
         self._x_buf = np.empty((n, 3), dtype=np.float32)  # Jacobi double buffer, then XSPH's
         self._lam = np.zeros(n, dtype=np.float32)
         self._nbr_start = np.zeros(n + 1, dtype=np.int64)
         self._nbr = np.empty(0, dtype=np.int32)
+        self._wall_free = np.ones(n, dtype=np.float32)
+        self._slot = np.full(n, -1, dtype=np.int32)
+        self._bidx = np.zeros(0, dtype=np.int32)
         self._block_err = np.zeros((n + BLOCK - 1) // BLOCK, dtype=np.float64)
         self._block_max = np.zeros_like(self._block_err)
         #: seconds spent in the last substep, by phase (the benchmark reads it)
@@ -696,17 +713,23 @@ class PBFSolver:
         self.level = np.ascontiguousarray(self.level[grid.order])
         self.grid = grid
         self.timings["grid"] = time.perf_counter() - t0
-        n = len(pt)
-        counts = np.empty(n, dtype=np.int64)
-        count_neighbours(pt.x, self.level, m.level_h, self._uniform, grid.cell_start, grid.cell_nbr,
-                         grid.particle_cell, counts)
-        np.cumsum(counts, out=self._nbr_start[1:])
-        total = int(self._nbr_start[-1])
-        if total > self._nbr.shape[0] or total < self._nbr.shape[0] // 2:
-            # 10 % headroom: the count drifts a little from step to step; reallocate rarely
-            self._nbr = np.empty(int(total * 1.1) + 16, dtype=np.int32)
-        fill_neighbours(pt.x, self.level, m.level_h, self._uniform, grid.cell_start, grid.cell_nbr,
-                        grid.particle_cell, self._nbr_start, BLOCK, self._nbr)
+        hsup = self._lh[self.level]
+        self._nbr = neighbour_list(pt.x, hsup, grid, self._nbr_start, self._nbr)
+
+    def _boundary(self, cset: tuple) -> None:
+        """Pick the particles near a wall for this substep (see :func:`boundary_flags`)."""
+        m, pt = self.model, self.particles
+        self._wall_free[:] = 1.0
+        self._slot[:] = -1
+        if m.boxes.shape[0] == 0 and cset[5].shape[0] == 0:
+            self._bidx = np.zeros(0, dtype=np.int32)
+            return
+        flags = np.empty(len(pt), dtype=np.bool_)
+        # the kernel support plus the most four iterations can move a particle (MAX_MOVE h each)
+        reach = 2.0 + min(m.iterations, 4) * MAX_MOVE
+        boundary_flags(pt.x, self.level, m.level_h, reach, m.boxes, cset, flags)
+        self._bidx = np.flatnonzero(flags).astype(np.int32)
+        self._slot[self._bidx] = np.arange(self._bidx.shape[0], dtype=np.int32)
 
     def step(self, dt: float) -> None:
         """Advance one substep of length dt, s (see the module docstring for the stages)."""
@@ -730,25 +753,31 @@ class PBFSolver:
             project(self._x_buf, pt.x, pt.v, SWEEP_STEP * m.dx, 0.0, inv_dt, True, cset)
         t1 = time.perf_counter()
         self._neighbours()
+        self._boundary(cset)
         t2 = time.perf_counter()
-        # wall gradients of the iteration (mesh colliders only; boxes alone recompute theirs cheaply)
-        wall_grad = np.empty((n, 3), dtype=np.float32) if self.collision is not None else _NO_GRADIENT
-        lam_max = m.attraction_limit(dt)
-        cohesion = m.cohesion(dt)
+        wall_grad = np.empty((self._bidx.shape[0], 3), dtype=np.float32)
+        lam_max = m.attraction_limit(dt).astype(np.float32)
+        cohesion = m.cohesion(dt).astype(np.float32)
+        rho_unit = _SIGMA * float(m.level_mass[0])
+        scale = _SIGMA * float(m.level_mass[0]) / m.rho0
+        level_k = m.level_k.astype(np.float32)
         used = 0
         for it in range(m.iterations):
-            constraint(pt.x, self.level, self._nbr_start, self._nbr, m.level_h, m.level_mass, m.level_k,
-                       lam_max, self._uniform, m.rho0, m.beta, m.boxes, m.table_q0, m.table_step, m.psi, m.dpsi,
-                       cset, BLOCK, pt.rho, self._lam, self._block_err, self._block_max, wall_grad)
+            if self._bidx.shape[0]:
+                boundary_walls(pt.x, self._bidx, self.level, m.level_h, m.boxes, m.table_q0, m.table_step, m.psi,
+                               m.dpsi, cset, self._wall_free, wall_grad)
+            constraint(pt.x, self.level, self._nbr_start, self._nbr, self._lh, self._lmass, level_k, lam_max,
+                       self._uniform, rho_unit, m.rho0, m.beta, self._wall_free, BLOCK, pt.rho, self._lam,
+                       self._block_err, self._block_max)
             self.density_error = float(np.sum(self._block_err)) / n
             self.density_error_max = float(np.max(self._block_max))
             # At least one correction per substep: skipping it lets gravity build momentum in a
             # liquid whose mean error is small only because the compressed layer is thin.
             if it > 0 and self.density_error <= m.tolerance:
                 break
-            correct(pt.x, self._lam, self.level, self._nbr_start, self._nbr, m.level_h, m.level_mass,
-                    cohesion, self._uniform, m.rho0, m.boxes, m.table_q0, m.table_step, m.psi, m.dpsi,
-                    cset[5].shape[0], wall_grad, WALL_FACTOR, MAX_MOVE, margin, inv_dt, self._x_buf, pt.v)
+            correct(pt.x, self._lam, self.level, self._nbr_start, self._nbr, self._lh, self._lmass, cohesion,
+                    self._uniform, scale, self._slot, wall_grad, WALL_FACTOR, MAX_MOVE, m.boxes, margin, inv_dt,
+                    self._x_buf, pt.v)
             if self.collision is not None:
                 # keep every iterate out of the colliders; the push moves the velocity with it
                 project(pt.x, self._x_buf, pt.v, 0.0, 0.0, inv_dt, False, cset)
@@ -758,8 +787,8 @@ class PBFSolver:
         t3 = time.perf_counter()
         passes = m.xsph_passes
         for _ in range(passes):
-            xsph_pass(pt.x, pt.v, pt.rho, self.level, self._nbr_start, self._nbr, m.level_h, m.level_mass,
-                      self._uniform, m.xsph / passes, self._x_buf)
+            xsph_pass(pt.x, pt.v, pt.rho, self.level, self._nbr_start, self._nbr, self._lh, self._lmass,
+                      self._uniform, m.xsph / passes * rho_unit, self._x_buf)
             pt.v, self._x_buf = self._x_buf, pt.v
         if self.collision is not None and self.collision.has_friction:
             # friction (relative to the moving surface) within h/4 of a collider, as for box walls
@@ -774,7 +803,7 @@ class PBFSolver:
         """Bytes held by the particle state, the solver's buffers and the last grid."""
         arrays = [getattr(self.particles, k) for k in ("x", "v", "a", "rho", "p", "id")]
         arrays += [self.level, self._x_buf, self._lam, self._nbr_start, self._nbr, self._block_err,
-                   self._block_max]
+                   self._block_max, self._wall_free, self._slot, self._bidx]
         if self.grid is not None:
             g = self.grid
             arrays += [g.order, g.cell_key, g.cell_start, g.cell_nbr, g.particle_cell]
@@ -782,4 +811,3 @@ class PBFSolver:
 
 
 _NO_COLLIDERS = empty_world_args()
-_NO_GRADIENT = np.zeros((0, 3), dtype=np.float32)

@@ -1,0 +1,92 @@
+"""End-to-end bake speed through Blender: export, child process, stepping and cache writing.
+
+The common scene of ``bench/bench_step.py`` (a cube block of liquid at spacing dx = 0.025 m in the
+corner of a box container of 4 x 3 x 1.5 block edges), built in Blender with an edge of n particles,
+baked with ``bpy.ops.surge.bake()`` for one second of liquid at 24 fps. A first, two-frame bake of
+the same scene compiles the kernels (the figure is for a bake with compiled kernels); the timed bake
+then starts from an empty cache. Prints figures, asserts nothing.
+
+    .venv/bin/python bench/bench_blender.py                 # n = 46 (97,336 particles), PBF
+    .venv/bin/python bench/bench_blender.py --n 30 --solver WCSPH
+
+Figure of merit: simulated particle-seconds per wall-clock second, N x simulated time / bake time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+from blender_session import enable_from_source  # noqa: E402  (needs sys.path above)
+
+import bpy  # noqa: E402
+
+DX = 0.025
+
+
+def _box(name, lower, upper):
+    bpy.ops.mesh.primitive_cube_add(size=1.0)
+    obj = bpy.context.active_object
+    obj.name = name
+    obj.location = [(a + b) / 2 for a, b in zip(lower, upper)]
+    obj.scale = [b - a for a, b in zip(lower, upper)]
+    bpy.ops.object.transform_apply(location=False, rotation=False, scale=True)
+    return obj
+
+
+def build_scene(n: int, frames: int, solver: str, cache: str) -> None:
+    bpy.ops.wm.read_homefile(use_empty=True)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, frames
+    scene.render.fps, scene.render.fps_base = 24, 1.0
+    edge = n * DX
+    tank = _box("Tank", (0.0, 0.0, 0.0), (4.0 * edge, 3.0 * edge, 1.5 * edge))
+    tank.surge.role = "COLLIDER"
+    tank.surge.collider_mode = "CONTAINER"
+    block = _box("Block", (0.0, 0.0, 0.0), (edge, edge, edge))
+    block.surge.role = "FLUID"
+    scene.surge.solver = solver
+    scene.surge.particle_spacing = DX
+    scene.surge.cache_directory = cache
+
+
+def bake(n: int, frames: int, solver: str) -> tuple[float, int]:
+    cache = tempfile.mkdtemp(prefix="surge_bench_cache_")
+    build_scene(n, frames, solver, cache)
+    t0 = time.perf_counter()
+    bpy.ops.surge.bake()  # blocks in background mode
+    seconds = time.perf_counter() - t0
+    liquid = [o for o in bpy.data.objects if o.type == "POINTCLOUD"]
+    scene = bpy.context.scene
+    scene.frame_set(frames)
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    count = len(liquid[0].evaluated_get(depsgraph).data.points) if liquid else 0
+    return seconds, count
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=46, help="particles along the block's edge")
+    ap.add_argument("--solver", default="PBF", choices=("PBF", "WCSPH"))
+    ap.add_argument("--seconds", type=float, default=1.0, help="simulated time, s (24 fps)")
+    args = ap.parse_args(argv)
+    enable_from_source(ROOT, tempfile.mkdtemp(prefix="surge_bench_repo_"))
+    frames = int(round(args.seconds * 24)) + 1  # frame 1 is the initial state
+    bake(args.n, 2, args.solver)  # compiles (or loads) the kernels in the bake process's cache
+    seconds, count = bake(args.n, frames, args.solver)
+    simulated = (frames - 1) / 24.0
+    print(f"{args.solver}: {count:,} particles, {simulated:.3f} s of liquid at 24 fps baked in {seconds:.1f} s "
+          f"(export, child process, stepping and cache writing)")
+    print(f"  simulated particle-seconds per second   {count * simulated / seconds:10.0f}")
+    print(f"  wall seconds per simulated second       {seconds / simulated:10.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
