@@ -9,13 +9,16 @@ expected answer for meshes with small holes, duplicated faces or self-intersecti
 INFLOW, SURFACE mode (:class:`SurfaceEmitter`): the surface is covered once with emission points
 about one spacing dx apart (random sequential adsorption of area-weighted samples, minimum
 distance 0.85 dx, which leaves about one point per dx^2). Every sample is then given to its
-nearest point together with its share of the volume flux, A_s max((u + s n) . n, 0) (u the world
-velocity, s the normal speed), so the points' fluxes add up to the surface's flux exactly. Each
+nearest point with its share of the volume flux, A_s max((u + s n) . n, 0) (u the world
+velocity, s the normal speed); the points' fluxes add up to the surface's flux exactly. Each
 point keeps a running count c += q dt / dx^3 and releases a particle whenever c passes a whole
 number, placed where it has travelled since it crossed the surface (age = (c - 1) dx^3 / q):
 a steady stream one particle wide per point, whose emitted volume matches A v t on average to
-within one particle per point. A point whose next particle would land within 0.6 dx of liquid
-already there waits (a blocked nozzle does not stack particles), keeping at most two particles owed.
+within one particle per point. Each point is credited with the mean area A / K (K points) rather
+than the area nearest to it, which varies from 0.3 to 2 dx^2, so that every stream of a uniform
+surface is spaced alike, about dx. A point whose next
+particle would land within 0.6 dx of liquid already there waits at the surface without building
+up a backlog (a blocked nozzle does not stack particles).
 
 INFLOW, VOLUME mode (:class:`VolumeEmitter`): the lattice sites of the closed mesh (as for
 FLUID) receive a particle whenever no particle lies within 0.9 dx of them, so the volume stays full.
@@ -43,8 +46,6 @@ SURFACE_CLEARANCE = 0.6
 #: A volume site receives a particle only when no particle lies closer than this, in spacings.
 VOLUME_CLEARANCE = 0.9
 
-#: Particles a waiting surface point may owe at most.
-MAX_OWED = 2.0
 
 _OFFSET = 1 << 20
 
@@ -257,11 +258,20 @@ def surface_points(mesh: TriangleMesh, dx: float, velocity: np.ndarray, normal_s
     u[flip], v[flip] = 1.0 - u[flip], 1.0 - v[flip]
     tri = mesh.vertices[mesh.triangles[face_of]]
     cand = tri[:, 0] + u[:, None] * (tri[:, 1] - tri[:, 0]) + v[:, None] * (tri[:, 2] - tri[:, 0])
-    weight = (face_flux / np.bincount(face_of, minlength=len(area)).clip(min=1))[face_of]
+    per = np.bincount(face_of, minlength=len(area)).clip(min=1)
+    weight = (face_flux / per)[face_of]
+    area_w = (area / per)[face_of]
     order = rng.permutation(len(cand))
-    cand, weight, face_of = cand[order], weight[order], face_of[order]
-    kept, owner = _sequential_points(np.ascontiguousarray(cand), POINT_SPACING * dx)
-    flux = np.bincount(owner, weights=weight, minlength=len(kept))
+    cand, weight, area_w, face_of = np.ascontiguousarray(cand[order]), weight[order], area_w[order], face_of[order]
+    kept, owner = _sequential_points(cand, POINT_SPACING * dx)
+    # Each point carries the mean area A / K times the flux density of the samples it owns, scaled
+    # so that the points' fluxes add up to the surface's flux exactly. The areas the points own
+    # themselves vary (0.3-2 dx^2 after the adsorption); with them a stream's spacing dx^3 / (area dx)
+    # would vary as much, and a dense stream would crowd itself.
+    owned_flux = np.bincount(owner, weights=weight, minlength=len(kept))
+    owned_area = np.bincount(owner, weights=area_w, minlength=len(kept))
+    flux = owned_flux / np.maximum(owned_area, 1e-300) * (float(np.sum(area_w)) / len(kept))
+    flux *= float(np.sum(face_flux)) / float(np.sum(flux))
     nsum = np.stack([np.bincount(owner, weights=weight * normal[face_of, k], minlength=len(kept))
                      for k in range(3)], axis=1)
     nlen = np.linalg.norm(nsum, axis=1)
@@ -326,6 +336,8 @@ class SurfaceEmitter:
         age = np.minimum(age, active)
         x = self.points[due] + self.velocity[due] * age[:, None]
         blocked = near_any(liquid, x, SURFACE_CLEARANCE * self.dx)
+        # a blocked point waits, ready to release one particle at the surface once there is room
+        self.owed[due[blocked]] = 1.0
         go = due[~blocked]
         xs, vs, ages = [x[~blocked]], [self.velocity[go]], [age[~blocked]]
         self.owed[go] -= 1.0
@@ -340,7 +352,6 @@ class SurfaceEmitter:
             ages.append(a)
             self.owed[more] -= 1.0
             go = more
-        np.minimum(self.owed, MAX_OWED, out=self.owed)
         return np.concatenate(xs), np.concatenate(vs), np.concatenate(ages)
 
 
