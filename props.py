@@ -1,7 +1,9 @@
 """Blender properties: the scripting interface of Surge.
 
-``Object.surge`` holds an object's role in the simulation and its collider settings, generated
-from :func:`engine.settings.collider_parameters`, plus the collider mode the last bake used;
+``Object.surge`` holds an object's role in the simulation and the settings of each role, generated
+from :func:`engine.settings.collider_parameters`, :func:`engine.settings.fluid_parameters` and
+:func:`engine.settings.inflow_parameters` (see :func:`object_parameters`), plus the collider mode
+the last bake used;
 ``Scene.surge`` holds every engine setting, generated from :func:`engine.settings.parameters`.
 Names, defaults, limits, tooltips and enum items thus have one source of truth. ``Scene.surge``
 also holds the cache folder and the bake state the sidebar draws.
@@ -23,9 +25,9 @@ from .engine import settings as settings_mod
 ROLE_ITEMS = (
     ("NONE", "None", "This object takes no part in the Surge simulation"),
     ("FLUID", "Fluid", "The closed volume of this mesh is filled with liquid at the first frame of the bake"),
-    ("INFLOW", "Inflow", "Emits liquid during the bake (not available in this version of Surge)"),
+    ("INFLOW", "Inflow", "Emits liquid during the bake, from its surface or filling its volume"),
     ("COLLIDER", "Collider", "The liquid cannot pass through this object; its collider mode says how"),
-    ("OUTFLOW", "Outflow", "Removes the liquid that enters it (not available in this version of Surge)"),
+    ("OUTFLOW", "Outflow", "Removes the liquid that enters the closed volume of this mesh"),
 )
 
 #: Engine unit symbol -> Blender FloatProperty unit. Units Blender has no type for stay 'NONE'.
@@ -67,11 +69,24 @@ def _property_for(p: settings_mod.Parameter):
     raise TypeError(f"Engine parameter '{p.name}' has a type ({p.kind!r}) the add-on cannot show")
 
 
+def object_parameters() -> list[settings_mod.Parameter]:
+    """Every per-object engine parameter ``Object.surge`` holds: collider, fluid and inflow settings
+    (a name shared by two roles, such as ``spacing_factor``, is one property)."""
+    out: dict[str, settings_mod.Parameter] = {}
+    for p in (settings_mod.collider_parameters() + settings_mod.fluid_parameters()
+              + settings_mod.inflow_parameters()):
+        if p.name in out and out[p.name] != p:
+            raise TypeError(f"Engine parameter '{p.name}' is declared twice with different metadata")
+        out[p.name] = p
+    return list(out.values())
+
+
 def _object_annotations() -> dict:
     ann = {"role": EnumProperty(
         name="Role", items=ROLE_ITEMS, default="NONE",
         description="What this object does in the Surge liquid simulation")}
-    ann.update({p.name: _property_for(p) for p in settings_mod.collider_parameters()})
+    for p in object_parameters():
+        ann[p.name] = _property_for(p)
     ann["collider_resolved"] = StringProperty(
         name="Acts As", default="",
         description="How the last bake treated this collider (the mode Auto picked, for instance); set by the "
@@ -103,11 +118,11 @@ def _scene_annotations() -> dict:
     return ann
 
 
-#: ``Object.surge``: the role, and the collider settings generated from the engine's
-#: :func:`engine.settings.collider_parameters` (used when the role is Collider).
+#: ``Object.surge``: the role, and the collider, fluid and inflow settings generated from the
+#: engine's parameter lists (see :func:`object_parameters`; each used when the role matches).
 SurgeObjectSettings = type("SurgeObjectSettings", (bpy.types.PropertyGroup,), {
-    "__doc__": "Per-object Surge settings (``Object.surge``): role and collider settings, mirroring "
-               "engine.settings.ColliderSettings.",
+    "__doc__": "Per-object Surge settings (``Object.surge``): role, and the settings of each role, mirroring "
+               "engine.settings.ColliderSettings, FluidSettings and InflowSettings.",
     "__annotations__": _object_annotations(),
 })
 

@@ -2,8 +2,11 @@
 
 Everything leaves here in metres and seconds, in world space: object transforms are applied to
 the evaluated meshes (modifiers included) and Blender units are multiplied by the scene's unit
-scale. Unsupported roles are refused with a message naming the object; nothing is silently
-ignored.
+scale. Objects that cannot be simulated are refused with a message naming the object; nothing is
+silently ignored.
+
+Inflows and outflows are taken at the first frame of the bake; one that moves or deforms over the
+frame range is refused (followed like a collider to find out).
 
 Colliders
 ---------
@@ -31,7 +34,8 @@ import numpy as np
 
 from ..engine import settings as settings_mod
 from ..engine.errors import InvalidSceneError
-from ..engine.scene import BoxContainer, FluidObject, MeshCollider, SceneDescription, TriangleMesh
+from ..engine.scene import (BoxContainer, FluidObject, InflowObject, MeshCollider, OutflowObject, SceneDescription,
+                            TriangleMesh)
 
 #: Object types whose evaluated geometry can be turned into a triangle mesh.
 GEOMETRY_TYPES = {"MESH", "CURVE", "SURFACE", "META", "FONT"}
@@ -87,6 +91,16 @@ def _engine_values(group, parameters: list, scale: float) -> dict:
 def settings_from_scene(scene) -> settings_mod.SimulationSettings:
     """Engine settings from ``scene.surge``; lengths and speeds converted to SI with the unit scale."""
     return settings_mod.SimulationSettings(**_engine_values(scene.surge, settings_mod.parameters(), unit_scale(scene)))
+
+
+def fluid_settings(obj, scale: float) -> settings_mod.FluidSettings:
+    """Engine settings of a FLUID object from ``obj.surge``."""
+    return settings_mod.FluidSettings(**_engine_values(obj.surge, settings_mod.fluid_parameters(), scale))
+
+
+def inflow_settings(obj, scale: float) -> settings_mod.InflowSettings:
+    """Engine settings of an INFLOW object from ``obj.surge``; speeds converted to m/s with ``scale``."""
+    return settings_mod.InflowSettings(**_engine_values(obj.surge, settings_mod.inflow_parameters(), scale))
 
 
 def collider_settings(obj, scale: float) -> settings_mod.ColliderSettings:
@@ -259,7 +273,8 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
     Raises
     ------
     InvalidSceneError
-        Listing every object with an unsupported role, every collider without faces or whose
+        Listing every object with a role but no geometry, every collider, inflow or outflow without
+        faces, every inflow or outflow that moves, every collider whose
         topology changes over the frame range, and every structural problem
         :meth:`SceneDescription.validate` finds (no fluid, a fluid with no faces, an empty frame range).
     InvalidSettingsError
@@ -267,23 +282,22 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
     """
     scale = unit_scale(scene)
     problems: list[str] = []
-    fluid_objects, collider_objects = [], []
+    fluid_objects, collider_objects, inflow_objects, outflow_objects = [], [], [], []
+    by_role = {"FLUID": fluid_objects, "COLLIDER": collider_objects, "INFLOW": inflow_objects,
+               "OUTFLOW": outflow_objects}
     for obj in sorted(scene.objects, key=lambda o: o.name):
         role = obj.surge.role
         if role == "NONE":
-            continue
-        if role in {"INFLOW", "OUTFLOW"}:
-            problems.append(f"Object '{obj.name}' has the role {role.title()}, which this version of Surge cannot "
-                            f"simulate yet; set its role to None, Fluid or Collider")
             continue
         if obj.type not in GEOMETRY_TYPES:
             problems.append(f"Object '{obj.name}' has the role {role.title()} but is a {obj.type.lower()} object "
                             f"without geometry; use a mesh")
             continue
-        (fluid_objects if role == "FLUID" else collider_objects).append(obj)
+        by_role[role].append(obj)
 
     # evaluate at the first frame of the bake; step through the others only if a collider may move
-    moving = {obj.name for obj in collider_objects if _may_move(obj)}
+    # (inflows and outflows are followed too, to refuse one that moves: they are static in this version)
+    moving = {obj.name for obj in collider_objects + inflow_objects + outflow_objects if _may_move(obj)}
     frame, subframe = scene.frame_current, scene.frame_subframe
     step = bool(moving) or (frame, subframe) != (scene.frame_start, 0.0)
     try:
@@ -291,12 +305,13 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
             # even when already there: animated values the user changed without keying them would
             # otherwise stand in for the keyed ones at the first frame only
             scene.frame_set(scene.frame_start)
-        fluids = [FluidObject(obj.name, _world_mesh(obj, depsgraph, scale)) for obj in fluid_objects]
+        fluids = [FluidObject(obj.name, _world_mesh(obj, depsgraph, scale), settings=fluid_settings(obj, scale))
+                  for obj in fluid_objects]
         tracks = []
-        for obj in collider_objects:
+        for obj in inflow_objects + outflow_objects + collider_objects:
             first = _Geometry(obj, depsgraph)
             if len(first.triangles) == 0:
-                problems.append(f"Collider '{obj.name}' has no faces")
+                problems.append(f"{obj.surge.role.title()} '{obj.name}' has no faces")
                 continue
             tracks.append((obj, _Track(first)))
         followed = [(obj, track) for obj, track in tracks if obj.name in moving]
@@ -310,8 +325,22 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
         if step:
             scene.frame_set(frame, subframe=subframe)
 
-    containers, colliders = [], []
+    containers, colliders, inflows, outflows = [], [], [], []
     for obj, track in tracks:
+        role = obj.surge.role
+        if role in {"INFLOW", "OUTFLOW"}:
+            label = role.title()
+            if track.changed_at is not None or any(m is not None for m in track.motion(scale)):
+                problems.append(f"{label} '{obj.name}' moves or changes shape between frames {scene.frame_start} and "
+                                f"{scene.frame_end}; this version of Surge takes inflows and outflows as they are at "
+                                f"the first frame only. Remove the animation or bake it into a static mesh")
+                continue
+            mesh = TriangleMesh(track.first.world() * scale, track.first.triangles)
+            if role == "INFLOW":
+                inflows.append(InflowObject(obj.name, mesh, inflow_settings(obj, scale)))
+            else:
+                outflows.append(OutflowObject(obj.name, mesh))
+            continue
         if track.changed_at is not None:
             problems.append(f"Collider '{obj.name}' changes its vertices or faces between frames {scene.frame_start} "
                             f"and {track.changed_at}; a collider needs the same faces in every frame. Apply or "
@@ -323,7 +352,7 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
         static = transforms is None and frame_vertices is None
         mode = settings.collider_mode
         if (static and mode in {"CONTAINER", "AUTO"} and is_axis_aligned_box(mesh)
-                and (mode == "CONTAINER" or _holds_a_fluid(mesh, fluids))):
+                and (mode == "CONTAINER" or _holds_a_fluid(mesh, fluids + inflows))):
             containers.append(BoxContainer(obj.name, mesh.vertices.min(axis=0), mesh.vertices.max(axis=0),
                                            dataclasses.replace(settings, collider_mode="CONTAINER")))
         else:
@@ -332,7 +361,8 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
 
     gravity = np.array(scene.gravity, dtype=np.float64) * scale if scene.use_gravity else np.zeros(3)
     description = SceneDescription(
-        fluids=fluids, containers=containers, colliders=colliders, gravity=gravity,
+        fluids=fluids, containers=containers, colliders=colliders, inflows=inflows, outflows=outflows,
+        gravity=gravity,
         frame_start=scene.frame_start, frame_end=scene.frame_end,
         fps=scene.render.fps / scene.render.fps_base)
     try:

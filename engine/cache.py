@@ -20,6 +20,10 @@ density     (N,)         float32  SPH density, kg/m^3
 id          (N,)         int32    stable particle id (survives reordering)
 ==========  ===========  =======  ==========================================
 
+A bake may declare more attributes (the particle age, named extra channels of
+:class:`engine.particles.Particles`); the manifest's ``attributes`` lists every attribute a frame
+holds, with its dtype, shape, unit and description.
+
 Any tool that reads ``.npz`` (numpy) reads these files; ``np.load(path, allow_pickle=False)``.
 """
 
@@ -87,17 +91,24 @@ class CacheWriter:
     cache_dir : str
     header : dict
         Manifest fields known at the start (settings, hashes, frame range, fps, engine version).
+    extra_attributes : dict of str -> (dtype, trailing shape, unit, description), optional
+        Attributes every frame holds besides the built-in ones (:data:`ATTRIBUTES`).
     """
 
-    def __init__(self, cache_dir: str, header: dict):
+    def __init__(self, cache_dir: str, header: dict, extra_attributes: dict | None = None):
         self.cache_dir = cache_dir
+        self.attributes = dict(ATTRIBUTES)
+        for name, spec in (extra_attributes or {}).items():
+            if name in ATTRIBUTES:
+                raise CacheFormatError(f"Attribute '{name}' is built in; an extra attribute needs another name")
+            self.attributes[name] = tuple(spec)
         self.frames_dir = os.path.join(cache_dir, FRAMES_DIR)
         os.makedirs(self.frames_dir, exist_ok=True)
         self.manifest = {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
             "attributes": {k: {"dtype": v[0], "shape": list(v[1]), "unit": v[2], "description": v[3]}
-                           for k, v in ATTRIBUTES.items()},
+                           for k, v in self.attributes.items()},
             "frames": [],
             "status": "baking",
             "message": "",
@@ -112,7 +123,7 @@ class CacheWriter:
     def write_frame(self, frame: int, arrays: dict) -> str:
         """Write one frame atomically, then list it in the manifest. Returns the file path."""
         out = {}
-        for name, (dtype, tail, _unit, _doc) in ATTRIBUTES.items():
+        for name, (dtype, tail, _unit, _doc) in self.attributes.items():
             a = np.ascontiguousarray(arrays[name], dtype=dtype)
             if a.shape[1:] != tail:
                 raise CacheFormatError(f"Attribute '{name}' has shape {a.shape}, expected (N, {tail})")

@@ -22,7 +22,7 @@ from . import settings as settings_mod
 from .cache import SDF_DIR, CacheWriter, check_writable, clear
 from .errors import BakeCancelled, InvalidSceneError, SimulationDivergedError
 from .particles import Particles
-from .scene import SceneDescription, load_job, scene_hash
+from .scene import SceneDescription, channel_names, load_job, scene_hash
 
 log = logging.getLogger(__name__)
 
@@ -41,36 +41,78 @@ def check_job(scene: SceneDescription, settings: settings_mod.SimulationSettings
     settings_mod.validate(settings, owner)
     settings_mod.check_supported(settings, owner)
     scene.validate()
+    if settings.solver != "PBF":
+        several = [f"{kind} '{o.name}'" for kind, objs in (("Fluid", scene.fluids), ("Inflow", scene.inflows))
+                   for o in objs if o.settings.spacing_factor != 1.0]
+        if several:
+            raise InvalidSceneError([f"{name}: setting 'Spacing Factor' (spacing_factor) is not 1, but the "
+                                     f"{settings.solver} solver has a single resolution; set it to 1 or use the "
+                                     f"PBF solver" for name in several])
     return budget.check_particle_budget(scene, settings.particle_spacing)
 
 
+def resolution_levels(scene: SceneDescription, settings: settings_mod.SimulationSettings
+                      ) -> tuple[np.ndarray, dict]:
+    """Particle spacing of each resolution level (ascending, m) and the level of each FLUID and
+    INFLOW object, keyed by ``(kind, name)`` with kind 'FLUID' or 'INFLOW'.
+
+    Level 0 is the finest spacing, so the solver's time step (set by level 0) suits every level.
+    """
+    factors = {("FLUID", f.name): f.settings.spacing_factor for f in scene.fluids}
+    factors.update({("INFLOW", f.name): f.settings.spacing_factor for f in scene.inflows})
+    unique = sorted(set(factors.values()) or {1.0})
+    spacings = np.array([settings.particle_spacing * f for f in unique])
+    return spacings, {key: unique.index(f) for key, f in factors.items()}
+
+
 def initial_particles(scene: SceneDescription, settings: settings_mod.SimulationSettings) -> Particles:
-    """Fill every FLUID volume with particles at the spacing; ids in object order."""
+    """Fill every FLUID volume with particles at its spacing; ids in object order (see :func:`fill_fluids`)."""
+    return fill_fluids(scene, settings)[0]
+
+
+def fill_fluids(scene: SceneDescription, settings: settings_mod.SimulationSettings
+                ) -> tuple[Particles, np.ndarray]:
+    """Fill every FLUID volume with particles at its spacing; ids in object order.
+
+    Returns the particles (with every extra channel the scene names) and their levels (uint8, see
+    :func:`resolution_levels`).
+    """
     from . import emit  # numba: imported only when baking, so check_job stays cheap for the host
 
-    xs, vs = [], []
+    spacings, levels = resolution_levels(scene, settings)
+    pt = Particles.create(np.zeros((0, 3)), np.zeros((0, 3)), settings.rest_density)
+    for name in channel_names(scene):
+        pt.add_channel(name)
+    level = []
     problems = []
     for f in scene.fluids:
-        pts = emit.fill_volume(f.mesh, settings.particle_spacing)
+        lev = levels[("FLUID", f.name)]
+        dx = float(spacings[lev])
+        pts = emit.fill_volume(f.mesh, dx)
         if len(pts) == 0:
-            problems.append(f"Fluid '{f.name}' holds no particle at spacing {settings.particle_spacing:g} m: "
+            problems.append(f"Fluid '{f.name}' holds no particle at spacing {dx:g} m: "
                             f"it is open, flat or thinner than the spacing")
-        xs.append(pts)
-        vs.append(np.broadcast_to(f.velocity, pts.shape))
+        pt.add(pts, f.velocity, channels=f.channels)
+        level.append(np.full(len(pts), lev, dtype=np.uint8))
     if problems:
         raise InvalidSceneError(problems)
-    x = np.concatenate(xs) if xs else np.zeros((0, 3))
-    v = np.concatenate(vs) if vs else np.zeros((0, 3))
-    return Particles.create(x, v, settings.rest_density)
+    return pt, (np.concatenate(level) if level else np.zeros(0, dtype=np.uint8))
 
 
-def kernel_support(settings: settings_mod.SimulationSettings) -> float:
-    """Interaction radius 2h of the chosen solver, m."""
+def kernel_support(settings: settings_mod.SimulationSettings, spacing: float | None = None) -> float:
+    """Interaction radius 2h of the chosen solver at ``spacing`` (default: the settings'), m."""
+    dx = settings.particle_spacing if spacing is None else spacing
     if settings.solver == "PBF":
         from .solvers import pbf
 
-        return 2.0 * pbf.H_FACTOR * settings.particle_spacing
-    return 2.0 * settings.smoothing_length_factor * settings.particle_spacing
+        return 2.0 * pbf.H_FACTOR * dx
+    return 2.0 * settings.smoothing_length_factor * dx
+
+
+def _emission_speed(scene: SceneDescription) -> float:
+    """Fastest speed an inflow gives its liquid, m/s."""
+    return max((float(np.linalg.norm(f.velocity)) + f.settings.normal_speed * (f.settings.inflow_mode == "SURFACE")
+                for f in scene.inflows), default=0.0)
 
 
 def make_collision(scene: SceneDescription, settings: settings_mod.SimulationSettings, liquid: np.ndarray,
@@ -80,42 +122,60 @@ def make_collision(scene: SceneDescription, settings: settings_mod.SimulationSet
         return None
     from .collision import CollisionWorld
 
-    return CollisionWorld(scene.colliders, liquid, dx=settings.particle_spacing, support=kernel_support(settings),
+    spacings, _levels = resolution_levels(scene, settings)
+    return CollisionWorld(scene.colliders, liquid, dx=settings.particle_spacing,
+                          support=kernel_support(settings, float(spacings.max())),
                           cell_factor=settings.collider_cell_size, fps=scene.fps, grid_dir=grid_dir,
                           progress=progress)
 
 
 def remove_inside_colliders(particles: Particles, collision, scene: SceneDescription,
-                            settings: settings_mod.SimulationSettings) -> Particles:
-    """Drop initial particles that lie inside a collider's solid (a fluid overlapping an obstacle)."""
+                            settings: settings_mod.SimulationSettings, level: np.ndarray | None = None):
+    """Drop initial particles that lie inside a collider's solid (a fluid overlapping an obstacle).
+
+    Returns the particles (the same object, compacted) and, when given, their levels."""
     if collision is None or len(particles) == 0:
-        return particles
+        return particles if level is None else (particles, level)
     inside = collision.inside(particles.x)
-    if not inside.any():
-        return particles
-    if inside.all():
+    if inside.all() and not scene.inflows:
         names = ", ".join(f"'{c.name}'" for c in scene.colliders)
         raise InvalidSceneError(f"Every particle of the liquid starts inside the solid of a collider ({names}); "
                                 f"move the fluid objects out of it or change the collider's mode")
-    keep = ~inside
-    log.info("removed %d particles that start inside colliders", int(inside.sum()))
-    return Particles.create(particles.x[keep], particles.v[keep], settings.rest_density)
+    if inside.any():
+        log.info("removed %d particles that start inside colliders", int(inside.sum()))
+        particles.remove(inside)
+        if level is not None:
+            level = np.ascontiguousarray(level[~inside])
+    return particles if level is None else (particles, level)
+
+
+def _sound_speed_inputs(scene: SceneDescription, particles: Particles) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and velocities the automatic speed bounds look at: the initial liquid plus every
+    inflow's vertices at the fastest speed it emits."""
+    xs, vs = [particles.x], [particles.v]
+    for f in scene.inflows:
+        speed = float(np.linalg.norm(f.velocity)) + f.settings.normal_speed
+        xs.append(f.mesh.vertices.astype(np.float32))
+        vs.append(np.tile(np.float32([speed, 0.0, 0.0]), (len(f.mesh.vertices), 1)))
+    return np.concatenate(xs), np.concatenate(vs)
 
 
 def _make_solver(scene: SceneDescription, settings: settings_mod.SimulationSettings, particles: Particles,
-                 collision=None):
+                 collision=None, level: np.ndarray | None = None):
     from .solvers import wcsph
 
     boxes = np.array([[c.lower, c.upper] for c in scene.containers], dtype=np.float64).reshape(-1, 2, 3)
     friction = np.array([c.settings.friction for c in scene.containers], dtype=np.float64)
     bounce = np.array([c.settings.bounce for c in scene.containers], dtype=np.float64)
     collider_speed = collision.max_speed() if collision is not None else 0.0
+    x_all, v_all = _sound_speed_inputs(scene, particles)
     if settings.solver == "PBF":
         from .solvers import pbf
 
+        spacings, _levels = resolution_levels(scene, settings)
         # Same bound as WCSPH with its automatic sound speed: 50 times the fastest free-fall speed.
-        limit = 5.0 * wcsph.auto_sound_speed(particles.x, particles.v, scene.gravity, boxes, collider_speed)
-        model = pbf.make_model(dx=settings.particle_spacing, rho0=settings.rest_density,
+        limit = 5.0 * wcsph.auto_sound_speed(x_all, v_all, scene.gravity, boxes, collider_speed)
+        model = pbf.make_model(dx=float(spacings[0]), spacings=spacings, rho0=settings.rest_density,
                                iterations=settings.pbf_iterations,
                                tolerance=settings.pbf_density_tolerance / 100.0, beta=settings.pbf_stiffness,
                                xsph=settings.pbf_xsph_viscosity, kappa=settings.pbf_surface_tension,
@@ -123,15 +183,60 @@ def _make_solver(scene: SceneDescription, settings: settings_mod.SimulationSetti
                                cfl=settings.pbf_cfl_number, max_dt=settings.pbf_time_step, speed_limit=limit)
         log.info("PBF: %d particles, h=%.4g m, mass=%.4g kg, %d iterations", len(particles), model.h,
                  model.level_mass[0], model.iterations)
-        return pbf.PBFSolver(model, particles, collision=collision)
-    c0 = settings.sound_speed or wcsph.auto_sound_speed(particles.x, particles.v, scene.gravity, boxes,
-                                                         collider_speed)
+        return pbf.PBFSolver(model, particles, level=level, collision=collision)
+    c0 = settings.sound_speed or wcsph.auto_sound_speed(x_all, v_all, scene.gravity, boxes, collider_speed)
     model = wcsph.make_model(dx=settings.particle_spacing, h_factor=settings.smoothing_length_factor,
                              rho0=settings.rest_density, c0=c0, alpha=settings.artificial_viscosity,
                              nu=settings.viscosity, gravity=scene.gravity, boxes=boxes,
                              friction=friction, bounce=bounce, cfl=settings.cfl_number)
     log.info("WCSPH: %d particles, h=%.4g m, c0=%.4g m/s, mass=%.4g kg", len(particles), model.h, c0, model.mass)
     return wcsph.WCSPHSolver(model, particles, collision=collision)
+
+
+class Sources:
+    """Emission and removal between substeps: INFLOW emitters, OUTFLOW objects, lifetime, kill box.
+
+    ``max_dt`` bounds the substep so that an emitted particle travels at most half its spacing
+    in one (inf without inflows).
+    """
+
+    def __init__(self, scene: SceneDescription, settings: settings_mod.SimulationSettings):
+        self.scene = scene
+        self.lifetime = settings.particle_lifetime
+        self.kill_box = (np.array([[settings.kill_box_min_x, settings.kill_box_min_y, settings.kill_box_min_z],
+                                   [settings.kill_box_max_x, settings.kill_box_max_y, settings.kill_box_max_z]])
+                         if settings.use_kill_box else None)
+        self.emitters = []
+        self.max_dt = math.inf
+        if scene.inflows:
+            from . import emit
+
+            spacings, levels = resolution_levels(scene, settings)
+            for f in scene.inflows:
+                lev = levels[("INFLOW", f.name)]
+                self.emitters.append(emit.make_emitter(f, float(spacings[lev]), lev, scene.frame_start, scene.fps))
+            speed = _emission_speed(scene)
+            if speed > 0.0:
+                self.max_dt = 0.5 * float(spacings[0]) / speed
+        self._removes = bool(scene.outflows) or self.lifetime > 0.0 or self.kill_box is not None
+        #: particles emitted and removed so far
+        self.emitted = 0
+        self.removed = 0
+
+    def step(self, solver, t: float, dt: float) -> None:
+        """After the solver's substep [t, t + dt]: age the particles, remove, then emit."""
+        pt = solver.particles
+        pt.age += np.float32(dt)
+        if self._removes and len(pt):
+            from . import emit
+
+            mask = emit.removal_mask(pt.x, pt.age, self.scene.outflows, self.lifetime, self.kill_box)
+            self.removed += solver.remove_particles(mask)
+        for e in self.emitters:
+            x, v, age = e.emit(t, dt, solver.particles.x)
+            if len(x):
+                solver.add_particles(x, v, level=e.level, age=age, channels=e.channels)
+                self.emitted += len(x)
 
 
 def _speed_limit(solver, settings: settings_mod.SimulationSettings) -> tuple[float, str]:
@@ -187,14 +292,15 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
     check_writable(cache_dir)
 
     emit_({"event": "stage", "stage": "fill", "elapsed": 0.0})
-    particles = initial_particles(scene, settings)
+    particles, level = fill_fluids(scene, settings)
     collision = None
     if scene.colliders:
         emit_({"event": "stage", "stage": "colliders", "elapsed": time.perf_counter() - t0})
         collision = make_collision(scene, settings, particles.x, os.path.join(cache_dir, SDF_DIR), emit_)
-        particles = remove_inside_colliders(particles, collision, scene, settings)
+        particles, level = remove_inside_colliders(particles, collision, scene, settings, level)
+    sources = Sources(scene, settings)
     emit_({"event": "stage", "stage": "compile", "elapsed": time.perf_counter() - t0})
-    solver = _make_solver(scene, settings, particles, collision)
+    solver = _make_solver(scene, settings, particles, collision, level)
 
     header = {
         "engine_version": __version__,
@@ -209,7 +315,10 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
         "particle_radius": 0.5 * float(settings.particle_spacing),
     }
     clear(cache_dir)  # only now: a bake refused above leaves the previous cache untouched
-    writer = CacheWriter(cache_dir, header)
+    extra = {"age": ("float32", (), "s", "time since the particle was emitted")}
+    extra.update({name: ("float32", (), "", "particle channel set by the scene's objects")
+                  for name in channel_names(scene)})
+    writer = CacheWriter(cache_dir, header, extra)
     writer.write_frame(scene.frame_start, solver.particles.frame_arrays())
     emit_({"event": "stage", "stage": "simulate", "elapsed": time.perf_counter() - t0})
 
@@ -224,10 +333,12 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
             while remaining > 1e-12 * frame_dt:
                 if cancel is not None and cancel():
                     raise BakeCancelled(f"Bake cancelled at frame {frame}; frames up to {frame - 1} are kept")
-                dt = solver.stable_dt()
+                dt = min(solver.stable_dt(), sources.max_dt, remaining)
                 n_left = math.ceil(remaining / dt - 1e-9)
                 dt = remaining / n_left  # equal substeps that land exactly on the frame time
+                t_step = solver.time
                 solver.step(dt)
+                sources.step(solver, t_step, dt)
                 remaining -= dt
                 substeps += 1
                 _check_state(solver, frame, settings)

@@ -23,8 +23,9 @@ import numpy as np
 
 from .errors import InvalidSceneError
 from . import settings as settings_mod
+from .particles import check_channel_name
 
-JOB_FORMAT_VERSION = 2
+JOB_FORMAT_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -57,14 +58,68 @@ class FluidObject:
         World-space surface of the volume.
     velocity : ndarray, shape (3,), float64, m/s
         Initial velocity of the liquid.
+    settings : FluidSettings
+        Per-object settings (the spacing factor of its particles).
+    channels : dict of str -> float
+        Values of named extra particle channels for the liquid of this object (other particles
+        get 0); they reach the cache as attributes (see :mod:`engine.particles`).
     """
 
     name: str
     mesh: TriangleMesh
     velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    settings: settings_mod.FluidSettings = field(default_factory=settings_mod.FluidSettings)
+    channels: dict = field(default_factory=dict)
 
     def __post_init__(self):
         object.__setattr__(self, "velocity", np.asarray(self.velocity, dtype=np.float64).reshape(3))
+        object.__setattr__(self, "channels", {str(k): float(v) for k, v in dict(self.channels).items()})
+
+
+@dataclass(frozen=True)
+class InflowObject:
+    """A mesh that emits liquid during the bake (see :mod:`engine.emit`).
+
+    Attributes
+    ----------
+    name : str
+    mesh : TriangleMesh
+        World-space surface, metres. SURFACE mode emits from its faces along their outward normals
+        (the winding of the triangles); VOLUME mode needs a closed mesh.
+    settings : InflowSettings
+        Mode, speed, velocity, frame window and spacing factor.
+    channels : dict of str -> float
+        Values of named extra particle channels for the emitted liquid.
+    """
+
+    name: str
+    mesh: TriangleMesh
+    settings: settings_mod.InflowSettings = field(default_factory=settings_mod.InflowSettings)
+    channels: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "channels", {str(k): float(v) for k, v in dict(self.channels).items()})
+
+    @property
+    def velocity(self) -> np.ndarray:
+        """World-space velocity of the settings, (3,) float64, m/s."""
+        st = self.settings
+        return np.array([st.velocity_x, st.velocity_y, st.velocity_z], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class OutflowObject:
+    """A closed mesh that removes every particle inside it (generalised winding number above 1/2).
+
+    Attributes
+    ----------
+    name : str
+    mesh : TriangleMesh
+        World-space surface, metres.
+    """
+
+    name: str
+    mesh: TriangleMesh
 
 
 @dataclass(frozen=True)
@@ -145,6 +200,8 @@ class SceneDescription:
     fluids : tuple of FluidObject
     containers : tuple of BoxContainer
     colliders : tuple of MeshCollider
+    inflows : tuple of InflowObject
+    outflows : tuple of OutflowObject
     gravity : ndarray, shape (3,), float64, m/s^2
     frame_start, frame_end : int
         Inclusive frame range; the state at ``frame_start`` is the initial state.
@@ -159,9 +216,13 @@ class SceneDescription:
     frame_start: int = 1
     frame_end: int = 72
     fps: float = 24.0
+    inflows: tuple = ()
+    outflows: tuple = ()
 
     def __post_init__(self):
         object.__setattr__(self, "fluids", tuple(self.fluids))
+        object.__setattr__(self, "inflows", tuple(self.inflows))
+        object.__setattr__(self, "outflows", tuple(self.outflows))
         object.__setattr__(self, "containers", tuple(self.containers))
         object.__setattr__(self, "colliders", tuple(self.colliders))
         object.__setattr__(self, "gravity", np.asarray(self.gravity, dtype=np.float64).reshape(3))
@@ -169,13 +230,26 @@ class SceneDescription:
     def validate(self) -> None:
         """Raise :class:`InvalidSceneError` listing every structural problem."""
         problems = []
-        if not self.fluids:
-            problems.append("The scene has no object with the role Fluid")
+        if not self.fluids and not self.inflows:
+            problems.append("The scene has no object with the role Fluid or Inflow")
         for f in self.fluids:
+            problems += settings_mod.validate_object(f.settings, f"Fluid '{f.name}'")
+            problems += _channel_problems(f.channels, f"Fluid '{f.name}'")
             if len(f.mesh.triangles) == 0:
                 problems.append(f"Fluid '{f.name}' has no faces, so it has no volume to fill")
             elif not np.all(np.isfinite(f.mesh.vertices)):
                 problems.append(f"Fluid '{f.name}' has non-finite vertex coordinates")
+        for f in self.inflows:
+            owner = f"Inflow '{f.name}'"
+            problems += settings_mod.validate_object(f.settings, owner)
+            problems += _channel_problems(f.channels, owner)
+            problems += _mesh_problems(f.mesh, owner)
+            if not problems and f.settings.inflow_mode == "SURFACE":
+                if surface_flux(f.mesh, f.velocity, f.settings.normal_speed) <= 0.0:
+                    problems.append(f"{owner} emits nothing: no face moves liquid outward (raise its Normal "
+                                    f"Speed, or turn its Velocity toward the way its faces point)")
+        for f in self.outflows:
+            problems += _mesh_problems(f.mesh, f"Outflow '{f.name}'")
         for c in self.containers:
             if np.any(c.upper <= c.lower):
                 problems.append(f"Container '{c.name}' has no inside (its size is zero along an axis)")
@@ -210,6 +284,54 @@ class SceneDescription:
             raise InvalidSceneError(problems)
 
 
+def face_areas_normals(mesh: TriangleMesh) -> tuple[np.ndarray, np.ndarray]:
+    """Area (T,), m^2, and unit outward normal (T, 3) of each triangle (zero normal for a degenerate one)."""
+    v = mesh.vertices
+    t = mesh.triangles
+    cross = np.cross(v[t[:, 1]] - v[t[:, 0]], v[t[:, 2]] - v[t[:, 0]])
+    norm = np.linalg.norm(cross, axis=1)
+    normals = np.divide(cross, norm[:, None], out=np.zeros_like(cross), where=norm[:, None] > 0.0)
+    return 0.5 * norm, normals
+
+
+def surface_flux(mesh: TriangleMesh, velocity: np.ndarray, normal_speed: float) -> float:
+    """Volume of liquid a SURFACE inflow emits per second, m^3/s: the sum over faces of
+    A max((velocity + normal_speed n) . n, 0) = A max(velocity . n + normal_speed, 0)."""
+    if len(mesh.triangles) == 0:
+        return 0.0
+    area, n = face_areas_normals(mesh)
+    return float(np.sum(area * np.maximum(n @ np.asarray(velocity, dtype=np.float64) + normal_speed, 0.0)))
+
+
+def _mesh_problems(mesh: TriangleMesh, owner: str) -> list[str]:
+    if len(mesh.triangles) == 0:
+        return [f"{owner} has no faces"]
+    if not np.all(np.isfinite(mesh.vertices)):
+        return [f"{owner} has non-finite vertex coordinates"]
+    if mesh.triangles.min() < 0 or mesh.triangles.max() >= len(mesh.vertices):
+        return [f"{owner} has faces that refer to missing vertices"]
+    return []
+
+
+def _channel_problems(channels: dict, owner: str) -> list[str]:
+    problems = []
+    for name, value in channels.items():
+        why = check_channel_name(name)
+        if why:
+            problems.append(f"{owner}: particle channel {why}")
+        elif not np.isfinite(value):
+            problems.append(f"{owner}: particle channel '{name}' has a non-finite value {value!r}")
+    return problems
+
+
+def channel_names(scene: SceneDescription) -> list[str]:
+    """Every named extra particle channel the scene's objects set, sorted."""
+    names = set()
+    for obj in scene.fluids + scene.inflows:
+        names.update(obj.channels)
+    return sorted(names)
+
+
 def _arrays_and_json(scene: SceneDescription):
     arrays = {"gravity": scene.gravity}
     fluids = []
@@ -218,7 +340,19 @@ def _arrays_and_json(scene: SceneDescription):
         arrays[f"fluid{i}_triangles"] = f.mesh.triangles
         arrays[f"fluid{i}_velocity"] = f.velocity
         fluids.append({"name": f.name, "vertices": f"fluid{i}_vertices", "triangles": f"fluid{i}_triangles",
-                       "velocity": f"fluid{i}_velocity"})
+                       "velocity": f"fluid{i}_velocity", "settings": settings_mod.to_dict(f.settings),
+                       "channels": dict(f.channels)})
+    inflows = []
+    for i, f in enumerate(scene.inflows):
+        arrays[f"inflow{i}_vertices"] = f.mesh.vertices
+        arrays[f"inflow{i}_triangles"] = f.mesh.triangles
+        inflows.append({"name": f.name, "vertices": f"inflow{i}_vertices", "triangles": f"inflow{i}_triangles",
+                        "settings": settings_mod.to_dict(f.settings), "channels": dict(f.channels)})
+    outflows = []
+    for i, f in enumerate(scene.outflows):
+        arrays[f"outflow{i}_vertices"] = f.mesh.vertices
+        arrays[f"outflow{i}_triangles"] = f.mesh.triangles
+        outflows.append({"name": f.name, "vertices": f"outflow{i}_vertices", "triangles": f"outflow{i}_triangles"})
     containers = []
     for i, c in enumerate(scene.containers):
         arrays[f"container{i}_lower"] = c.lower
@@ -240,7 +374,8 @@ def _arrays_and_json(scene: SceneDescription):
         colliders.append(entry)
     doc = {"format": "surge-job", "format_version": JOB_FORMAT_VERSION, "frame_start": int(scene.frame_start),
            "frame_end": int(scene.frame_end), "fps": float(scene.fps), "gravity": "gravity",
-           "fluids": fluids, "containers": containers, "colliders": colliders}
+           "fluids": fluids, "containers": containers, "colliders": colliders, "inflows": inflows,
+           "outflows": outflows}
     return doc, arrays
 
 
@@ -303,7 +438,14 @@ def load_job(job_dir: str) -> tuple[SceneDescription, settings_mod.SimulationSet
                                 f"{JOB_FORMAT_VERSION}")
     try:
         fluids = [FluidObject(f["name"], TriangleMesh(arrays[f["vertices"]], arrays[f["triangles"]]),
-                              arrays[f["velocity"]]) for f in doc["fluids"]]
+                              arrays[f["velocity"]],
+                              settings_mod.fluid_from_dict(f["settings"], f"Fluid '{f['name']}'"),
+                              f.get("channels", {})) for f in doc["fluids"]]
+        inflows = [InflowObject(f["name"], TriangleMesh(arrays[f["vertices"]], arrays[f["triangles"]]),
+                                settings_mod.inflow_from_dict(f["settings"], f"Inflow '{f['name']}'"),
+                                f.get("channels", {})) for f in doc["inflows"]]
+        outflows = [OutflowObject(f["name"], TriangleMesh(arrays[f["vertices"]], arrays[f["triangles"]]))
+                    for f in doc["outflows"]]
         containers = []
         for c in doc["containers"]:
             if c.get("type") != "BOX":
@@ -320,7 +462,7 @@ def load_job(job_dir: str) -> tuple[SceneDescription, settings_mod.SimulationSet
         scene = SceneDescription(fluids=fluids, containers=containers, colliders=colliders,
                                  gravity=arrays[doc["gravity"]],
                                  frame_start=int(doc["frame_start"]), frame_end=int(doc["frame_end"]),
-                                 fps=float(doc["fps"]))
+                                 fps=float(doc["fps"]), inflows=inflows, outflows=outflows)
     except KeyError as exc:
         raise InvalidSceneError(f"Job folder '{job_dir}' is incomplete: missing {exc}") from exc
     return scene, settings_mod.from_dict(sdict)

@@ -121,6 +121,33 @@ class SimulationSettings:
         tooltip="Strength of the pull that keeps the liquid together and rounds off drops; 1 pulls the surface "
                 "inward as strongly as gravity pulls down. Use 0 for large-scale water, more for small drops")
 
+    # --- Removal of emitted liquid ---
+    particle_lifetime: float = _param(
+        0.0, label="Lifetime", unit="s", min=0.0, max=1.0e6, soft_max=60.0, group="Removal",
+        tooltip="Particles older than this many seconds are removed (age counts from emission, or from the "
+                "first frame for the liquid of Fluid objects); 0 keeps every particle")
+    use_kill_box: bool = _param(
+        False, label="Kill Box", group="Removal",
+        tooltip="Remove every particle that leaves the box between Kill Box Min and Kill Box Max (world space)")
+    kill_box_min_x: float = _param(
+        -10.0, label="Kill Box Min X", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
+        tooltip="Lowest X of the kill box, in metres; particles with a smaller X are removed")
+    kill_box_min_y: float = _param(
+        -10.0, label="Kill Box Min Y", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
+        tooltip="Lowest Y of the kill box, in metres; particles with a smaller Y are removed")
+    kill_box_min_z: float = _param(
+        -10.0, label="Kill Box Min Z", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
+        tooltip="Lowest Z of the kill box, in metres; particles with a smaller Z are removed")
+    kill_box_max_x: float = _param(
+        10.0, label="Kill Box Max X", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
+        tooltip="Highest X of the kill box, in metres; particles with a larger X are removed")
+    kill_box_max_y: float = _param(
+        10.0, label="Kill Box Max Y", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
+        tooltip="Highest Y of the kill box, in metres; particles with a larger Y are removed")
+    kill_box_max_z: float = _param(
+        10.0, label="Kill Box Max Z", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
+        tooltip="Highest Z of the kill box, in metres; particles with a larger Z are removed")
+
 
 
 COLLIDER_MODES = (
@@ -155,6 +182,62 @@ class ColliderSettings:
                 "a shell is half a particle spacing thick plus this offset on each side")
 
 
+def _spacing_factor():
+    return _param(
+        1.0, label="Spacing Factor", min=0.25, max=4.0, soft_min=0.5, soft_max=2.0, group="Resolution",
+        tooltip="Particle spacing of the liquid from this object as a multiple of the scene's Particle Spacing; "
+                "below 1 gives finer detail (8 times more particles at 0.5), above 1 coarser, cheaper liquid. "
+                "Needs the PBF solver when it is not 1")
+
+
+@dataclass(frozen=True)
+class FluidSettings:
+    """Per-object parameters of a FLUID object (``Object.surge`` in Blender). Construct with keywords."""
+
+    spacing_factor: float = _spacing_factor()
+
+
+INFLOW_MODES = (
+    ("SURFACE", "Surface", "Liquid leaves the mesh surface, one steady stream of particles per patch of surface: "
+                           "a tap, a nozzle, a spring. Faces emit along their normal"),
+    ("VOLUME", "Volume", "The mesh volume is kept full of liquid: particles are added wherever the volume has "
+                         "room for one"),
+)
+
+
+@dataclass(frozen=True)
+class InflowSettings:
+    """Per-object parameters of an INFLOW object (``Object.surge`` in Blender). Construct with keywords.
+
+    The emitted liquid moves at ``velocity + normal_speed * n`` (n the outward face normal); a
+    surface face emits the volume flux A (velocity . n + normal_speed) per second when that is positive.
+    """
+
+    inflow_mode: str = _param(
+        "SURFACE", label="Emit From", items=INFLOW_MODES, group="Inflow",
+        tooltip="Where the liquid appears: from the surface of the mesh, or filling its closed volume")
+    normal_speed: float = _param(
+        1.0, label="Normal Speed", unit="m/s", min=0.0, max=1000.0, soft_max=20.0, group="Inflow",
+        tooltip="Speed of the liquid along each face's outward normal, in metres per second (Surface only); "
+                "with the velocity it sets how much liquid flows: face area times speed, per second")
+    velocity_x: float = _param(
+        0.0, label="Velocity X", unit="m/s", min=-1000.0, max=1000.0, soft_min=-20.0, soft_max=20.0, group="Inflow",
+        tooltip="X of the world-space velocity given to the emitted liquid, in metres per second")
+    velocity_y: float = _param(
+        0.0, label="Velocity Y", unit="m/s", min=-1000.0, max=1000.0, soft_min=-20.0, soft_max=20.0, group="Inflow",
+        tooltip="Y of the world-space velocity given to the emitted liquid, in metres per second")
+    velocity_z: float = _param(
+        0.0, label="Velocity Z", unit="m/s", min=-1000.0, max=1000.0, soft_min=-20.0, soft_max=20.0, group="Inflow",
+        tooltip="Z of the world-space velocity given to the emitted liquid, in metres per second")
+    emit_start: int = _param(
+        1, label="Start Frame", min=-1048574, max=1048574, group="Inflow",
+        tooltip="First frame during which this object emits liquid")
+    emit_end: int = _param(
+        0, label="End Frame", min=-1048574, max=1048574, group="Inflow",
+        tooltip="Last frame during which this object emits liquid; 0 emits until the end of the bake")
+    spacing_factor: float = _spacing_factor()
+
+
 def _parameters_of(cls) -> list[Parameter]:
     """Metadata of every field of a settings dataclass, in declaration order."""
     hints = {"str": str, "float": float, "int": int, "bool": bool}
@@ -170,6 +253,16 @@ def parameters() -> list[Parameter]:
 def collider_parameters() -> list[Parameter]:
     """Metadata of every per-collider setting, in declaration order."""
     return _parameters_of(ColliderSettings)
+
+
+def fluid_parameters() -> list[Parameter]:
+    """Metadata of every per-object setting of a FLUID object, in declaration order."""
+    return _parameters_of(FluidSettings)
+
+
+def inflow_parameters() -> list[Parameter]:
+    """Metadata of every per-object setting of an INFLOW object, in declaration order."""
+    return _parameters_of(InflowSettings)
 
 
 def _problems_in(settings, owner: str) -> list[str]:
@@ -189,7 +282,10 @@ def _strict_from_dict(cls, data: dict, owner: str):
         raise InvalidSettingsError(problems)
     values = {k: (float(v) if known[k].kind is float and isinstance(v, int) and not isinstance(v, bool) else v)
               for k, v in data.items()}
-    settings = cls(**values)
+    try:
+        settings = cls(**values)
+    except TypeError as exc:
+        raise InvalidSettingsError([f"{owner}: {exc}"]) from exc
     problems = _problems_in(settings, owner)
     if problems:
         raise InvalidSettingsError(problems)
@@ -204,6 +300,31 @@ def validate_collider(settings: ColliderSettings, owner: str) -> list[str]:
 def collider_from_dict(data: dict, owner: str) -> ColliderSettings:
     """Strict construction of :class:`ColliderSettings` (unknown keys are errors), validated."""
     return _strict_from_dict(ColliderSettings, data, owner)
+
+
+def validate_object(settings, owner: str) -> list[str]:
+    """Problems with one object's settings (ColliderSettings, FluidSettings or InflowSettings; ``owner``
+    names it, e.g. "Inflow 'Tap'"), including the cross-field checks of an inflow."""
+    problems = _problems_in(settings, owner)
+    if isinstance(settings, InflowSettings) and not problems:
+        if settings.emit_end != 0 and settings.emit_end < settings.emit_start:
+            problems.append(f"{owner}: setting 'End Frame' (emit_end) is {settings.emit_end}, before the Start "
+                            f"Frame {settings.emit_start}; use 0 to emit until the end of the bake")
+    return problems
+
+
+def fluid_from_dict(data: dict, owner: str) -> FluidSettings:
+    """Strict construction of :class:`FluidSettings` (unknown keys are errors), validated."""
+    return _strict_from_dict(FluidSettings, data, owner)
+
+
+def inflow_from_dict(data: dict, owner: str) -> InflowSettings:
+    """Strict construction of :class:`InflowSettings` (unknown keys are errors), validated."""
+    settings = _strict_from_dict(InflowSettings, data, owner)
+    problems = validate_object(settings, owner)
+    if problems:
+        raise InvalidSettingsError(problems)
+    return settings
 
 
 def to_dict(settings: SimulationSettings) -> dict:
@@ -252,6 +373,12 @@ def validate(settings: SimulationSettings, owner: str = "Scene") -> None:
         Name used in messages (the Blender scene name, for instance).
     """
     problems = _problems_in(settings, owner)
+    if not problems and settings.use_kill_box:
+        for axis in "xyz":
+            lo, hi = getattr(settings, f"kill_box_min_{axis}"), getattr(settings, f"kill_box_max_{axis}")
+            if hi <= lo:
+                problems.append(f"{owner}: setting 'Kill Box Max {axis.upper()}' (kill_box_max_{axis}) is {hi:g} m, "
+                                f"not above Kill Box Min {axis.upper()} ({lo:g} m); the kill box would be empty")
     if problems:
         raise InvalidSettingsError(problems)
 

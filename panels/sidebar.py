@@ -15,7 +15,12 @@ GROUPS = tuple(
 #: Per-collider settings drawn for the role Collider, in the engine's order.
 COLLIDER_SETTINGS = tuple(p.name for p in settings_mod.collider_parameters())
 
-UNSUPPORTED_ROLES = {"INFLOW", "OUTFLOW"}
+#: Per-object settings drawn for the roles Fluid and Inflow, in the engine's order.
+FLUID_SETTINGS = tuple(p.name for p in settings_mod.fluid_parameters())
+INFLOW_SETTINGS = tuple(p.name for p in settings_mod.inflow_parameters())
+
+#: Settings of an inflow that only apply in one of its modes: name -> mode.
+INFLOW_MODE_ONLY = {"normal_speed": "SURFACE"}
 
 
 class SurgeSidebarPanel:
@@ -45,8 +50,16 @@ class VIEW3D_PT_surge_object(SurgeSidebarPanel, bpy.types.Panel):
             if obj.surge.collider_resolved:
                 # what the last bake made of this collider (the mode Auto picked)
                 layout.label(text=f"Last bake: {obj.surge.collider_resolved}", icon="INFO")
-        if obj.surge.role in UNSUPPORTED_ROLES:
-            layout.label(text="This role is not available yet", icon="ERROR")
+        elif obj.surge.role == "FLUID":
+            for name in FLUID_SETTINGS:
+                layout.prop(obj.surge, name)
+        elif obj.surge.role == "INFLOW":
+            for name in INFLOW_SETTINGS:
+                row = layout.row()
+                row.active = INFLOW_MODE_ONLY.get(name, obj.surge.inflow_mode) == obj.surge.inflow_mode
+                row.prop(obj.surge, name)
+        elif obj.surge.role == "OUTFLOW":
+            layout.label(text="Removes the liquid inside this closed mesh", icon="INFO")
 
 
 class VIEW3D_PT_surge_simulation(SurgeSidebarPanel, bpy.types.Panel):

@@ -624,7 +624,9 @@ class PBFSolver:
     ----------
     model : PBFModel
     particles : Particles
-        Arrays are replaced (reordered) every step; read them through ``solver.particles``.
+        Arrays are replaced (reordered) every step; read them through ``solver.particles``. The
+        count may change between substeps through :meth:`add_particles` and :meth:`remove_particles`,
+        which keep ``level`` in step with the particles.
     level : ndarray, shape (N,), uint8, optional
         Resolution level of each particle (index into ``model.level_*``); default all 0.
 
@@ -667,15 +669,10 @@ class PBFSolver:
         # single-precision per-level constants of the iteration kernels
         self._lh = model.level_h.astype(np.float32)
         self._lmass = (model.level_mass / model.level_mass[0]).astype(np.float32)
-        self._x_buf = np.empty((n, 3), dtype=np.float32)  # Jacobi double buffer, then XSPH's
-        self._lam = np.zeros(n, dtype=np.float32)
-        self._nbr_start = np.zeros(n + 1, dtype=np.int64)
         self._nbr = np.empty(0, dtype=np.int32)
-        self._wall_free = np.ones(n, dtype=np.float32)
-        self._slot = np.full(n, -1, dtype=np.int32)
         self._bidx = np.zeros(0, dtype=np.int32)
-        self._block_err = np.zeros((n + BLOCK - 1) // BLOCK, dtype=np.float64)
-        self._block_max = np.zeros_like(self._block_err)
+        self._x_buf = np.empty((0, 3), dtype=np.float32)
+        self._ensure_capacity()
         #: seconds spent in the last substep, by phase (the benchmark reads it)
         self.timings = {"predict": 0.0, "grid": 0.0, "neighbours": 0.0, "solve": 0.0, "viscosity": 0.0}
 
@@ -683,6 +680,44 @@ class PBFSolver:
     def speed_limit(self) -> float:
         """A particle faster than this means the simulation diverged, m/s."""
         return self.model.speed_limit
+
+    def _ensure_capacity(self) -> None:
+        """Size the per-particle buffers for the current particle count (it changes when particles
+        are emitted or removed between substeps)."""
+        n = len(self.particles)
+        if self.level.shape[0] != n:
+            raise ValueError(f"the solver holds levels for {self.level.shape[0]} particles, the particle set has "
+                             f"{n}; add and remove particles through the solver")
+        if self._x_buf.shape[0] == n:
+            return
+        self._x_buf = np.empty((n, 3), dtype=np.float32)  # Jacobi double buffer, then XSPH's
+        self._lam = np.zeros(n, dtype=np.float32)
+        self._nbr_start = np.zeros(n + 1, dtype=np.int64)
+        self._wall_free = np.ones(n, dtype=np.float32)
+        self._slot = np.full(n, -1, dtype=np.int32)
+        self._block_err = np.zeros((n + BLOCK - 1) // BLOCK, dtype=np.float64)
+        self._block_max = np.zeros_like(self._block_err)
+
+    def add_particles(self, x: np.ndarray, v: np.ndarray, level: int | np.ndarray = 0, **kwargs) -> np.ndarray:
+        """Append particles of resolution ``level`` (one for all or one each) between substeps;
+        ``kwargs`` go to :meth:`engine.particles.Particles.add`. Returns their ids."""
+        x = np.asarray(x).reshape(-1, 3)
+        lev = np.broadcast_to(np.asarray(level, dtype=np.uint8), (x.shape[0],))
+        if lev.shape[0] and int(lev.max()) >= len(self.model.level_h):
+            raise ValueError(f"level {int(lev.max())} is not one of the model's {len(self.model.level_h)} levels")
+        ids = self.particles.add(x, v, **kwargs)
+        self.level = np.concatenate([self.level, lev])
+        self._ensure_capacity()
+        return ids
+
+    def remove_particles(self, mask: np.ndarray) -> int:
+        """Delete the particles where ``mask`` is True between substeps; returns how many."""
+        mask = np.asarray(mask, dtype=bool).reshape(-1)
+        removed = self.particles.remove(mask)
+        if removed:
+            self.level = np.ascontiguousarray(self.level[~mask])
+            self._ensure_capacity()
+        return removed
 
     def stable_dt(self) -> float:
         """Longest substep with (|v|max + |g| dt) dt <= cfl h, at most ``model.max_dt``, s."""
@@ -736,9 +771,9 @@ class PBFSolver:
         m, pt = self.model, self.particles
         n = len(pt)
         if n == 0:
+            self.time += dt  # colliders keep moving while the liquid has not been emitted yet
             return
-        if self.level.shape[0] != n or self._x_buf.shape[0] != n:
-            raise ValueError("the particle count changed; PBFSolver holds per-particle arrays of the old count")
+        self._ensure_capacity()
         t0 = time.perf_counter()
         margin = m.cell_size
         inv_dt = 1.0 / dt

@@ -257,7 +257,8 @@ class WCSPHSolver:
         self.time = 0.0
         self.grid: CellGrid | None = None
         self._pr = np.zeros(len(particles), dtype=np.float32)  # scratch: p / rho^2 in sorted order
-        self._evaluate()
+        if len(particles):
+            self._evaluate()
 
     @property
     def _cset(self) -> tuple:
@@ -298,9 +299,37 @@ class WCSPHSolver:
             dt = min(dt, self.collision.dt_limit(self.time))
         return dt
 
+    def add_particles(self, x: np.ndarray, v: np.ndarray, level: int | np.ndarray = 0, **kwargs) -> np.ndarray:
+        """Append particles between substeps (``kwargs`` go to :meth:`engine.particles.Particles.add`);
+        returns their ids. Only level 0 exists: WCSPH has a single resolution. Their acceleration
+        starts as gravity until the next force evaluation."""
+        if np.any(np.asarray(level) != 0):
+            raise ValueError("WCSPH has a single resolution; every particle has level 0")
+        n = len(self.particles)
+        ids = self.particles.add(x, v, **kwargs)
+        self.particles.a[n:] = self.model.gravity
+        self._ensure_capacity()
+        return ids
+
+    def remove_particles(self, mask: np.ndarray) -> int:
+        """Delete the particles where ``mask`` is True between substeps; returns how many."""
+        removed = self.particles.remove(mask)
+        self._ensure_capacity()
+        return removed
+
+    def _ensure_capacity(self) -> None:
+        """Size the per-particle scratch buffer for the current particle count."""
+        n = len(self.particles)
+        if self._pr.shape[0] != n:
+            self._pr = np.zeros(n, dtype=np.float32)
+
     def step(self, dt: float) -> None:
         """One leap-frog substep of length dt (seed 000 eq. 8, kick-drift-kick)."""
         m, pt = self.model, self.particles
+        if len(pt) == 0:
+            self.time += dt
+            return
+        self._ensure_capacity()
         kick(pt.v, pt.a, 0.5 * dt)
         x_start = pt.x.copy() if self.collision is not None else pt.x
         drift_and_clamp(pt.x, pt.v, dt, m.boxes, 2.0 * m.h, m.box_friction, m.box_bounce)

@@ -91,7 +91,8 @@ def test_properties_mirror_engine_settings(surge, owner):
     if owner == "Scene":
         rna, params, extras = _scene_group().properties, settings.parameters(), EXTRA_SCENE_PROPERTIES
     else:
-        rna, params, extras = _object_group().properties, settings.collider_parameters(), EXTRA_OBJECT_PROPERTIES
+        rna, params, extras = (_object_group().properties, submodule(surge, "props").object_parameters(),
+                               EXTRA_OBJECT_PROPERTIES)
     # both directions: every engine parameter is a property, every property is a parameter or a known extra
     assert {p.name for p in params} == set(rna.keys()) - extras - BUILTIN
     for p in params:
@@ -239,7 +240,14 @@ def test_panels_draw_existing_properties_and_operators(scene, surge):
     assert ("label", "Last bake: Container (picked by Auto)") in _draw("VIEW3D_PT_surge_object")
     tank.surge.role = "INFLOW"
     drawn = _draw("VIEW3D_PT_surge_object")
-    assert ("prop", "collider_mode") not in drawn and ("label", "This role is not available yet") in drawn
+    assert [n for kind, n in drawn if kind == "prop"] == ["role"] + [p.name for p in settings.inflow_parameters()]
+    tank.surge.role = "FLUID"
+    drawn = _draw("VIEW3D_PT_surge_object")
+    assert [n for kind, n in drawn if kind == "prop"] == ["role"] + [p.name for p in settings.fluid_parameters()]
+    tank.surge.role = "OUTFLOW"
+    drawn = _draw("VIEW3D_PT_surge_object")
+    assert [n for kind, n in drawn if kind == "prop"] == ["role"]
+    assert ("label", "Removes the liquid inside this closed mesh") in drawn
 
     drawn = _draw("VIEW3D_PT_surge_simulation")
     params = settings.parameters()
@@ -276,7 +284,7 @@ def test_float_display_precision_shows_the_defaults(surge):
     """Water's viscosity (1e-6) must not display as 0.000."""
     settings = submodule(surge, "engine.settings")
     for rna, params in ((_scene_group().properties, settings.parameters()),
-                        (_object_group().properties, settings.collider_parameters())):
+                        (_object_group().properties, submodule(surge, "props").object_parameters())):
         for p in params:
             if p.kind is float and p.default:
                 digits = rna[p.name].precision

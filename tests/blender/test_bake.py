@@ -179,8 +179,15 @@ def test_bad_input_is_refused_and_keeps_the_earlier_bake(earlier_bake, tmp_path,
 
 def test_unsupported_objects_are_all_named_at_once(scene, surge, tmp_path):
     column_scene(scene, str(tmp_path / "cache"))
-    add_box("Tap", (0, 0, 0.25), (0.02, 0.02, 0.27), role="INFLOW")
-    add_box("Drain", (0.08, 0.08, 0), (0.1, 0.1, 0.02), role="OUTFLOW")
+    tap = bpy.data.objects.new("Tap", bpy.data.meshes.new("Tap"))  # an inflow without faces
+    tap.data.from_pydata([(0, 0, 0.25), (0.02, 0, 0.25)], [(0, 1)], [])
+    bpy.context.scene.collection.objects.link(tap)
+    tap.surge.role = "INFLOW"
+    drain = add_box("Drain", (0.08, 0.08, 0), (0.1, 0.1, 0.02), role="OUTFLOW")  # an outflow that moves
+    drain.location.x = 0.0
+    drain.keyframe_insert("location", frame=1)
+    drain.location.x = 0.05
+    drain.keyframe_insert("location", frame=3)
     bpy.data.objects.new("Lamp", bpy.data.lights.new("Lamp", "POINT")).surge.role = "COLLIDER"
     bpy.context.scene.collection.objects.link(bpy.data.objects["Lamp"])
     with pytest.raises(RuntimeError) as info:
@@ -188,7 +195,8 @@ def test_unsupported_objects_are_all_named_at_once(scene, surge, tmp_path):
     text = str(info.value)
     for name in ("'Tap'", "'Drain'", "'Lamp'"):
         assert name in text, name
-    assert "cannot simulate yet" in text and "without geometry" in text
+    assert "Inflow 'Tap' has no faces" in text and "without geometry" in text
+    assert "Outflow 'Drain' moves or changes shape" in text
     assert not os.path.exists(tmp_path / "cache")  # refused before the folder was created
 
 
