@@ -79,7 +79,7 @@ def bench_pbf(n, warm, steps, iterations, tolerance_stop, repeats):
             iters.append(s.iterations)
             errors.append(s.density_error)
         total = time.perf_counter() - t0
-        extra = dict(n=len(s.particles), iters=iters, errors=errors, nbrs=s._nbr_start[-1] / len(s.particles),
+        extra = dict(n=len(s.particles), iters=iters, errors=errors, nbrs=s.neighbours.pairs / len(s.particles),
                      bytes=s.memory_bytes() / len(s.particles))
         return total, phases, extra
 

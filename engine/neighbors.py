@@ -249,7 +249,15 @@ def _list_counts(x, hsup, cell_start, cell_nbr, counts):
 
 
 @njit(parallel=True, cache=True)
-def _list_fill(x, hsup, cell_start, cell_nbr, nbr_start, nbr):
+def _list_fill(x, hsup, cell_start, cell_nbr, chunk_base, chunk_cap,
+               # outputs
+               nbr_start, nbr_count, nbr, overflow):
+    """Fill each chunk's neighbours into its own slice ``chunk_base[b] : chunk_base[b] + chunk_cap[b]``.
+
+    Particles of a chunk are consecutive, so their ranges follow each other inside the slice. A chunk
+    whose neighbours do not fit sets ``overflow[b]``; its counts are still exact (the caller sizes the
+    slices from them and fills again).
+    """
     m = cell_nbr.shape[0]
     for b in prange((m + LIST_CHUNK - 1) // LIST_CHUNK):
         c0 = b * LIST_CHUNK
@@ -262,6 +270,9 @@ def _list_fill(x, hsup, cell_start, cell_nbr, nbr_start, nbr):
         ci = np.empty(width, dtype=np.int32)
         row = np.empty(width + 1, dtype=np.int32)
         keep = np.empty(width, dtype=np.bool_)
+        cursor = chunk_base[b]
+        limit = chunk_base[b] + chunk_cap[b]
+        over = False
         for c in range(c0, c1):
             k = _gather_candidates(c, x, hsup, cell_start, cell_nbr, cx, cy, cz, ch, ci)
             for i in range(cell_start[c], cell_start[c + 1]):
@@ -281,50 +292,113 @@ def _list_fill(x, hsup, cell_start, cell_nbr, nbr_start, nbr):
                 for t in range(k):
                     row[n] = ci[t]
                     n += keep[t] and ci[t] != i
-                start = nbr_start[i]
-                for t in range(min(n, nbr_start[i + 1] - start)):
-                    nbr[start + t] = row[t]
+                nbr_start[i] = cursor
+                nbr_count[i] = n
+                if cursor + n <= limit:
+                    for t in range(n):
+                        nbr[cursor + t] = row[t]
+                else:
+                    over = True
+                cursor += n
+        overflow[b] = over
 
 
-def neighbour_list(x_sorted: np.ndarray, hsup: np.ndarray, grid: CellGrid, nbr_start: np.ndarray,
-                   nbr: np.ndarray | None) -> np.ndarray:
-    """Compact (CSR) neighbour list of a sorted particle set, built cell by cell.
+@njit(cache=True)
+def _chunk_slices(cell_start, counts, grow, pad,
+                  # outputs
+                  chunk_base, chunk_cap):
+    """Slice of every chunk: its particles' counts summed, times ``grow``, plus ``pad``; returns the total."""
+    m = cell_start.shape[0] - 1
+    base = 0
+    for b in range(chunk_base.shape[0]):
+        p0 = cell_start[b * LIST_CHUNK]
+        p1 = cell_start[min(m, (b + 1) * LIST_CHUNK)]
+        total = 0
+        for i in range(p0, p1):
+            total += counts[i]
+        cap = np.int64(total * grow) + pad
+        chunk_base[b] = base
+        chunk_cap[b] = cap
+        base += cap
+    return base
+
+
+class NeighbourList:
+    """Compact neighbour list of a sorted particle set, rebuilt every substep.
 
     Particle j is a neighbour of i (j != i) when |x_i - x_j| < h_i + h_j, i.e. within the support
-    2 h_ij of the pair's mean smoothing length. For each cell the particles of its 27 neighbour
-    cells are first copied into contiguous buffers, once for all the particles of the cell; every
-    particle then tests them in a loop over plain arrays (about 8 times fewer scattered reads than
-    a per-particle walk over the 27 cells, and a loop the compiler can vectorise). A counting pass
-    sizes each particle's range, a second pass fills it.
+    2 h_ij of the pair's mean smoothing length. The neighbours of i are
+    ``nbr[start[i] : start[i] + count[i]]`` (int32 indices into the sorted order).
 
-    Parameters
+    Built cell by cell: for each cell the particles of its 27 neighbour cells are copied into
+    contiguous buffers, once for all the particles of the cell, and every particle tests them in a
+    loop over plain arrays (about 8 times fewer scattered reads than a walk over the 27 cells per
+    particle, in a loop the compiler vectorises). Cells are processed in chunks of
+    :data:`LIST_CHUNK`; each chunk writes into its own slice of ``nbr``, sized from the counts of the
+    previous substep (the same particles, reordered) plus 5 %, so one pass usually suffices. The
+    first build, a changed particle count or a chunk that overflows its slice costs one extra
+    counting pass.
+
+    Attributes
     ----------
-    x_sorted : ndarray, shape (N, 3), float32
-        Positions in the grid's sorted order.
-    hsup : ndarray, shape (N,), float32
-        Half the support radius of each particle (its smoothing length h for a support of 2h).
-        ``2 * max(hsup)`` must not exceed ``grid.cell_size``.
-    nbr_start : ndarray, shape (N + 1,), int64
-        Output: neighbours of i are ``nbr[nbr_start[i]:nbr_start[i + 1]]``.
-    nbr : ndarray of int32 or None
-        A buffer to reuse when it is large enough (and not more than twice too large).
-
-    Returns
-    -------
-    ndarray, int32
-        The neighbour buffer (``nbr`` itself or a new one); entries past ``nbr_start[N]`` are unused.
+    start : ndarray, shape (N,), int64
+    count : ndarray, shape (N,), uint16
+    nbr : ndarray, int32 (slack between chunks is unused)
     """
-    n = x_sorted.shape[0]
-    counts = np.empty(n, dtype=np.int64)
-    _list_counts(x_sorted, hsup, grid.cell_start, grid.cell_nbr, counts)
-    nbr_start[0] = 0
-    np.cumsum(counts, out=nbr_start[1:])
-    total = int(nbr_start[-1])
-    if nbr is None or total > nbr.shape[0] or total < nbr.shape[0] // 2:
-        # 10 % headroom: the count drifts a little from step to step; reallocate rarely
-        nbr = np.empty(int(total * 1.1) + 16, dtype=np.int32)
-    _list_fill(x_sorted, hsup, grid.cell_start, grid.cell_nbr, nbr_start, nbr)
-    return nbr
+
+    def __init__(self):
+        self.start = np.zeros(0, dtype=np.int64)
+        self.count = np.zeros(0, dtype=np.uint16)
+        self.nbr = np.zeros(0, dtype=np.int32)
+        #: extra counting passes so far (first builds, count changes, overflows)
+        self.recounts = 0
+
+    @property
+    def pairs(self) -> int:
+        """Number of (ordered) neighbour pairs."""
+        return int(self.count.sum(dtype=np.int64))
+
+    def nbytes(self) -> int:
+        return self.start.nbytes + self.count.nbytes + self.nbr.nbytes
+
+    def build(self, x_sorted: np.ndarray, hsup: np.ndarray, grid: CellGrid) -> None:
+        """Neighbours of the particles ``x_sorted`` (the grid's sorted order).
+
+        Parameters
+        ----------
+        x_sorted : ndarray, shape (N, 3), float32
+        hsup : ndarray, shape (N,), float32
+            Smoothing length h of each particle (support 2h); ``2 * max(hsup)`` must not exceed
+            ``grid.cell_size``.
+        grid : CellGrid
+            The grid ``x_sorted`` was sorted by; its ``order`` maps the previous order of the same
+            particles to this one (pass a grid without ``order`` when the particles changed).
+        """
+        n = x_sorted.shape[0]
+        m = grid.cell_nbr.shape[0]
+        chunks = (m + LIST_CHUNK - 1) // LIST_CHUNK
+        chunk_base = np.empty(chunks, dtype=np.int64)
+        chunk_cap = np.empty(chunks, dtype=np.int64)
+        overflow = np.zeros(chunks, dtype=np.bool_)
+        if self.count.shape[0] == n and grid.order is not None:
+            counts = self.count[grid.order].astype(np.int64)
+        else:
+            counts = np.empty(n, dtype=np.int64)
+            _list_counts(x_sorted, hsup, grid.cell_start, grid.cell_nbr, counts)
+            self.recounts += 1
+        start = np.empty(n, dtype=np.int64)
+        count = np.empty(n, dtype=np.uint16)
+        for _attempt in range(2):
+            total = _chunk_slices(grid.cell_start, counts, 1.05, 8, chunk_base, chunk_cap)
+            if total > self.nbr.shape[0] or total < self.nbr.shape[0] // 2:
+                self.nbr = np.empty(total, dtype=np.int32)
+            _list_fill(x_sorted, hsup, grid.cell_start, grid.cell_nbr, chunk_base, chunk_cap, start, count,
+                       self.nbr, overflow)
+            if not overflow.any():
+                break
+            counts = count.astype(np.int64)  # exact: slices sized from these always fit
+            self.recounts += 1
+        self.start, self.count = start, count
 
 
 @njit(cache=True)

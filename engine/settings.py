@@ -61,7 +61,7 @@ class SimulationSettings:
     """Every parameter of a bake. Construct with keywords; check with :func:`validate`."""
 
     solver: str = _param(
-        "WCSPH", label="Solver", items=SOLVERS,
+        "PBF", label="Solver", items=SOLVERS,
         tooltip="Method that moves the liquid")
     particle_spacing: float = _param(
         0.025, label="Particle Spacing", unit="m", min=0.0005, max=10.0, soft_min=0.002, soft_max=0.2,

@@ -56,18 +56,35 @@ def test_shape_functions_match_the_engine_kernels():
     assert_allclose(dw, [cubic_dwdr(ri, h) for ri in r], rtol=1e-12, atol=1e-9)
 
 
-def test_neighbour_list_equals_brute_force():
-    rng = np.random.default_rng(3)
-    x = rng.uniform(0.0, 0.2, size=(600, 3))
-    s = make(x, gravity=np.zeros(3))
-    s._neighbours()
+def _brute_force_neighbours(s):
+    nl = s.neighbours
     xs = s.particles.x.astype(np.float64)
     d2 = ((xs[:, None, :] - xs[None, :, :]) ** 2).sum(-1)
     want = d2 < (2 * s.model.h) ** 2
     np.fill_diagonal(want, False)
     for i in range(len(xs)):
-        got = np.sort(s._nbr[s._nbr_start[i]:s._nbr_start[i + 1]])
+        got = np.sort(nl.nbr[nl.start[i]:nl.start[i] + nl.count[i]])
         np.testing.assert_array_equal(got, np.nonzero(want[i])[0])
+
+
+def test_neighbour_list_equals_brute_force():
+    """First build (counting pass), rebuilds sized from the last counts, and a compression that
+    overflows the slices sized from them: every list equals the brute-force one."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0.0, 0.2, size=(600, 3))
+    s = make(x, gravity=np.zeros(3))
+    s._neighbours()
+    _brute_force_neighbours(s)
+    assert s.neighbours.recounts == 1
+    for _ in range(3):  # small moves: the previous counts size the slices
+        s.particles.x += rng.uniform(-0.3, 0.3, size=s.particles.x.shape).astype(np.float32) * s.model.h
+        s._neighbours()
+        _brute_force_neighbours(s)
+    s.particles.x *= np.float32(0.6)  # ~4.6 times more neighbours: the slices overflow, counted again
+    before = s.neighbours.recounts
+    s._neighbours()
+    _brute_force_neighbours(s)
+    assert s.neighbours.recounts == before + 1
 
 
 def test_resting_tank_settles_within_tolerance_and_keeps_every_particle():

@@ -19,7 +19,7 @@ def _frames(cache_dir):
 def test_resting_column_keeps_count_stays_finite_and_settles(tmp_path):
     h_col = 0.16
     scene = column_scene(water=(0.08, 0.08, h_col), tank=(0.08, 0.08, 0.3), frames=(1, 13))
-    driver.bake(scene, SimulationSettings(particle_spacing=0.01), str(tmp_path))
+    driver.bake(scene, SimulationSettings(solver="WCSPH", particle_spacing=0.01), str(tmp_path))
     frames = _frames(tmp_path)
     n0 = len(frames[0]["id"])
     assert n0 == 8 * 8 * 16
@@ -44,7 +44,7 @@ def test_resting_column_keeps_count_stays_finite_and_settles(tmp_path):
 
 def test_same_scene_twice_is_bit_identical(tmp_path):
     scene = column_scene(water=(0.05, 0.05, 0.1), tank=(0.15, 0.05, 0.15), frames=(1, 3))
-    settings = SimulationSettings(particle_spacing=0.01)
+    settings = SimulationSettings(solver="WCSPH", particle_spacing=0.01)
     driver.bake(scene, settings, str(tmp_path / "a"))
     driver.bake(scene, settings, str(tmp_path / "b"))
     for fa, fb in zip(_frames(tmp_path / "a"), _frames(tmp_path / "b")):

@@ -96,7 +96,7 @@ def build_scene(spacing: float, frame_end: int) -> None:
     world.node_tree.nodes["Background"].inputs["Strength"].default_value = 0.8
     scene.world = world
 
-    scene.surge.solver = "WCSPH"
+    scene.surge.solver = "PBF"
     scene.surge.particle_spacing = spacing
     scene.surge.cache_directory = "//surge_cache/"
 

@@ -65,7 +65,7 @@ from numba import njit, prange
 
 from ..collision import CollisionWorld, SWEEP_STEP, collider_free, collider_near, empty_world_args, project
 from ..kernels import half_space_tables, lattice_sum
-from ..neighbors import CellGrid, build_grid, neighbour_list
+from ..neighbors import CellGrid, NeighbourList, build_grid
 from ..walls import near_box, wall_gradient, wall_mass
 from ..particles import Particles
 
@@ -370,7 +370,7 @@ def boundary_walls(x, bidx, level, level_h, boxes, table_q0, table_step, psi, dp
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def constraint(x, level, nbr_start, nbr, lh, lmass, level_k, lam_max, uniform, rho_unit, rho0, beta, wall_free,
+def constraint(x, level, nbr_start, nbr_count, nbr, lh, lmass, level_k, lam_max, uniform, rho_unit, rho0, beta, wall_free,
                block,
                # outputs
                rho, lam, block_err, block_max):
@@ -399,7 +399,7 @@ def constraint(x, level, nbr_start, nbr, lh, lmass, level_k, lam_max, uniform, r
             zi = x[i, 2]
             if uniform:
                 acc = np.float32(1.0)  # w(0) = 1: the particle itself
-                for p in range(nbr_start[i], nbr_start[i + 1]):
+                for p in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
                     j = nbr[p]
                     dx = xi - x[j, 0]
                     dy = yi - x[j, 1]
@@ -409,7 +409,7 @@ def constraint(x, level, nbr_start, nbr, lh, lmass, level_k, lam_max, uniform, r
             else:
                 hi_ = lh[li]
                 acc = lmass[li] / (hi_ * hi_ * hi_)
-                for p in range(nbr_start[i], nbr_start[i + 1]):
+                for p in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
                     j = nbr[p]
                     lj = level[j]
                     inv_h = np.float32(2.0) / (hi_ + lh[lj])
@@ -434,7 +434,7 @@ def constraint(x, level, nbr_start, nbr, lh, lmass, level_k, lam_max, uniform, r
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def correct(x, lam, level, nbr_start, nbr, lh, lmass, cohesion, uniform, scale, slot, wall_grad, wall_factor,
+def correct(x, lam, level, nbr_start, nbr_count, nbr, lh, lmass, cohesion, uniform, scale, slot, wall_grad, wall_factor,
             max_move, boxes, margin, inv_dt,
             # outputs
             x_out, v):
@@ -465,7 +465,7 @@ def correct(x, lam, level, nbr_start, nbr, lh, lmass, cohesion, uniform, scale, 
         d1 = zero
         d2 = zero
         if uniform and gi == 0.0:
-            for p in range(nbr_start[i], nbr_start[i + 1]):
+            for p in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
                 j = nbr[p]
                 dx = xi - x[j, 0]
                 dy = yi - x[j, 1]
@@ -481,7 +481,7 @@ def correct(x, lam, level, nbr_start, nbr, lh, lmass, cohesion, uniform, scale, 
             d1 *= inv_h0_4
             d2 *= inv_h0_4
         else:
-            for p in range(nbr_start[i], nbr_start[i + 1]):
+            for p in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
                 j = nbr[p]
                 lj = level[j]
                 inv_h = np.float32(2.0) / (hi_ + lh[lj])
@@ -536,7 +536,7 @@ def correct(x, lam, level, nbr_start, nbr, lh, lmass, cohesion, uniform, scale, 
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def xsph_pass(x, v, rho, level, nbr_start, nbr, lh, lmass, uniform, c_unit,
+def xsph_pass(x, v, rho, level, nbr_start, nbr_count, nbr, lh, lmass, uniform, c_unit,
               # outputs
               v_out):
     """One XSPH pass, eq. 6: v_out_i = v_i + c sum_j m_j / rho_j (v_j - v_i) W_ij.
@@ -560,7 +560,7 @@ def xsph_pass(x, v, rho, level, nbr_start, nbr, lh, lmass, uniform, c_unit,
         a1 = zero
         a2 = zero
         if uniform:
-            for p in range(nbr_start[i], nbr_start[i + 1]):
+            for p in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
                 j = nbr[p]
                 dx = xi - x[j, 0]
                 dy = yi - x[j, 1]
@@ -571,7 +571,7 @@ def xsph_pass(x, v, rho, level, nbr_start, nbr, lh, lmass, uniform, c_unit,
                 a2 += w * (v[j, 2] - v2)
             k = cu * inv_h0 * inv_h0 * inv_h0
         else:
-            for p in range(nbr_start[i], nbr_start[i + 1]):
+            for p in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
                 j = nbr[p]
                 lj = level[j]
                 inv_h = np.float32(2.0) / (hi_ + lh[lj])
@@ -669,7 +669,9 @@ class PBFSolver:
         # single-precision per-level constants of the iteration kernels
         self._lh = model.level_h.astype(np.float32)
         self._lmass = (model.level_mass / model.level_mass[0]).astype(np.float32)
-        self._nbr = np.empty(0, dtype=np.int32)
+        #: neighbour list of the last substep (sorted order)
+        self.neighbours = NeighbourList()
+        self._changed = True
         self._bidx = np.zeros(0, dtype=np.int32)
         self._x_buf = np.empty((0, 3), dtype=np.float32)
         self._ensure_capacity()
@@ -692,7 +694,6 @@ class PBFSolver:
             return
         self._x_buf = np.empty((n, 3), dtype=np.float32)  # Jacobi double buffer, then XSPH's
         self._lam = np.zeros(n, dtype=np.float32)
-        self._nbr_start = np.zeros(n + 1, dtype=np.int64)
         self._wall_free = np.ones(n, dtype=np.float32)
         self._slot = np.full(n, -1, dtype=np.int32)
         self._block_err = np.zeros((n + BLOCK - 1) // BLOCK, dtype=np.float64)
@@ -707,6 +708,7 @@ class PBFSolver:
             raise ValueError(f"level {int(lev.max())} is not one of the model's {len(self.model.level_h)} levels")
         ids = self.particles.add(x, v, **kwargs)
         self.level = np.concatenate([self.level, lev])
+        self._changed = True
         self._ensure_capacity()
         return ids
 
@@ -716,6 +718,7 @@ class PBFSolver:
         removed = self.particles.remove(mask)
         if removed:
             self.level = np.ascontiguousarray(self.level[~mask])
+            self._changed = True
             self._ensure_capacity()
         return removed
 
@@ -746,10 +749,13 @@ class PBFSolver:
         grid = build_grid(pt.x, m.cell_size)
         pt.reorder(grid.order)
         self.level = np.ascontiguousarray(self.level[grid.order])
-        self.grid = grid
+        # the order and the particle -> cell map are not needed after the reorder: don't hold them
+        self.grid = grid._replace(order=None, particle_cell=None)
         self.timings["grid"] = time.perf_counter() - t0
-        hsup = self._lh[self.level]
-        self._nbr = neighbour_list(pt.x, hsup, grid, self._nbr_start, self._nbr)
+        if self._changed:
+            grid = grid._replace(order=None)  # other particles than last substep: count afresh
+            self._changed = False
+        self.neighbours.build(pt.x, self._lh[self.level], grid)
 
     def _boundary(self, cset: tuple) -> None:
         """Pick the particles near a wall for this substep (see :func:`boundary_flags`)."""
@@ -791,6 +797,7 @@ class PBFSolver:
         self._boundary(cset)
         t2 = time.perf_counter()
         wall_grad = np.empty((self._bidx.shape[0], 3), dtype=np.float32)
+        nl = self.neighbours
         lam_max = m.attraction_limit(dt).astype(np.float32)
         cohesion = m.cohesion(dt).astype(np.float32)
         rho_unit = _SIGMA * float(m.level_mass[0])
@@ -801,7 +808,7 @@ class PBFSolver:
             if self._bidx.shape[0]:
                 boundary_walls(pt.x, self._bidx, self.level, m.level_h, m.boxes, m.table_q0, m.table_step, m.psi,
                                m.dpsi, cset, self._wall_free, wall_grad)
-            constraint(pt.x, self.level, self._nbr_start, self._nbr, self._lh, self._lmass, level_k, lam_max,
+            constraint(pt.x, self.level, nl.start, nl.count, nl.nbr, self._lh, self._lmass, level_k, lam_max,
                        self._uniform, rho_unit, m.rho0, m.beta, self._wall_free, BLOCK, pt.rho, self._lam,
                        self._block_err, self._block_max)
             self.density_error = float(np.sum(self._block_err)) / n
@@ -810,7 +817,7 @@ class PBFSolver:
             # liquid whose mean error is small only because the compressed layer is thin.
             if it > 0 and self.density_error <= m.tolerance:
                 break
-            correct(pt.x, self._lam, self.level, self._nbr_start, self._nbr, self._lh, self._lmass, cohesion,
+            correct(pt.x, self._lam, self.level, nl.start, nl.count, nl.nbr, self._lh, self._lmass, cohesion,
                     self._uniform, scale, self._slot, wall_grad, WALL_FACTOR, MAX_MOVE, m.boxes, margin, inv_dt,
                     self._x_buf, pt.v)
             if self.collision is not None:
@@ -822,7 +829,7 @@ class PBFSolver:
         t3 = time.perf_counter()
         passes = m.xsph_passes
         for _ in range(passes):
-            xsph_pass(pt.x, pt.v, pt.rho, self.level, self._nbr_start, self._nbr, self._lh, self._lmass,
+            xsph_pass(pt.x, pt.v, pt.rho, self.level, nl.start, nl.count, nl.nbr, self._lh, self._lmass,
                       self._uniform, m.xsph / passes * rho_unit, self._x_buf)
             pt.v, self._x_buf = self._x_buf, pt.v
         if self.collision is not None and self.collision.has_friction:
@@ -835,14 +842,14 @@ class PBFSolver:
                         "solve": t3 - t2, "viscosity": t4 - t3}
 
     def memory_bytes(self) -> int:
-        """Bytes held by the particle state, the solver's buffers and the last grid."""
-        arrays = [getattr(self.particles, k) for k in ("x", "v", "a", "rho", "p", "id")]
-        arrays += [self.level, self._x_buf, self._lam, self._nbr_start, self._nbr, self._block_err,
+        """Bytes held by the particle state (every channel at its capacity), the solver's buffers and
+        the last grid."""
+        arrays = [self.level, self._x_buf, self._lam, self._block_err,
                    self._block_max, self._wall_free, self._slot, self._bidx]
         if self.grid is not None:
             g = self.grid
-            arrays += [g.order, g.cell_key, g.cell_start, g.cell_nbr, g.particle_cell]
-        return int(sum(a.nbytes for a in arrays))
+            arrays += [g.cell_key, g.cell_start, g.cell_nbr]
+        return self.particles.nbytes() + self.neighbours.nbytes() + int(sum(a.nbytes for a in arrays))
 
 
 _NO_COLLIDERS = empty_world_args()
