@@ -62,3 +62,7 @@ def test_bake_a_tap_into_a_tank_with_a_drain(scene, surge, tmp_path):
     liquid = scene.surge.liquid_object
     for frame in (1, 4, 7):
         assert evaluated_points(liquid, frame)["count"] == counts[frame - 1]
+    # the particle age travels to Blender as an attribute
+    points = evaluated_points(liquid, 7)
+    np.testing.assert_allclose(points["age"][np.argsort(points["id"])], last["age"][np.argsort(last["id"])],
+                               rtol=1e-6, atol=0)
