@@ -48,7 +48,8 @@ def check_job(scene: SceneDescription, settings: settings_mod.SimulationSettings
             raise InvalidSceneError([f"{name}: setting 'Spacing Factor' (spacing_factor) is not 1, but the "
                                      f"{settings.solver} solver has a single resolution; set it to 1 or use the "
                                      f"PBF solver" for name in several])
-    return budget.check_particle_budget(scene, settings.particle_spacing)
+    return budget.check_particle_budget(scene, settings.particle_spacing, lifetime=settings.particle_lifetime,
+                                        drained=bool(scene.outflows) or settings.use_kill_box)
 
 
 def resolution_levels(scene: SceneDescription, settings: settings_mod.SimulationSettings
@@ -96,6 +97,8 @@ def fill_fluids(scene: SceneDescription, settings: settings_mod.SimulationSettin
         level.append(np.full(len(pts), lev, dtype=np.uint8))
     if problems:
         raise InvalidSceneError(problems)
+    if not scene.inflows:
+        pt.fit()  # nothing will be added: no spare rows
     return pt, (np.concatenate(level) if level else np.zeros(0, dtype=np.uint8))
 
 
