@@ -215,9 +215,16 @@ class Sources:
             from . import emit
 
             spacings, levels = resolution_levels(scene, settings)
+            problems = []
             for f in scene.inflows:
                 lev = levels[("INFLOW", f.name)]
-                self.emitters.append(emit.make_emitter(f, float(spacings[lev]), lev, scene.frame_start, scene.fps))
+                e = emit.make_emitter(f, float(spacings[lev]), lev, scene.frame_start, scene.fps)
+                if isinstance(e, emit.VolumeEmitter) and len(e.sites) == 0:
+                    problems.append(f"Inflow '{f.name}' (Emit From: Volume) holds no particle at spacing "
+                                    f"{spacings[lev]:g} m: it is open, flat or thinner than the spacing")
+                self.emitters.append(e)
+            if problems:
+                raise InvalidSceneError(problems)
             speed = _emission_speed(scene)
             if speed > 0.0:
                 self.max_dt = 0.5 * float(spacings[0]) / speed

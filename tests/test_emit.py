@@ -250,6 +250,10 @@ def test_job_round_trip_and_refusals(tmp_path):
                                                   settings=settings_mod.FluidSettings(spacing_factor=2.0))])
     with pytest.raises(InvalidSceneError, match="Fluid 'Pool': setting 'Spacing Factor'.*single resolution"):
         driver.check_job(coarse, settings_mod.SimulationSettings(solver="WCSPH"))
+    flat = SceneDescription(inflows=[InflowObject("Sheet", quad([0, 0, 0], [0, 0.1, 0], [0.1, 0, 0]),
+                                                  settings_mod.InflowSettings(inflow_mode="VOLUME"))])
+    with pytest.raises(InvalidSceneError, match=r"Inflow 'Sheet' \(Emit From: Volume\) holds no particle"):
+        driver.bake(flat, settings_mod.SimulationSettings(solver="PBF", particle_spacing=0.01), str(tmp_path / "c"))
     with pytest.raises(InvalidSceneError, match="channel '2x' is not a valid channel name"):
         SceneDescription(fluids=[FluidObject("Pool", box_mesh([0, 0, 0], [0.1, 0.1, 0.1]),
                                              channels={"2x": 1.0})]).validate()
