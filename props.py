@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 
 import bpy
-from bpy.props import (BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty,
-                       StringProperty)
+from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty, IntProperty,
+                       PointerProperty, StringProperty)
 
 from .engine import settings as settings_mod
 
@@ -81,12 +81,28 @@ def object_parameters() -> list[settings_mod.Parameter]:
     return list(out.values())
 
 
+class SurgeParticleChannel(bpy.types.PropertyGroup):
+    """One named particle channel an object sets on its liquid (``Object.surge.channels``).
+
+    ``name`` (the PropertyGroup's own) is the channel's name: a cache attribute of that name holds
+    ``value`` for the particles of this object and 0 for the others.
+    """
+
+    value: FloatProperty(
+        name="Value", default=0.0,
+        description="Value this object's liquid carries in the channel; particles of other objects carry 0")
+
+
 def _object_annotations() -> dict:
     ann = {"role": EnumProperty(
         name="Role", items=ROLE_ITEMS, default="NONE",
         description="What this object does in the Surge liquid simulation")}
     for p in object_parameters():
         ann[p.name] = _property_for(p)
+    ann["channels"] = CollectionProperty(
+        type=SurgeParticleChannel, name="Particle Channels",
+        description="Named values the liquid of this Fluid or Inflow object carries into the cache as particle "
+                    "attributes (for shading: which source a drop came from, a colour to mix)")
     ann["collider_resolved"] = StringProperty(
         name="Acts As", default="",
         description="How the last bake treated this collider (the mode Auto picked, for instance); set by the "
@@ -132,4 +148,4 @@ SurgeSceneSettings = type("SurgeSceneSettings", (bpy.types.PropertyGroup,), {
     "__annotations__": _scene_annotations(),
 })
 
-CLASSES = (SurgeObjectSettings, SurgeSceneSettings)
+CLASSES = (SurgeParticleChannel, SurgeObjectSettings, SurgeSceneSettings)

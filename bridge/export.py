@@ -103,6 +103,12 @@ def inflow_settings(obj, scale: float) -> settings_mod.InflowSettings:
     return settings_mod.InflowSettings(**_engine_values(obj.surge, settings_mod.inflow_parameters(), scale))
 
 
+def particle_channels(obj) -> dict:
+    """Named particle channels of a Fluid or Inflow object (``obj.surge.channels``): name -> value.
+    Names are checked by the scene's validation (a bad one is refused naming the object)."""
+    return {c.name: float32_to_float(c.value) for c in obj.surge.channels}
+
+
 def collider_settings(obj, scale: float) -> settings_mod.ColliderSettings:
     """Engine collider settings from ``obj.surge``; the surface offset converted to metres with ``scale``."""
     return settings_mod.ColliderSettings(**_engine_values(obj.surge, settings_mod.collider_parameters(), scale))
@@ -305,8 +311,8 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
             # even when already there: animated values the user changed without keying them would
             # otherwise stand in for the keyed ones at the first frame only
             scene.frame_set(scene.frame_start)
-        fluids = [FluidObject(obj.name, _world_mesh(obj, depsgraph, scale), settings=fluid_settings(obj, scale))
-                  for obj in fluid_objects]
+        fluids = [FluidObject(obj.name, _world_mesh(obj, depsgraph, scale), settings=fluid_settings(obj, scale),
+                              channels=particle_channels(obj)) for obj in fluid_objects]
         tracks = []
         for obj in inflow_objects + outflow_objects + collider_objects:
             first = _Geometry(obj, depsgraph)
@@ -337,7 +343,7 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
                 continue
             mesh = TriangleMesh(track.first.world() * scale, track.first.triangles)
             if role == "INFLOW":
-                inflows.append(InflowObject(obj.name, mesh, inflow_settings(obj, scale)))
+                inflows.append(InflowObject(obj.name, mesh, inflow_settings(obj, scale), particle_channels(obj)))
             else:
                 outflows.append(OutflowObject(obj.name, mesh))
             continue

@@ -10,6 +10,8 @@ velocities             vector3f[]      m/s     velocity
 widths (constant)      float[1]        m       radius (half the width): half the particle spacing
 primvars:density       float[] vertex  kg/m^3  density
 primvars:id            int[] vertex            id
+primvars:<name>        float[] vertex          <name>: every other per-particle float attribute of
+                                               the cache (``age``, s, and the named extra channels)
 ids                    int64[]                 (read by other USD tools as the stable point id)
 =====================  ==============  ======  =================================================
 
@@ -30,6 +32,9 @@ import sys
 import numpy as np
 
 PRIM_PATH = "/SurgeLiquid"
+
+#: Cache attributes written as USD properties of their own (see the table above).
+_BUILT_IN = frozenset({"position", "velocity", "density", "id"})
 
 
 def _blender_site_packages() -> list[str]:
@@ -78,7 +83,8 @@ def write_frame(path: str, arrays: dict, frame: int, radius: float) -> None:
         which may be reading the sequence during the bake, never opens half a file.
     arrays : dict
         One frame of the engine cache: ``position`` (N, 3) float32 m, ``velocity`` (N, 3) float32 m/s,
-        ``density`` (N,) float32 kg/m^3, ``id`` (N,) int32.
+        ``density`` (N,) float32 kg/m^3, ``id`` (N,) int32, and any other (N,) float array (the
+        particle age, extra channels), each written as a float primvar of its own name.
     frame : int
         Frame number, recorded in the layer's metadata.
     radius : float
@@ -107,6 +113,15 @@ def write_frame(path: str, arrays: dict, frame: int, radius: float) -> None:
     primvars.CreatePrimvar("density", Sdf.ValueTypeNames.FloatArray, UsdGeom.Tokens.vertex).Set(
         Vt.FloatArray.FromNumpy(rho))
     primvars.CreatePrimvar("id", Sdf.ValueTypeNames.IntArray, UsdGeom.Tokens.vertex).Set(Vt.IntArray.FromNumpy(ids))
+    for name, values in arrays.items():
+        if name in _BUILT_IN:
+            continue
+        values = np.asarray(values)
+        if values.shape != (len(x),) or values.dtype.kind != "f":
+            raise ValueError(f"Particle attribute '{name}' has shape {values.shape} and type {values.dtype}; "
+                             f"extra attributes are one float per particle")
+        primvars.CreatePrimvar(name, Sdf.ValueTypeNames.FloatArray, UsdGeom.Tokens.vertex).Set(
+            Vt.FloatArray.FromNumpy(np.ascontiguousarray(values, dtype=np.float32)))
     if len(x):
         lo, hi = x.min(axis=0) - radius, x.max(axis=0) + radius
         points.CreateExtentAttr(Vt.Vec3fArray.FromNumpy(np.array([lo, hi], dtype=np.float32)))

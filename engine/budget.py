@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from .errors import InvalidSceneError
-from .scene import SceneDescription, TriangleMesh
+from .scene import InflowObject, SceneDescription, TriangleMesh, surface_flux
 
 #: Engine memory per particle used for the pre-bake guard, bytes (state, grid, temporaries,
 #: plus the float64 lattice candidates while filling).
@@ -25,6 +25,23 @@ def lattice_site_count(mesh: TriangleMesh, dx: float) -> float:
     return float(np.prod(np.floor((hi - lo) / dx) + 2.0))
 
 
+def inflow_particle_count(inflow: InflowObject, dx: float, scene: SceneDescription, lifetime: float = 0.0) -> float:
+    """Upper bound on the particles an inflow has emitted at any one time at scene spacing ``dx``:
+    its surface flux times its emitting time (at most ``lifetime`` s when positive), or its volume's
+    lattice count (refilled as the liquid leaves, at a rate not known in advance: counted once per
+    0.1 s)."""
+    st = inflow.settings
+    spacing = dx * st.spacing_factor
+    start = max(st.emit_start - 1, scene.frame_start)
+    end = scene.frame_end if st.emit_end == 0 else min(st.emit_end, scene.frame_end)
+    duration = max(end - start, 0) / scene.fps
+    if lifetime > 0.0:
+        duration = min(duration, lifetime)
+    if st.inflow_mode == "SURFACE":
+        return surface_flux(inflow.mesh, inflow.velocity, st.normal_speed) * duration / spacing ** 3
+    return lattice_site_count(inflow.mesh, spacing) * max(1.0, duration / 0.1)
+
+
 def available_memory() -> int:
     """Physical memory currently available, bytes (a conservative 4 GiB if it cannot be read)."""
     try:
@@ -33,29 +50,37 @@ def available_memory() -> int:
         return 4 * 2**30
 
 
-def check_particle_budget(scene: SceneDescription, dx: float, memory: int | None = None) -> float:
+def check_particle_budget(scene: SceneDescription, dx: float, memory: int | None = None, lifetime: float = 0.0,
+                          drained: bool = False) -> float:
     """Refuse a spacing that would need more memory than the machine has.
 
-    Returns the estimated particle count (an upper bound from the fluids' bounding boxes).
+    Returns the estimated particle count: an upper bound from the fluids' bounding boxes plus
+    what the inflows emit over the bake (see :func:`inflow_particle_count`), over at most
+    ``lifetime`` seconds when that is positive (older particles are removed). With ``drained``
+    (the scene has outflows or a kill box) the inflows are not counted: how much of their liquid
+    is removed cannot be known before the bake, and refusing a fountain that drains would be wrong.
 
     Raises
     ------
     InvalidSceneError
-        Naming the fluid objects, the estimate, and the smallest spacing that would fit.
+        Naming the fluid and inflow objects, the estimate, and the smallest spacing that would fit.
     """
     memory = available_memory() if memory is None else memory
-    counts = {f.name: lattice_site_count(f.mesh, dx) for f in scene.fluids}
+    counts = {f"Fluid '{f.name}'": lattice_site_count(f.mesh, dx * f.settings.spacing_factor) for f in scene.fluids}
+    inflows = () if drained else scene.inflows
+    counts.update({f"Inflow '{f.name}'": inflow_particle_count(f, dx, scene, lifetime) for f in inflows})
     total = sum(counts.values())
     budget = 0.5 * memory  # leave room for the host, the cache writer and the OS
     need = total * BYTES_PER_PARTICLE
     if need > budget or total > MAX_PARTICLES:
         dx_min = (total * dx ** 3 * BYTES_PER_PARTICLE / budget) ** (1.0 / 3.0)
         # the lattice count includes a rim of sites around each box; step up until it really fits
-        while sum(lattice_site_count(f.mesh, dx_min) for f in scene.fluids) * BYTES_PER_PARTICLE > budget:
+        while (sum(lattice_site_count(f.mesh, dx_min * f.settings.spacing_factor) for f in scene.fluids)
+               + sum(inflow_particle_count(f, dx_min, scene, lifetime) for f in inflows)) * BYTES_PER_PARTICLE > budget:
             dx_min *= 1.05
-        names = ", ".join(f"'{n}'" for n in counts)
+        names = ", ".join(counts)
         raise InvalidSceneError(
-            f"Particle spacing {dx:g} m would make about {total:.3g} particles in Fluid {names}, needing "
+            f"Particle spacing {dx:g} m would make about {total:.3g} particles in {names}, needing "
             f"about {need / 2**30:.3g} GiB; {memory / 2**30:.3g} GiB of memory is available. "
             f"Increase the particle spacing to at least {dx_min:.3g} m.")
     return total

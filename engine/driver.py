@@ -48,7 +48,8 @@ def check_job(scene: SceneDescription, settings: settings_mod.SimulationSettings
             raise InvalidSceneError([f"{name}: setting 'Spacing Factor' (spacing_factor) is not 1, but the "
                                      f"{settings.solver} solver has a single resolution; set it to 1 or use the "
                                      f"PBF solver" for name in several])
-    return budget.check_particle_budget(scene, settings.particle_spacing)
+    return budget.check_particle_budget(scene, settings.particle_spacing, lifetime=settings.particle_lifetime,
+                                        drained=bool(scene.outflows) or settings.use_kill_box)
 
 
 def resolution_levels(scene: SceneDescription, settings: settings_mod.SimulationSettings
@@ -96,6 +97,8 @@ def fill_fluids(scene: SceneDescription, settings: settings_mod.SimulationSettin
         level.append(np.full(len(pts), lev, dtype=np.uint8))
     if problems:
         raise InvalidSceneError(problems)
+    if not scene.inflows:
+        pt.fit()  # nothing will be added: no spare rows
     return pt, (np.concatenate(level) if level else np.zeros(0, dtype=np.uint8))
 
 
@@ -212,9 +215,16 @@ class Sources:
             from . import emit
 
             spacings, levels = resolution_levels(scene, settings)
+            problems = []
             for f in scene.inflows:
                 lev = levels[("INFLOW", f.name)]
-                self.emitters.append(emit.make_emitter(f, float(spacings[lev]), lev, scene.frame_start, scene.fps))
+                e = emit.make_emitter(f, float(spacings[lev]), lev, scene.frame_start, scene.fps)
+                if isinstance(e, emit.VolumeEmitter) and len(e.sites) == 0:
+                    problems.append(f"Inflow '{f.name}' (Emit From: Volume) holds no particle at spacing "
+                                    f"{spacings[lev]:g} m: it is open, flat or thinner than the spacing")
+                self.emitters.append(e)
+            if problems:
+                raise InvalidSceneError(problems)
             speed = _emission_speed(scene)
             if speed > 0.0:
                 self.max_dt = 0.5 * float(spacings[0]) / speed

@@ -164,6 +164,11 @@ class Particles:
             self._set(name, buf[:n])
         self.capacity = capacity
 
+    def fit(self, spare: float = 0.0) -> None:
+        """Resize the buffers to ``(1 + spare) * N`` rows (at least one): without emission, spare rows
+        would only cost memory (``fit()`` after filling a scene that has no inflow)."""
+        self._reallocate(max(1, math.ceil((1.0 + spare) * len(self))))
+
     def add(self, x: np.ndarray, v: np.ndarray, *, rho: float | None = None, age: np.ndarray | float = 0.0,
             channels: dict | None = None) -> np.ndarray:
         """Append particles; returns their ids.

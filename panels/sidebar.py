@@ -58,6 +58,12 @@ class VIEW3D_PT_surge_object(SurgeSidebarPanel, bpy.types.Panel):
                 row = layout.row()
                 row.active = INFLOW_MODE_ONLY.get(name, obj.surge.inflow_mode) == obj.surge.inflow_mode
                 row.prop(obj.surge, name)
+        if obj.surge.role in {"FLUID", "INFLOW"} and len(obj.surge.channels):
+            layout.label(text="Particle Channels")
+            for channel in obj.surge.channels:
+                row = layout.row()
+                row.prop(channel, "name", text="")
+                row.prop(channel, "value", text="")
         elif obj.surge.role == "OUTFLOW":
             layout.label(text="Removes the liquid inside this closed mesh", icon="INFO")
 

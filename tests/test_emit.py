@@ -250,6 +250,45 @@ def test_job_round_trip_and_refusals(tmp_path):
                                                   settings=settings_mod.FluidSettings(spacing_factor=2.0))])
     with pytest.raises(InvalidSceneError, match="Fluid 'Pool': setting 'Spacing Factor'.*single resolution"):
         driver.check_job(coarse, settings_mod.SimulationSettings(solver="WCSPH"))
+    flat = SceneDescription(inflows=[InflowObject("Sheet", quad([0, 0, 0], [0, 0.1, 0], [0.1, 0, 0]),
+                                                  settings_mod.InflowSettings(inflow_mode="VOLUME"))])
+    with pytest.raises(InvalidSceneError, match=r"Inflow 'Sheet' \(Emit From: Volume\) holds no particle"):
+        driver.bake(flat, settings_mod.SimulationSettings(solver="PBF", particle_spacing=0.01), str(tmp_path / "c"))
     with pytest.raises(InvalidSceneError, match="channel '2x' is not a valid channel name"):
         SceneDescription(fluids=[FluidObject("Pool", box_mesh([0, 0, 0], [0.1, 0.1, 0.1]),
                                              channels={"2x": 1.0})]).validate()
+
+
+def test_particle_budget_counts_what_inflows_emit():
+    big = quad([0, 0, 1], [0, 2.0, 0], [2.0, 0, 0])  # 4 m^2 facing down
+    tap = InflowObject("Waterfall", big, settings_mod.InflowSettings(normal_speed=2.0))
+    scene = SceneDescription(inflows=[tap], frame_start=1, frame_end=241)  # 10 s
+    # 4 m^2 * 2 m/s * 10 s / (0.01 m)^3 = 8e7 particles: more than 1 GiB holds
+    assert_allclose(budget.inflow_particle_count(tap, 0.01, scene), 8e7, rtol=1e-9, atol=0)
+    with pytest.raises(InvalidSceneError, match="Inflow 'Waterfall'"):
+        budget.check_particle_budget(scene, 0.01, memory=2**30)
+    # a lifetime of 0.1 s keeps at most 1/100 of them; a drain makes the count unknowable: both pass
+    assert_allclose(budget.check_particle_budget(scene, 0.01, memory=2**30, lifetime=0.1), 8e5, rtol=1e-9, atol=0)
+    assert budget.check_particle_budget(scene, 0.01, memory=2**30, drained=True) == 0
+
+
+def test_lifetime_and_kill_box_in_a_bake(tmp_path):
+    """Through the driver: no frame holds a particle older than the lifetime or outside the kill box."""
+    scene = _tap_scene(frames=(1, 8), velocity_x=1.0)  # the stream leans towards +x
+    st = settings_mod.SimulationSettings(solver="PBF", particle_spacing=0.01, particle_lifetime=0.15,
+                                         use_kill_box=True, kill_box_min_x=-1.0, kill_box_max_x=0.15,
+                                         kill_box_min_y=-1.0, kill_box_max_y=1.0, kill_box_min_z=0.1,
+                                         kill_box_max_z=1.0)
+    driver.bake(scene, st, str(tmp_path))
+    reader = CacheReader(str(tmp_path))
+    emitted_any = False
+    for f in reader.frames[1:]:
+        fr = reader.read_frame(f)
+        assert np.all(fr["age"] <= 0.15)
+        x = fr["position"]
+        assert np.all((x[:, 0] <= 0.15) & (x[:, 2] >= 0.1))  # the pool (z < 0.03) went at the first substep
+        emitted_any |= len(x) > 0
+    assert emitted_any
+    # the stream is removed as fast as it comes once the oldest particles pass 0.15 s: the count stops growing
+    counts = [len(reader.read_frame(f)["id"]) for f in reader.frames]
+    assert counts[-1] <= max(counts[1:-1]) + 5

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.blender
 OPERATORS = ("bake", "free_bake")
 PANELS = ("VIEW3D_PT_surge_object", "VIEW3D_PT_surge_simulation", "VIEW3D_PT_surge_bake")
 EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "is_baking", "bake_progress", "bake_status"}
-EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved"}
+EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels"}
 BUILTIN = {"rna_type", "name"}
 
 
@@ -244,6 +244,10 @@ def test_panels_draw_existing_properties_and_operators(scene, surge):
     tank.surge.role = "FLUID"
     drawn = _draw("VIEW3D_PT_surge_object")
     assert [n for kind, n in drawn if kind == "prop"] == ["role"] + [p.name for p in settings.fluid_parameters()]
+    channel = tank.surge.channels.add()
+    channel.name = "tint"
+    drawn = _draw("VIEW3D_PT_surge_object")
+    assert drawn[-3:] == [("label", "Particle Channels"), ("prop", "name"), ("prop", "value")]
     tank.surge.role = "OUTFLOW"
     drawn = _draw("VIEW3D_PT_surge_object")
     assert [n for kind, n in drawn if kind == "prop"] == ["role"]

@@ -18,6 +18,8 @@ def _tap_scene(sc, cache_dir: str):
     tap.surge.inflow_mode = "SURFACE"
     tap.surge.normal_speed = 0.0
     tap.surge.velocity_z = -1.0  # only the bottom face (normal -Z) moves liquid outward
+    channel = tap.surge.channels.add()
+    channel.name, channel.value = "from_tap", 1.0
     add_box("Drain", (0.06, 0.06, -0.01), (0.11, 0.11, 0.03), role="OUTFLOW")
     sc.frame_start, sc.frame_end = 1, 7
     sc.surge.solver = "PBF"
@@ -62,3 +64,17 @@ def test_bake_a_tap_into_a_tank_with_a_drain(scene, surge, tmp_path):
     liquid = scene.surge.liquid_object
     for frame in (1, 4, 7):
         assert evaluated_points(liquid, frame)["count"] == counts[frame - 1]
+    # the particle age and the tap's channel travel to Blender as attributes
+    assert reader.manifest["attributes"]["from_tap"]["dtype"] == "float32"
+    np.testing.assert_array_equal(last["from_tap"], 1.0)
+    points = evaluated_points(liquid, 7)
+    order, cached = np.argsort(points["id"]), np.argsort(last["id"])
+    np.testing.assert_allclose(points["age"][order], last["age"][cached], rtol=1e-6, atol=0)
+    np.testing.assert_array_equal(points["from_tap"], 1.0)
+
+
+def test_bad_channel_name_is_refused(scene, surge, tmp_path):
+    tap = _tap_scene(scene, str(tmp_path / "cache"))
+    tap.surge.channels.add().name = "position"
+    with pytest.raises(RuntimeError, match="Inflow 'Tap': particle channel 'position' is a built-in"):
+        bpy.ops.surge.bake()
