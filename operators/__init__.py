@@ -1,5 +1,8 @@
 """Operators: thin wrappers that check, call the bridge, and report."""
 
-from .bake import CLASSES, HANDLERS
+from . import bake, setup
+from .bake import HANDLERS
+
+CLASSES = setup.CLASSES + bake.CLASSES
 
 __all__ = ["CLASSES", "HANDLERS"]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import bpy
 
+from ..engine import liquids
 from ..engine import settings as settings_mod
+from ..operators.setup import PRESET_SUBDIR
 
 #: Engine settings grouped as engine.settings declares them: ((group, (name, ...)), ...) in order.
 GROUPS = tuple(
@@ -39,6 +41,14 @@ class VIEW3D_PT_surge_object(SurgeSidebarPanel, bpy.types.Panel):
             return
         layout.label(text=obj.name, icon="OBJECT_DATA")
         layout.prop(obj.surge, "role")
+        # one click for every selected object, with a display that shows the role
+        grid = layout.column(align=True)
+        top, bottom = grid.row(align=True), grid.row(align=True)
+        top.operator("surge.make_fluid", text="Fluid", icon="MOD_FLUIDSIM")
+        top.operator("surge.make_inflow", text="Inflow", icon="IMPORT")
+        bottom.operator("surge.make_collider", text="Collider", icon="MOD_PHYSICS")
+        bottom.operator("surge.make_outflow", text="Outflow", icon="EXPORT")
+        grid.operator("surge.clear_role", icon="X")
         if obj.surge.role == "COLLIDER":
             for name in COLLIDER_SETTINGS:
                 layout.prop(obj.surge, name)
@@ -47,6 +57,22 @@ class VIEW3D_PT_surge_object(SurgeSidebarPanel, bpy.types.Panel):
                 layout.label(text=f"Last bake: {obj.surge.collider_resolved}", icon="INFO")
         if obj.surge.role in UNSUPPORTED_ROLES:
             layout.label(text="This role is not available yet", icon="ERROR")
+
+
+class SURGE_MT_liquid_presets(bpy.types.Menu):
+    """Measured liquids, then the artist's own presets"""
+
+    bl_label = "Liquid Presets"
+    preset_subdir = PRESET_SUBDIR
+    preset_operator = "script.execute_preset"
+
+    def draw(self, context):
+        layout = self.layout
+        for item in liquids.LIQUIDS:
+            layout.operator("surge.apply_liquid", text=item.label).liquid = item.name
+        if any(bpy.utils.preset_paths(PRESET_SUBDIR)):
+            layout.separator()
+            bpy.types.Menu.draw_preset(self, context)
 
 
 class VIEW3D_PT_surge_simulation(SurgeSidebarPanel, bpy.types.Panel):
@@ -60,6 +86,12 @@ class VIEW3D_PT_surge_simulation(SurgeSidebarPanel, bpy.types.Panel):
         layout.use_property_split = True
         layout.use_property_decorate = False
         layout.enabled = not settings.is_baking
+        row = layout.row(align=True)
+        row.menu("SURGE_MT_liquid_presets", text=SURGE_MT_liquid_presets.bl_label)
+        row.operator("surge.liquid_preset_add", text="", icon="ADD")
+        row.operator("surge.liquid_preset_add", text="", icon="REMOVE").remove_active = True
+        # Blender's own unit scale: every Surge length is in Blender units times this
+        layout.prop(context.scene.unit_settings, "scale_length", text="World Scale (m per unit)")
         if len(GROUPS) == 1:
             for name in GROUPS[0][1]:
                 layout.prop(settings, name)
@@ -98,4 +130,4 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
             layout.prop(settings, "liquid_object", text="Liquid")
 
 
-CLASSES = (VIEW3D_PT_surge_object, VIEW3D_PT_surge_simulation, VIEW3D_PT_surge_bake)
+CLASSES = (SURGE_MT_liquid_presets, VIEW3D_PT_surge_object, VIEW3D_PT_surge_simulation, VIEW3D_PT_surge_bake)

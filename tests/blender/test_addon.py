@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+import types
 
 import addon_utils
 import bpy
@@ -15,7 +16,8 @@ from blender_helpers import add_box, submodule
 
 pytestmark = pytest.mark.blender
 
-OPERATORS = ("bake", "free_bake")
+OPERATORS = ("bake", "free_bake", "make_fluid", "make_inflow", "make_collider", "make_outflow", "clear_role",
+             "apply_liquid", "liquid_preset_add")
 PANELS = ("VIEW3D_PT_surge_object", "VIEW3D_PT_surge_simulation", "VIEW3D_PT_surge_bake")
 EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "is_baking", "bake_progress", "bake_status"}
 EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved"}
@@ -196,6 +198,12 @@ class _Layout:
         module, name = idname.split(".")
         getattr(getattr(bpy.ops, module), name).get_rna_type()  # raises KeyError if missing
         self.log.append(("operator", idname))
+        return types.SimpleNamespace()  # operator properties set by the panel land here
+
+    def menu(self, menu, **kw):
+        self._check("menu", kw)
+        assert issubclass(getattr(bpy.types, menu), bpy.types.Menu), menu
+        self.log.append(("menu", menu))
 
     def label(self, **kw):
         self._check("label", kw)
@@ -235,6 +243,8 @@ def test_panels_draw_existing_properties_and_operators(scene, surge):
     collider_props = [p.name for p in settings.collider_parameters()]
     assert [n for kind, n in drawn if kind == "prop"] == ["role"] + collider_props
     assert not any(kind == "label" and "not available" in text for kind, text in drawn)
+    for role in ("fluid", "inflow", "collider", "outflow"):
+        assert ("operator", f"surge.make_{role}") in drawn, role
     tank.surge.collider_resolved = "Container (picked by Auto)"
     assert ("label", "Last bake: Container (picked by Auto)") in _draw("VIEW3D_PT_surge_object")
     tank.surge.role = "INFLOW"
@@ -244,7 +254,8 @@ def test_panels_draw_existing_properties_and_operators(scene, surge):
     drawn = _draw("VIEW3D_PT_surge_simulation")
     params = settings.parameters()
     grouped = [p.name for g in dict.fromkeys(p.group for p in params) for p in params if p.group == g]
-    assert [n for kind, n in drawn if kind == "prop"] == grouped
+    assert [n for kind, n in drawn if kind == "prop"] == ["scale_length"] + grouped
+    assert ("menu", "SURGE_MT_liquid_presets") in drawn and ("operator", "surge.liquid_preset_add") in drawn
 
     drawn = _draw("VIEW3D_PT_surge_bake")
     assert ("operator", "surge.bake") in drawn and ("operator", "surge.free_bake") in drawn
