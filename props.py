@@ -99,6 +99,29 @@ def _scene_annotations() -> dict:
         bake_status=StringProperty(
             name="Bake Status", default="",
             description="What the last or current bake is doing, or how it ended"),
+        bake_cancel_requested=BoolProperty(
+            name="Cancel Requested", default=False, options={"SKIP_SAVE"},
+            description="Set by the Cancel button; the running bake stops after its current substep and keeps "
+                        "the frames baked so far"),
+        # figures of the running bake, drawn by the sidebar and the status bar
+        bake_frame=IntProperty(
+            name="Frame", default=0, options={"SKIP_SAVE"},
+            description="Last frame the running bake finished"),
+        bake_substeps=IntProperty(
+            name="Substeps", default=0, min=0, options={"SKIP_SAVE"},
+            description="Substeps the last baked frame took; many substeps mean fast liquid or a fine spacing"),
+        bake_particles=IntProperty(
+            name="Particles", default=0, min=0, options={"SKIP_SAVE"},
+            description="Particles in the last baked frame"),
+        bake_elapsed=FloatProperty(
+            name="Elapsed", default=0.0, min=0.0, unit="TIME_ABSOLUTE", options={"SKIP_SAVE"},
+            description="Time since the running bake started"),
+        bake_remaining=FloatProperty(
+            name="Remaining", default=0.0, min=0.0, unit="TIME_ABSOLUTE", options={"SKIP_SAVE"},
+            description="Estimated time until the running bake ends, from the speed of the frames baked so far"),
+        bake_memory=FloatProperty(
+            name="Memory", default=0.0, min=0.0, options={"SKIP_SAVE"},
+            description="Memory the bake process holds, in mebibytes (MiB)"),
     )
     return ann
 

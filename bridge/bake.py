@@ -75,7 +75,8 @@ def numba_cache_dir() -> str:
         return path
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """A duration for people: '42 s', '3 min 5 s', '2 h 10 min'."""
     seconds = max(0, int(round(seconds)))
     if seconds < 60:
         return f"{seconds} s"
@@ -108,8 +109,10 @@ def describe(event: dict) -> str | None:
                 "compile": "Compiling the simulation kernels (the first bake takes longer)",
                 "simulate": "Simulating"}.get(event.get("stage"), f"Stage {event.get('stage')}")
     if kind == "frame":
+        memory = f", {event['memory'] / 2**20:.0f} MiB" if event.get("memory") else ""
         return (f"Frame {event['frame']} of {event['frame_end']}: {event['particles']} particles, "
-                f"{event['substeps']} substeps, {_duration(event.get('eta', 0.0))} left")
+                f"{event['substeps']} substeps{memory}, {duration(event.get('elapsed', 0.0))} elapsed, "
+                f"{duration(event.get('eta', 0.0))} left")
     if kind == "collider":
         grid = (f"{event.get('cells', 0)} cells, {event.get('memory', 0) / 2**20:.1f} MiB, "
                 + ("from the cache" if event.get("cached") else f"built in {event.get('seconds', 0.0):.1f} s"))
@@ -160,6 +163,9 @@ class BakeSession:
                                    files.log_path(cache_dir))
         self.status = f"Starting the bake process (about {int(self.estimate)} particles)"
         self.progress = 0.0
+        #: figures the sidebar and the status bar draw: Scene.surge.bake_<name>
+        self.figures = {"frame": self.frame_start, "substeps": 0, "particles": 0, "elapsed": 0.0,
+                        "remaining": 0.0, "memory": 0.0}
         self._publish()
         # box containers are settled here; the engine reports how it treats each mesh collider
         for box in description.containers:
@@ -191,10 +197,16 @@ class BakeSession:
         state = self.scene().surge
         if not state.is_baking:
             state.is_baking = True
+            state.bake_cancel_requested = False  # a request left from an earlier bake
         if abs(state.bake_progress - self.progress) > 1e-4:  # the property is float32
             state.bake_progress = self.progress
         if state.bake_status != self.status:
             state.bake_status = self.status
+        for name, value in self.figures.items():
+            prop = f"bake_{name}"
+            # float properties are float32: compare with a relative tolerance above its rounding
+            if abs(getattr(state, prop) - value) > 1e-6 * max(1.0, abs(value)):
+                setattr(state, prop, value)
 
     # -- polling ---------------------------------------------------------------------------------
 
@@ -217,6 +229,9 @@ class BakeSession:
                 self.last_frame = event
                 span = max(1, event["frame_end"] - event["frame_start"])
                 self.progress = min(1.0, (event["frame"] - event["frame_start"]) / span)
+                self.figures.update(frame=int(event["frame"]), substeps=int(event["substeps"]),
+                                    particles=int(event["particles"]), remaining=float(event.get("eta", 0.0)),
+                                    memory=float(event.get("memory", 0)) / 2**20)
             elif kind == "collider":
                 self._show_collider(event.get("name", ""),
                                     resolved_text(event.get("mode", ""), event.get("requested", "")))
@@ -227,7 +242,11 @@ class BakeSession:
                 self.status = text
         if self.simulating:
             self._convert(budget)
+        if self.scene().surge.bake_cancel_requested and self.process.cancel_requested_at is None:
+            self.cancel()  # the Cancel button of the sidebar or the status bar
         self.process.kill_if_overdue()
+        # whole seconds: the clock in the panel ticks once a second, not on every poll
+        self.figures["elapsed"] = float(int(time.monotonic() - self.started))
         self._publish()
         return events
 
@@ -307,6 +326,7 @@ class BakeSession:
 
     def _set_status(self, text: str, frames: list) -> None:
         state = self.scene().surge
+        state.bake_cancel_requested = False
         state.bake_status = text
         state.bake_progress = len(frames) / (self.frame_end - self.frame_start + 1)
         state.is_baking = False

@@ -8,7 +8,7 @@ Prints one JSON object per line on stdout:
 
 * ``{"event": "stage", "stage": "compile" | "fill" | "simulate", "elapsed": s}``
 * ``{"event": "frame", "frame": f, "frame_start": a, "frame_end": b, "substeps": n,
-  "particles": N, "elapsed": s, "eta": s}``
+  "particles": N, "elapsed": s, "eta": s, "memory": bytes}`` (memory: the bake process's resident memory)
 * ``{"event": "done", "status": "complete" | "cancelled", "frames": k, "particles": N, "elapsed": s}``
 * ``{"event": "error", "error": "<exception class>", "message": "..."}``
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import __version__
 from . import budget
+from .memory import resident_bytes
 from . import settings as settings_mod
 from .cache import SDF_DIR, CacheWriter, check_writable, clear
 from .errors import BakeCancelled, InvalidSceneError, SimulationDivergedError
@@ -242,7 +243,7 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
             eta = (time.perf_counter() - sim_start) / done * (n_frames - done)
             emit_({"event": "frame", "frame": frame, "frame_start": scene.frame_start,
                    "frame_end": scene.frame_end, "substeps": substeps, "particles": len(solver.particles),
-                   "elapsed": round(elapsed, 3), "eta": round(eta, 3)})
+                   "elapsed": round(elapsed, 3), "eta": round(eta, 3), "memory": resident_bytes()})
     except BakeCancelled as exc:
         writer.finish("cancelled", str(exc))
         raise

@@ -142,16 +142,38 @@ class SURGE_OT_free_bake(bpy.types.Operator):
         return {"FINISHED"}
 
 
+class SURGE_OT_cancel_bake(bpy.types.Operator):
+    """Stop the running bake after its current substep; the frames baked so far are kept"""
+
+    bl_idname = "surge.cancel_bake"
+    bl_label = "Cancel Bake"
+    bl_options = {"REGISTER"}
+
+    @classmethod
+    def poll(cls, context):
+        scene = context.scene
+        if scene is None or not scene.surge.is_baking:
+            cls.poll_message_set("No bake is running in this scene")
+            return False
+        return True
+
+    def execute(self, context):
+        # the bake operator's session notices this at its next poll (it owns the child process)
+        context.scene.surge.bake_cancel_requested = True
+        return {"FINISHED"}
+
+
 @persistent
 def clear_interrupted_bakes(_filepath) -> None:
     """A file saved during a bake says it is baking; no bake survives loading it, so say so."""
     for scene in bpy.data.scenes:
         if scene.surge.is_baking:
             scene.surge.is_baking = False
+            scene.surge.bake_cancel_requested = False
             scene.surge.bake_status = "The bake was interrupted; bake again"
 
 
-CLASSES = (SURGE_OT_bake, SURGE_OT_free_bake)
+CLASSES = (SURGE_OT_bake, SURGE_OT_free_bake, SURGE_OT_cancel_bake)
 
 #: (handler list name in bpy.app.handlers, function) pairs that register() adds and unregister() removes.
 HANDLERS = (("load_post", clear_interrupted_bakes),)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bpy
 
+from ..bridge.bake import duration
 from ..engine import liquids
 from ..engine import settings as settings_mod
 from ..operators.setup import PRESET_SUBDIR
@@ -18,6 +19,38 @@ GROUPS = tuple(
 COLLIDER_SETTINGS = tuple(p.name for p in settings_mod.collider_parameters())
 
 UNSUPPORTED_ROLES = {"INFLOW", "OUTFLOW"}
+
+
+def progress_text(scene) -> str:
+    """'Frame 12 of 96' once a frame is baked, else what the bake is doing."""
+    settings = scene.surge
+    if settings.bake_particles:
+        return f"Frame {settings.bake_frame} of {scene.frame_end}"
+    return settings.bake_status or "Baking"
+
+
+def bake_figures(settings) -> list[tuple[str, str]]:
+    """(name, value) of each figure of the running bake, as the sidebar lists them."""
+    figures = [("Frame", str(settings.bake_frame)), ("Substeps", str(settings.bake_substeps)),
+               ("Particles", f"{settings.bake_particles:,}"), ("Elapsed", duration(settings.bake_elapsed)),
+               ("Remaining", duration(settings.bake_remaining))]
+    if settings.bake_memory:
+        figures.append(("Memory", f"{settings.bake_memory:,.0f} MiB"))
+    return figures
+
+
+def draw_status_bar(self, context) -> None:
+    """Appended to Blender's status bar: the running bake's progress and a cancel button."""
+    scene = context.scene
+    if scene is None or not scene.surge.is_baking:
+        return
+    settings = scene.surge
+    row = self.layout.row(align=True)
+    text = f"Surge: {progress_text(scene)}"
+    if settings.bake_particles:
+        text += f", {duration(settings.bake_remaining)} left"
+    row.progress(factor=settings.bake_progress, type="BAR", text=text)
+    row.operator("surge.cancel_bake", text="", icon="CANCEL")
 
 
 class SurgeSidebarPanel:
@@ -122,8 +155,17 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
         row.operator("surge.bake", icon="PHYSICS")
         row.operator("surge.free_bake", icon="TRASH")
         if settings.is_baking:
-            layout.progress(factor=settings.bake_progress, type="BAR", text=settings.bake_status or "Baking")
-            layout.label(text="Press Esc to cancel; baked frames are kept", icon="INFO")
+            layout.progress(factor=settings.bake_progress, type="BAR", text=progress_text(context.scene))
+            if settings.bake_particles:
+                grid = layout.column(align=True)
+                for name, value in bake_figures(settings):
+                    row = grid.row()
+                    row.label(text=name)
+                    row.label(text=value)
+            else:
+                layout.label(text=settings.bake_status)
+            layout.operator("surge.cancel_bake", icon="CANCEL")
+            layout.label(text="Esc also cancels; baked frames are kept", icon="INFO")
         elif settings.bake_status:
             layout.label(text=settings.bake_status)
         if settings.liquid_object is not None:
@@ -131,3 +173,6 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
 
 
 CLASSES = (SURGE_MT_liquid_presets, VIEW3D_PT_surge_object, VIEW3D_PT_surge_simulation, VIEW3D_PT_surge_bake)
+
+#: (header class, draw function) pairs that register() appends and unregister() removes.
+HEADER_DRAWS = ((bpy.types.STATUSBAR_HT_header, draw_status_bar),)

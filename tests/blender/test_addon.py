@@ -16,10 +16,12 @@ from blender_helpers import add_box, submodule
 
 pytestmark = pytest.mark.blender
 
-OPERATORS = ("bake", "free_bake", "make_fluid", "make_inflow", "make_collider", "make_outflow", "clear_role",
+OPERATORS = ("bake", "free_bake", "cancel_bake", "make_fluid", "make_inflow", "make_collider", "make_outflow", "clear_role",
              "apply_liquid", "liquid_preset_add")
 PANELS = ("VIEW3D_PT_surge_object", "VIEW3D_PT_surge_simulation", "VIEW3D_PT_surge_bake")
-EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "is_baking", "bake_progress", "bake_status"}
+EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "is_baking", "bake_progress", "bake_status",
+                          "bake_cancel_requested", "bake_frame", "bake_substeps", "bake_particles", "bake_elapsed",
+                          "bake_remaining", "bake_memory"}
 EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved"}
 BUILTIN = {"rna_type", "name"}
 
@@ -41,6 +43,11 @@ def _surge_handlers(module_name: str) -> list:
     return found
 
 
+def _status_bar_draws(module_name: str) -> list:
+    draws = bpy.types.STATUSBAR_HT_header._dyn_ui_initialize()
+    return [f for f in draws if getattr(f, "__module__", "").startswith(module_name)]
+
+
 def _assert_registered(surge) -> None:
     assert "surge" in bpy.types.Scene.bl_rna.properties and "surge" in bpy.types.Object.bl_rna.properties
     for op in OPERATORS:
@@ -49,6 +56,7 @@ def _assert_registered(surge) -> None:
         cls = getattr(bpy.types, panel, None)
         assert cls is not None and cls.bl_category == "Surge" and cls.bl_space_type == "VIEW_3D", panel
     assert _surge_handlers(surge.__name__), "the load_post handler is missing"
+    assert _status_bar_draws(surge.__name__), "the status bar's progress is missing"
 
 
 def test_operators_panels_and_properties_are_registered(surge):
@@ -69,6 +77,7 @@ def test_register_unregister_register_leaves_nothing_behind(surge):
         for cls in ("SurgeSceneSettings", "SurgeObjectSettings", "SURGE_OT_bake", "SURGE_OT_free_bake"):
             assert getattr(bpy.types, cls, None) is None, cls
         assert _surge_handlers(name) == []
+        assert _status_bar_draws(name) == []
     finally:
         addon_utils.enable(name, default_set=True)
     _assert_registered(surge)
