@@ -87,6 +87,10 @@ def _scene_annotations() -> dict:
             options={"PATH_SUPPORTS_BLEND_RELATIVE"},
             description="Folder where Surge writes the baked frames and the point cache Blender plays back; "
                         "a path starting with // is relative to the saved .blend file"),
+        checkpoint_interval=IntProperty(
+            name="Checkpoint Every", default=10, min=0, soft_max=100,
+            description="Save the simulation state every this many frames, so that a cancelled or crashed bake "
+                        "can resume from the last save instead of starting over; 0 saves none"),
         liquid_object=PointerProperty(
             name="Liquid Object", type=bpy.types.Object,
             description="The point-cloud object that plays the baked liquid; baking again updates it"),

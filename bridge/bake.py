@@ -125,6 +125,67 @@ def describe(event: dict) -> str | None:
     return None
 
 
+#: What to do when resuming a bake whose settings changed since its frames were baked.
+IF_SETTINGS_CHANGED = (
+    ("REFUSE", "Stop", "Refuse to resume and say which settings changed"),
+    ("RESUME", "Resume with New Settings", "Continue from the checkpoint with the new settings; the cache records "
+                                           "which settings baked which frames"),
+    ("REBAKE", "Bake Again", "Bake the whole frame range again from the start with the new settings"),
+)
+
+
+def setting_labels(names) -> str:
+    labels = {p.name: p.label for p in settings_mod.parameters()}
+    return ", ".join(labels.get(n, n) for n in names)
+
+
+def resume_state(cache_dir: str, settings) -> tuple[list[int], list[str]]:
+    """Frames a bake in ``cache_dir`` can resume from, and the settings that changed since it was baked."""
+    from ..engine import checkpoint
+
+    frames = checkpoint.resumable_frames(cache_dir)
+    if not frames:
+        return [], []
+    manifest = cache_mod.CacheReader(cache_dir).manifest
+    return frames, checkpoint.changed_settings(manifest, settings_mod.to_dict(settings))
+
+
+def resume_point(scene, cache_dir: str, description, settings, frame: int, if_settings_changed: str) -> int | None:
+    """The checkpoint frame a resumed bake starts from, or None to bake from the start (REBAKE).
+
+    Raises
+    ------
+    InvalidSceneError
+        No checkpoint to resume from, or none at ``frame`` (0 means the latest).
+    InvalidSettingsError
+        Settings changed and ``if_settings_changed`` is 'REFUSE', or a setting changed that a saved
+        state cannot carry over (particle spacing, solver, frame rate, first frame).
+    """
+    from ..engine import checkpoint
+    from ..engine.errors import InvalidSceneError, InvalidSettingsError
+
+    owner = f"Scene '{scene.name}'"
+    frames, changed = resume_state(cache_dir, settings)
+    if not frames:
+        raise InvalidSceneError(f"{owner}: nothing to resume in '{cache_dir}': it holds no checkpoint with every "
+                                f"frame before it baked; bake from the start")
+    if frame and frame not in frames:
+        raise InvalidSceneError(f"{owner}: no checkpoint at frame {frame}; a bake can resume from frame "
+                                f"{', '.join(map(str, frames))}")
+    start = frame or frames[-1]
+    if changed:
+        if if_settings_changed == "REBAKE":
+            return None
+        if if_settings_changed != "RESUME":
+            raise InvalidSettingsError([
+                f"{owner}: settings changed since the cached frames were baked ({setting_labels(changed)}); "
+                f"resume with the new settings from a frame, or bake again"])
+    manifest = cache_mod.CacheReader(cache_dir).manifest
+    checkpoint.check_resume(manifest, start, settings_mod.to_dict(settings), description.frame_start,
+                            description.fps, owner)
+    return start
+
+
 class BakeSession:
     """A running bake of one scene.
 
@@ -132,13 +193,19 @@ class BakeSession:
     ``OSError`` before anything is written), then starts the child process.
     """
 
-    def __init__(self, scene, depsgraph):
+    def __init__(self, scene, depsgraph, resume: bool = False, resume_frame: int = 0,
+                 if_settings_changed: str = "REFUSE"):
         description, settings = export.export_scene(scene, depsgraph)
         from ..engine import driver  # imported late: it brings in numba, which registering the add-on need not
 
         self.estimate = driver.check_job(description, settings, owner=f"Scene '{scene.name}'")
         cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
         cache_mod.check_writable(cache_dir)
+        self.resume_from = (resume_point(scene, cache_dir, description, settings, resume_frame, if_settings_changed)
+                            if resume else None)
+        options = ["--checkpoint-every", str(scene.surge.checkpoint_interval)]
+        if self.resume_from is not None:
+            options += ["--resume-from", str(self.resume_from)]
 
         # every check passed: from here on the cache folder changes
         self.scene_name = scene.name
@@ -160,8 +227,9 @@ class BakeSession:
             os.remove(flag)  # a flag left by a killed session would cancel this bake at once
         save_job(files.job_dir(cache_dir), description, settings)
         self.process = BakeProcess(files.job_dir(cache_dir), cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
-                                   files.log_path(cache_dir))
-        self.status = f"Starting the bake process (about {int(self.estimate)} particles)"
+                                   files.log_path(cache_dir), tuple(options))
+        self.status = (f"Resuming from frame {self.resume_from}" if self.resume_from is not None else
+                       f"Starting the bake process (about {int(self.estimate)} particles)")
         self.progress = 0.0
         #: figures the sidebar and the status bar draw: Scene.surge.bake_<name>
         self.figures = {"frame": self.frame_start, "substeps": 0, "particles": 0, "elapsed": 0.0,

@@ -153,7 +153,11 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
         col.prop(settings, "cache_directory", text="")
         row = layout.row(align=True)
         row.operator("surge.bake", icon="PHYSICS")
+        row.operator("surge.resume_bake", text="Resume", icon="PLAY")
         row.operator("surge.free_bake", icon="TRASH")
+        col = layout.column()
+        col.enabled = not settings.is_baking
+        col.prop(settings, "checkpoint_interval")
         if settings.is_baking:
             layout.progress(factor=settings.bake_progress, type="BAR", text=progress_text(context.scene))
             if settings.bake_particles:
