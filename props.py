@@ -91,6 +91,10 @@ def _scene_annotations() -> dict:
             name="Checkpoint Every", default=10, min=0, soft_max=100,
             description="Save the simulation state every this many frames, so that a cancelled or crashed bake "
                         "can resume from the last save instead of starting over; 0 saves none"),
+        keyframe_instance=PointerProperty(
+            name="Particle Mesh", type=bpy.types.Object, poll=lambda _self, obj: obj.type == "MESH",
+            description="Mesh every particle object shares when baking to keyframes as objects; empty makes a "
+                        "small sphere of the particle radius"),
         liquid_object=PointerProperty(
             name="Liquid Object", type=bpy.types.Object,
             description="The point-cloud object that plays the baked liquid; baking again updates it"),

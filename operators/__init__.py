@@ -1,8 +1,8 @@
 """Operators: thin wrappers that check, call the bridge, and report."""
 
-from . import bake, setup
+from . import bake, keyframes, setup
 from .bake import HANDLERS
 
-CLASSES = setup.CLASSES + bake.CLASSES
+CLASSES = setup.CLASSES + bake.CLASSES + keyframes.CLASSES
 
 __all__ = ["CLASSES", "HANDLERS"]

@@ -174,6 +174,14 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
             layout.label(text=settings.bake_status)
         if settings.liquid_object is not None:
             layout.prop(settings, "liquid_object", text="Liquid")
+        header, body = layout.panel("surge_bake_keyframes", default_closed=True)
+        header.label(text="Bake to Keyframes")
+        if body is not None:
+            body.enabled = not settings.is_baking
+            body.prop(settings, "keyframe_instance")
+            row = body.row(align=True)
+            row.operator("surge.bake_to_keyframes", text="Objects").mode = "OBJECTS"
+            row.operator("surge.bake_to_keyframes", text="Shape Keys").mode = "SHAPE_KEYS"
 
 
 CLASSES = (SURGE_MT_liquid_presets, VIEW3D_PT_surge_object, VIEW3D_PT_surge_simulation, VIEW3D_PT_surge_bake)

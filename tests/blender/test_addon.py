@@ -16,12 +16,12 @@ from blender_helpers import add_box, submodule
 
 pytestmark = pytest.mark.blender
 
-OPERATORS = ("bake", "free_bake", "cancel_bake", "resume_bake", "make_fluid", "make_inflow", "make_collider", "make_outflow", "clear_role",
+OPERATORS = ("bake", "free_bake", "cancel_bake", "resume_bake", "bake_to_keyframes", "make_fluid", "make_inflow", "make_collider", "make_outflow", "clear_role",
              "apply_liquid", "liquid_preset_add")
 PANELS = ("VIEW3D_PT_surge_object", "VIEW3D_PT_surge_simulation", "VIEW3D_PT_surge_bake")
 EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "is_baking", "bake_progress", "bake_status",
                           "bake_cancel_requested", "bake_frame", "bake_substeps", "bake_particles", "bake_elapsed",
-                          "bake_remaining", "bake_memory", "checkpoint_interval"}
+                          "bake_remaining", "bake_memory", "checkpoint_interval", "keyframe_instance"}
 EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved"}
 BUILTIN = {"rna_type", "name"}
 
