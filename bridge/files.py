@@ -82,7 +82,8 @@ def usd_frame_path(usd_dir: str, frame: int) -> str:
     return os.path.join(usd_dir, f"liquid_{frame:06d}.usdc")
 
 
-def _usd_bake_dirs(cache_dir: str) -> list[str]:
+def usd_bake_dirs(cache_dir: str) -> list[str]:
+    """The ``usd/bake_*`` folders of ``cache_dir``, by name."""
     root = os.path.join(cache_dir, USD_DIR)
     if not os.path.isdir(root):
         return []
@@ -100,7 +101,7 @@ def own_files(cache_dir: str) -> list[str]:
                 out.append(p)
     if os.path.isfile(cancel_flag(cache_dir)):
         out.append(cancel_flag(cache_dir))
-    for d in _usd_bake_dirs(cache_dir):
+    for d in usd_bake_dirs(cache_dir):
         out += [os.path.join(d, n) for n in sorted(os.listdir(d)) if USD_FRAME_RE.match(n)]
     return out
 
@@ -118,7 +119,7 @@ def remove_usd_dirs(cache_dir: str, keep: str | None = None) -> list[str]:
     """
     left = []
     keep_path = os.path.normpath(keep) if keep else None
-    for d in _usd_bake_dirs(cache_dir):
+    for d in usd_bake_dirs(cache_dir):
         if keep_path and os.path.normpath(d) == keep_path:
             continue
         try:
@@ -149,7 +150,7 @@ def free(cache_dir: str) -> int:
             os.remove(p)
         except OSError as exc:
             raise OSError(f"Cannot delete '{p}': {exc.strerror or exc}") from exc
-    for d in _usd_bake_dirs(cache_dir):
+    for d in usd_bake_dirs(cache_dir):
         _remove_dir_if_empty(d)
     _remove_dir_if_empty(os.path.join(cache_dir, USD_DIR))
     _remove_dir_if_empty(job_dir(cache_dir))

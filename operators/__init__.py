@@ -1,8 +1,8 @@
 """Operators: thin wrappers that check, call the bridge, and report."""
 
-from . import bake, keyframes, setup
+from . import bake, keyframes, setup, terminal
 from .bake import HANDLERS
 
-CLASSES = setup.CLASSES + bake.CLASSES + keyframes.CLASSES
+CLASSES = setup.CLASSES + bake.CLASSES + terminal.CLASSES + keyframes.CLASSES
 
 __all__ = ["CLASSES", "HANDLERS"]

@@ -158,6 +158,9 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
         col = layout.column()
         col.enabled = not settings.is_baking
         col.prop(settings, "checkpoint_interval")
+        row = col.row(align=True)
+        row.operator("surge.bake_in_terminal", icon="CONSOLE")
+        row.operator("surge.load_baked", icon="FILE_REFRESH")
         if settings.is_baking:
             layout.progress(factor=settings.bake_progress, type="BAR", text=progress_text(context.scene))
             if settings.bake_particles:

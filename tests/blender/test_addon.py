@@ -16,7 +16,8 @@ from blender_helpers import add_box, submodule
 
 pytestmark = pytest.mark.blender
 
-OPERATORS = ("bake", "free_bake", "cancel_bake", "resume_bake", "bake_to_keyframes", "make_fluid", "make_inflow", "make_collider", "make_outflow", "clear_role",
+OPERATORS = ("bake", "free_bake", "cancel_bake", "resume_bake", "bake_to_keyframes", "bake_in_terminal",
+             "load_baked", "make_fluid", "make_inflow", "make_collider", "make_outflow", "clear_role",
              "apply_liquid", "liquid_preset_add")
 PANELS = ("VIEW3D_PT_surge_object", "VIEW3D_PT_surge_simulation", "VIEW3D_PT_surge_bake")
 EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "is_baking", "bake_progress", "bake_status",
