@@ -79,6 +79,13 @@ def _object_annotations() -> dict:
     return ann
 
 
+def _surface_changed(settings, context) -> None:
+    from .bridge import export, surface
+
+    scene = settings.id_data
+    surface.sync(scene, export.unit_scale(scene))
+
+
 def _scene_annotations() -> dict:
     ann = {p.name: _property_for(p) for p in settings_mod.parameters()}
     ann.update(
@@ -95,6 +102,18 @@ def _scene_annotations() -> dict:
             name="Particle Mesh", type=bpy.types.Object, poll=lambda _self, obj: obj.type == "MESH",
             description="Mesh every particle object shares when baking to keyframes as objects; empty makes a "
                         "small sphere of the particle radius"),
+        use_surface_preview=BoolProperty(
+            name="Surface Preview", default=False, update=_surface_changed,
+            description="Show the liquid as a smooth surface made by geometry nodes from the baked points (also in "
+                        "renders); off shows the points"),
+        surface_radius=FloatProperty(
+            name="Surface Radius", default=0.02, min=1e-4, soft_max=1.0, unit="LENGTH", precision=4,
+            update=_surface_changed,
+            description="Radius of the sphere around each particle that the surface wraps; about the particle "
+                        "spacing gives a closed surface, smaller shows separate drops"),
+        surface_smoothing=IntProperty(
+            name="Surface Smoothing", default=2, min=0, soft_max=20, update=_surface_changed,
+            description="Smoothing passes over the surface mesh; more passes round off the bumps of single particles"),
         liquid_object=PointerProperty(
             name="Liquid Object", type=bpy.types.Object,
             description="The point-cloud object that plays the baked liquid; baking again updates it"),

@@ -29,7 +29,7 @@ from ..engine import cache as cache_mod
 from ..engine import settings as settings_mod
 from ..engine.errors import EngineError
 from ..engine.scene import save_job
-from . import export, files, liquid, usd
+from . import export, files, liquid, surface, usd
 from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
 
 #: The add-on's package (``bl_ext.<repo>.surge`` when installed); never hard-coded, since it depends
@@ -216,6 +216,7 @@ class BakeSession:
         self.radius = 0.5 * settings.particle_spacing
         self.usd_dir = files.new_usd_dir(cache_dir)
         self.converted: set[int] = set()
+        self.births: usd.Births | None = None  # made at the first conversion, with the cache's frame rate
         self.simulating = False  # True once the child has replaced the old cache with the new one
         self.shown = False  # True once the liquid object plays this bake's files
         self.error: dict | None = None
@@ -335,11 +336,15 @@ class BakeSession:
         if not todo:
             return
         radius = float(reader.manifest.get("particle_radius", self.radius))
+        if self.births is None:
+            self.births = usd.Births(float(reader.manifest.get("fps", 24.0)))
         t0 = time.monotonic()
         os.makedirs(self.usd_dir, exist_ok=True)
         new = []
         for frame in todo:
-            usd.write_frame(files.usd_frame_path(self.usd_dir, frame), reader.read_frame(frame), frame, radius)
+            arrays = reader.read_frame(frame)
+            arrays["age"] = self.births.ages(frame, arrays["id"])
+            usd.write_frame(files.usd_frame_path(self.usd_dir, frame), arrays, frame, radius)
             self.converted.add(frame)
             new.append(frame)
             if time.monotonic() - t0 > budget:
@@ -348,6 +353,7 @@ class BakeSession:
         if not self.shown:
             first = min(self.converted)
             liquid.show_frames(scene, files.usd_frame_path(self.usd_dir, first), self.relative, self.scale_length)
+            surface.sync(scene, self.scale_length)
             self.shown = True
             files.remove_usd_dirs(self.cache_dir, keep=self.usd_dir)
         elif scene.frame_current in new:

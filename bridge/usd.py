@@ -10,6 +10,7 @@ velocities             vector3f[]      m/s     velocity
 widths (constant)      float[1]        m       radius (half the width): half the particle spacing
 primvars:density       float[] vertex  kg/m^3  density
 primvars:id            int[] vertex            id
+primvars:age           float[] vertex  s       age: time since the particle first appeared
 ids                    int64[]                 (read by other USD tools as the stable point id)
 =====================  ==============  ======  =================================================
 
@@ -78,7 +79,7 @@ def write_frame(path: str, arrays: dict, frame: int, radius: float) -> None:
         which may be reading the sequence during the bake, never opens half a file.
     arrays : dict
         One frame of the engine cache: ``position`` (N, 3) float32 m, ``velocity`` (N, 3) float32 m/s,
-        ``density`` (N,) float32 kg/m^3, ``id`` (N,) int32.
+        ``density`` (N,) float32 kg/m^3, ``id`` (N,) int32, optionally ``age`` (N,) float32 s.
     frame : int
         Frame number, recorded in the layer's metadata.
     radius : float
@@ -107,6 +108,10 @@ def write_frame(path: str, arrays: dict, frame: int, radius: float) -> None:
     primvars.CreatePrimvar("density", Sdf.ValueTypeNames.FloatArray, UsdGeom.Tokens.vertex).Set(
         Vt.FloatArray.FromNumpy(rho))
     primvars.CreatePrimvar("id", Sdf.ValueTypeNames.IntArray, UsdGeom.Tokens.vertex).Set(Vt.IntArray.FromNumpy(ids))
+    if "age" in arrays:
+        age = np.ascontiguousarray(arrays["age"], dtype=np.float32).reshape(-1)
+        primvars.CreatePrimvar("age", Sdf.ValueTypeNames.FloatArray, UsdGeom.Tokens.vertex).Set(
+            Vt.FloatArray.FromNumpy(age))
     if len(x):
         lo, hi = x.min(axis=0) - radius, x.max(axis=0) + radius
         points.CreateExtentAttr(Vt.Vec3fArray.FromNumpy(np.array([lo, hi], dtype=np.float32)))
@@ -120,3 +125,24 @@ def write_frame(path: str, arrays: dict, frame: int, radius: float) -> None:
     if not written:
         raise OSError(f"Cannot write the USD file '{tmp}'")
     os.replace(tmp, path)
+
+
+class Births:
+    """First frame each particle id was seen, for the ``age`` attribute; fed frames in ascending order."""
+
+    def __init__(self, fps: float):
+        self.fps = float(fps)
+        self.ids = np.zeros(0, dtype=np.int64)     # ascending
+        self.frames = np.zeros(0, dtype=np.int64)  # first frame of each id
+
+    def ages(self, frame: int, ids: np.ndarray) -> np.ndarray:
+        """Seconds since each of ``ids`` first appeared (0 for those first seen at ``frame``), float32."""
+        ids = np.asarray(ids, dtype=np.int64)
+        new = np.setdiff1d(ids, self.ids, assume_unique=False)
+        if len(new):
+            merged = np.concatenate([self.ids, new])
+            order = np.argsort(merged, kind="stable")
+            self.ids = merged[order]
+            self.frames = np.concatenate([self.frames, np.full(len(new), frame, dtype=np.int64)])[order]
+        born = self.frames[np.searchsorted(self.ids, ids)]
+        return ((frame - born) / self.fps).astype(np.float32)

@@ -14,7 +14,7 @@ import sys
 import bpy
 from bpy.props import BoolProperty
 
-from ..bridge import export, files, headless, liquid
+from ..bridge import export, files, headless, liquid, surface
 from ..bridge.bake import ADDON_PACKAGE, ADDON_ROOT
 from ..engine import cache as cache_mod
 from ..engine.errors import EngineError
@@ -100,6 +100,7 @@ class SURGE_OT_load_baked(_Idle, bpy.types.Operator):
             return {"CANCELLED"}
         relative = scene.surge.cache_directory.strip().startswith("//")
         liquid.show_frames(scene, os.path.join(usd_dir, frames[0]), relative, export.unit_scale(scene))
+        surface.sync(scene, export.unit_scale(scene))
         self.report({"INFO"}, f"Showing {len(frames)} baked frames from '{usd_dir}'")
         return {"FINISHED"}
 

@@ -177,6 +177,12 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
             layout.label(text=settings.bake_status)
         if settings.liquid_object is not None:
             layout.prop(settings, "liquid_object", text="Liquid")
+            col = layout.column()
+            col.prop(settings, "use_surface_preview")
+            sub = col.column()
+            sub.active = settings.use_surface_preview
+            sub.prop(settings, "surface_radius")
+            sub.prop(settings, "surface_smoothing")
         header, body = layout.panel("surge_bake_keyframes", default_closed=True)
         header.label(text="Bake to Keyframes")
         if body is not None:

@@ -22,7 +22,8 @@ OPERATORS = ("bake", "free_bake", "cancel_bake", "resume_bake", "bake_to_keyfram
 PANELS = ("VIEW3D_PT_surge_object", "VIEW3D_PT_surge_simulation", "VIEW3D_PT_surge_bake")
 EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "is_baking", "bake_progress", "bake_status",
                           "bake_cancel_requested", "bake_frame", "bake_substeps", "bake_particles", "bake_elapsed",
-                          "bake_remaining", "bake_memory", "checkpoint_interval", "keyframe_instance"}
+                          "bake_remaining", "bake_memory", "checkpoint_interval", "keyframe_instance",
+                          "use_surface_preview", "surface_radius", "surface_smoothing"}
 EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved"}
 BUILTIN = {"rna_type", "name"}
 
