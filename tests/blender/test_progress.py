@@ -34,6 +34,9 @@ class _Recorder:
 
     column = row
 
+    def panel(self, _idname, **_kw):
+        return self, self
+
     def label(self, text="", **_kw):
         self.log.append(("label", text))
 
