@@ -28,6 +28,8 @@ JOB_DIR = "job"
 JOB_FILES = ("scene.json", "scene.npz", "settings.json")
 LOG_FILE = "bake.log"
 CANCEL_FLAG = "cancel.flag"
+#: Output of a bake started with "Bake in a Terminal" (bridge.headless).
+TERMINAL_LOG = "terminal_bake.log"
 USD_DIR = "usd"
 USD_BAKE_RE = re.compile(r"^bake_[0-9a-f]{12}$")
 USD_FRAME_RE = re.compile(r"^liquid_(\d{6})(\.tmp)?\.usdc$")
@@ -99,8 +101,9 @@ def own_files(cache_dir: str) -> list[str]:
         for p in (os.path.join(jdir, name), os.path.join(jdir, name + ".tmp")):
             if os.path.isfile(p):
                 out.append(p)
-    if os.path.isfile(cancel_flag(cache_dir)):
-        out.append(cancel_flag(cache_dir))
+    for path in (cancel_flag(cache_dir), os.path.join(cache_dir, TERMINAL_LOG)):
+        if os.path.isfile(path):
+            out.append(path)
     for d in usd_bake_dirs(cache_dir):
         out += [os.path.join(d, n) for n in sorted(os.listdir(d)) if USD_FRAME_RE.match(n)]
     return out

@@ -14,6 +14,8 @@ import sys
 
 import bpy
 
+from . import files
+
 #: Exit statuses of a headless bake.
 EXIT_DONE, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 3
 
@@ -79,7 +81,7 @@ def terminal_command(blend: str, addon_module: str, addon_root: str, resume: boo
 
 def terminal_log(cache_dir: str) -> str:
     """Where a bake started with "Bake in a Terminal" writes its output."""
-    return os.path.join(cache_dir, "terminal_bake.log")
+    return os.path.join(cache_dir, files.TERMINAL_LOG)
 
 
 def newest_usd_dir(usd_dirs: list[str]) -> str | None:

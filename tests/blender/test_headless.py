@@ -78,6 +78,9 @@ def test_bake_in_a_terminal_runs_apart_and_load_baked_shows_it(scene, surge, tmp
     assert evaluated_points(liquid, 3)["count"] == 250
     assert liquid.modifiers["Surge Cache"].cache_file.filepath.startswith("//surge_cache")
     assert blend == bpy.data.filepath
+    # the log is Surge's own file: Free Bake removes it with the rest
+    assert bpy.ops.surge.free_bake() == {"FINISHED"}
+    assert not (tmp_path / "surge_cache" / "terminal_bake.log").exists()
 
 
 def test_load_baked_without_a_bake_is_refused(scene, surge, tmp_path):
