@@ -18,6 +18,7 @@ undo can reallocate Blender data between two polls.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 import time
@@ -125,6 +126,29 @@ def describe(event: dict) -> str | None:
     return None
 
 
+#: A preview bake: this many times the particle spacing (8 times fewer particles per doubling) ...
+PREVIEW_COARSEN = 2.0
+#: ... over at most this many frames from the first.
+PREVIEW_FRAMES = 12
+
+
+def preview_job(description, settings):
+    """The scene and settings of a preview bake: coarser particles and the first frames only."""
+    n = min(PREVIEW_FRAMES, description.frame_end - description.frame_start + 1)
+
+    def first_frames(collider):
+        return dataclasses.replace(
+            collider,
+            transforms=None if collider.transforms is None else collider.transforms[:n],
+            frame_vertices=None if collider.frame_vertices is None else collider.frame_vertices[:n])
+
+    description = dataclasses.replace(description, frame_end=description.frame_start + n - 1,
+                                      colliders=[first_frames(c) for c in description.colliders])
+    spacing = min(settings.particle_spacing * PREVIEW_COARSEN,
+                  next(p.max for p in settings_mod.parameters() if p.name == "particle_spacing"))
+    return description, dataclasses.replace(settings, particle_spacing=spacing)
+
+
 #: What to do when resuming a bake whose settings changed since its frames were baked.
 IF_SETTINGS_CHANGED = (
     ("REFUSE", "Stop", "Refuse to resume and say which settings changed"),
@@ -194,12 +218,16 @@ class BakeSession:
     """
 
     def __init__(self, scene, depsgraph, resume: bool = False, resume_frame: int = 0,
-                 if_settings_changed: str = "REFUSE"):
+                 if_settings_changed: str = "REFUSE", preview: bool = False):
         description, settings = export.export_scene(scene, depsgraph)
+        if preview:
+            description, settings = preview_job(description, settings)
         from ..engine import driver  # imported late: it brings in numba, which registering the add-on need not
 
         self.estimate = driver.check_job(description, settings, owner=f"Scene '{scene.name}'")
         cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+        if preview:
+            cache_dir = files.preview_dir(cache_dir)  # the full bake's cache stays as it is
         cache_mod.check_writable(cache_dir)
         self.resume_from = (resume_point(scene, cache_dir, description, settings, resume_frame, if_settings_changed)
                             if resume else None)
@@ -425,6 +453,11 @@ def free_bake(scene) -> tuple[str, int]:
     if shown and (shown + os.sep).startswith(cache_dir + os.sep):
         liquid.release_files(scene)  # first: Windows cannot delete a file Blender holds open
     count = files.free(cache_dir) if os.path.isdir(cache_dir) else 0
+    preview = files.preview_dir(cache_dir)
+    if os.path.isdir(preview):
+        count += files.free(preview)
+        if not os.listdir(preview):
+            os.rmdir(preview)
     scene.surge.bake_status = f"Removed {count} Surge files from '{cache_dir}'"
     scene.surge.bake_progress = 0.0
     return cache_dir, count

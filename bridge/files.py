@@ -28,6 +28,7 @@ JOB_DIR = "job"
 JOB_FILES = ("scene.json", "scene.npz", "settings.json")
 LOG_FILE = "bake.log"
 CANCEL_FLAG = "cancel.flag"
+PREVIEW_DIR = "preview"
 #: Output of a bake started with "Bake in a Terminal" (bridge.headless).
 TERMINAL_LOG = "terminal_bake.log"
 USD_DIR = "usd"
@@ -59,6 +60,11 @@ def resolve_cache_dir(scene, addon_root: str) -> str:
         # the add-on folder is replaced on update, so a cache there would vanish
         raise InvalidSettingsError([f"{where} '{path}' is inside the Surge add-on folder; choose another folder"])
     return path
+
+
+def preview_dir(cache_dir: str) -> str:
+    """The cache folder of preview bakes, inside the scene's cache folder."""
+    return os.path.join(cache_dir, PREVIEW_DIR)
 
 
 def job_dir(cache_dir: str) -> str:

@@ -47,9 +47,15 @@ class SURGE_OT_bake(bpy.types.Operator):
         name="If Settings Changed", items=IF_SETTINGS_CHANGED, default="REFUSE", options={"SKIP_SAVE"},
         description="What resuming does when the settings differ from those that baked the cached frames")
 
+    preview: BoolProperty(
+        name="Preview", default=False, options={"SKIP_SAVE"},
+        description="Bake the first frames at twice the particle spacing into a preview folder of the cache, "
+                    "to check the set-up in seconds; the full bake's cache is left alone")
+
     def _start(self, context) -> BakeSession:
-        return BakeSession(context.scene, context.evaluated_depsgraph_get(), resume=self.resume,
-                           resume_frame=self.resume_frame, if_settings_changed=self.if_settings_changed)
+        return BakeSession(context.scene, context.evaluated_depsgraph_get(), resume=self.resume and not self.preview,
+                           resume_frame=self.resume_frame, if_settings_changed=self.if_settings_changed,
+                           preview=self.preview)
 
     @classmethod
     def poll(cls, context):

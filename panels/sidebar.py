@@ -154,6 +154,7 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
         row = layout.row(align=True)
         row.operator("surge.bake", icon="PHYSICS")
         row.operator("surge.resume_bake", text="Resume", icon="PLAY")
+        row.operator("surge.bake", text="Preview", icon="HIDE_OFF").preview = True
         row.operator("surge.free_bake", icon="TRASH")
         col = layout.column()
         col.enabled = not settings.is_baking
