@@ -16,7 +16,7 @@ def _classes() -> tuple:
 def register():
     import bpy
 
-    from . import operators, props
+    from . import operators, panels, props
 
     for cls in _classes():
         bpy.utils.register_class(cls)
@@ -28,13 +28,17 @@ def register():
         description="Surge liquid simulation settings and bake state of the scene")
     for name, function in operators.HANDLERS:
         getattr(bpy.app.handlers, name).append(function)
+    for header, function in panels.HEADER_DRAWS:
+        header.append(function)
 
 
 def unregister():
     import bpy
 
-    from . import operators
+    from . import operators, panels
 
+    for header, function in reversed(panels.HEADER_DRAWS):
+        header.remove(function)
     for name, function in reversed(operators.HANDLERS):
         handlers = getattr(bpy.app.handlers, name)
         while function in handlers:

@@ -110,6 +110,13 @@ def _object_annotations() -> dict:
     return ann
 
 
+def _surface_changed(settings, context) -> None:
+    from .bridge import export, surface
+
+    scene = settings.id_data
+    surface.sync(scene, export.unit_scale(scene))
+
+
 def _scene_annotations() -> dict:
     ann = {p.name: _property_for(p) for p in settings_mod.parameters()}
     ann.update(
@@ -118,6 +125,26 @@ def _scene_annotations() -> dict:
             options={"PATH_SUPPORTS_BLEND_RELATIVE"},
             description="Folder where Surge writes the baked frames and the point cache Blender plays back; "
                         "a path starting with // is relative to the saved .blend file"),
+        checkpoint_interval=IntProperty(
+            name="Checkpoint Every", default=10, min=0, soft_max=100,
+            description="Save the simulation state every this many frames, so that a cancelled or crashed bake "
+                        "can resume from the last save instead of starting over; 0 saves none"),
+        keyframe_instance=PointerProperty(
+            name="Particle Mesh", type=bpy.types.Object, poll=lambda _self, obj: obj.type == "MESH",
+            description="Mesh every particle object shares when baking to keyframes as objects; empty makes a "
+                        "small sphere of the particle radius"),
+        use_surface_preview=BoolProperty(
+            name="Surface Preview", default=False, update=_surface_changed,
+            description="Show the liquid as a smooth surface made by geometry nodes from the baked points (also in "
+                        "renders); off shows the points"),
+        surface_radius=FloatProperty(
+            name="Surface Radius", default=0.02, min=1e-4, soft_max=1.0, unit="LENGTH", precision=4,
+            update=_surface_changed,
+            description="Radius of the sphere around each particle that the surface wraps; about the particle "
+                        "spacing gives a closed surface, smaller shows separate drops"),
+        surface_smoothing=IntProperty(
+            name="Surface Smoothing", default=2, min=0, soft_max=20, update=_surface_changed,
+            description="Smoothing passes over the surface mesh; more passes round off the bumps of single particles"),
         liquid_object=PointerProperty(
             name="Liquid Object", type=bpy.types.Object,
             description="The point-cloud object that plays the baked liquid; baking again updates it"),
@@ -130,6 +157,29 @@ def _scene_annotations() -> dict:
         bake_status=StringProperty(
             name="Bake Status", default="",
             description="What the last or current bake is doing, or how it ended"),
+        bake_cancel_requested=BoolProperty(
+            name="Cancel Requested", default=False, options={"SKIP_SAVE"},
+            description="Set by the Cancel button; the running bake stops after its current substep and keeps "
+                        "the frames baked so far"),
+        # figures of the running bake, drawn by the sidebar and the status bar
+        bake_frame=IntProperty(
+            name="Frame", default=0, options={"SKIP_SAVE"},
+            description="Last frame the running bake finished"),
+        bake_substeps=IntProperty(
+            name="Substeps", default=0, min=0, options={"SKIP_SAVE"},
+            description="Substeps the last baked frame took; many substeps mean fast liquid or a fine spacing"),
+        bake_particles=IntProperty(
+            name="Particles", default=0, min=0, options={"SKIP_SAVE"},
+            description="Particles in the last baked frame"),
+        bake_elapsed=FloatProperty(
+            name="Elapsed", default=0.0, min=0.0, unit="TIME_ABSOLUTE", options={"SKIP_SAVE"},
+            description="Time since the running bake started"),
+        bake_remaining=FloatProperty(
+            name="Remaining", default=0.0, min=0.0, unit="TIME_ABSOLUTE", options={"SKIP_SAVE"},
+            description="Estimated time until the running bake ends, from the speed of the frames baked so far"),
+        bake_memory=FloatProperty(
+            name="Memory", default=0.0, min=0.0, options={"SKIP_SAVE"},
+            description="Memory the bake process holds, in mebibytes (MiB)"),
     )
     return ann
 

@@ -18,6 +18,7 @@ undo can reallocate Blender data between two polls.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 import time
@@ -29,7 +30,7 @@ from ..engine import cache as cache_mod
 from ..engine import settings as settings_mod
 from ..engine.errors import EngineError
 from ..engine.scene import save_job
-from . import export, files, liquid, usd
+from . import export, files, liquid, surface, usd
 from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
 
 #: The add-on's package (``bl_ext.<repo>.surge`` when installed); never hard-coded, since it depends
@@ -75,7 +76,8 @@ def numba_cache_dir() -> str:
         return path
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """A duration for people: '42 s', '3 min 5 s', '2 h 10 min'."""
     seconds = max(0, int(round(seconds)))
     if seconds < 60:
         return f"{seconds} s"
@@ -108,8 +110,10 @@ def describe(event: dict) -> str | None:
                 "compile": "Compiling the simulation kernels (the first bake takes longer)",
                 "simulate": "Simulating"}.get(event.get("stage"), f"Stage {event.get('stage')}")
     if kind == "frame":
+        memory = f", {event['memory'] / 2**20:.0f} MiB" if event.get("memory") else ""
         return (f"Frame {event['frame']} of {event['frame_end']}: {event['particles']} particles, "
-                f"{event['substeps']} substeps, {_duration(event.get('eta', 0.0))} left")
+                f"{event['substeps']} substeps{memory}, {duration(event.get('elapsed', 0.0))} elapsed, "
+                f"{duration(event.get('eta', 0.0))} left")
     if kind == "collider":
         grid = (f"{event.get('cells', 0)} cells, {event.get('memory', 0) / 2**20:.1f} MiB, "
                 + ("from the cache" if event.get("cached") else f"built in {event.get('seconds', 0.0):.1f} s"))
@@ -122,6 +126,90 @@ def describe(event: dict) -> str | None:
     return None
 
 
+#: A preview bake: this many times the particle spacing (8 times fewer particles per doubling) ...
+PREVIEW_COARSEN = 2.0
+#: ... over at most this many frames from the first.
+PREVIEW_FRAMES = 12
+
+
+def preview_job(description, settings):
+    """The scene and settings of a preview bake: coarser particles and the first frames only."""
+    n = min(PREVIEW_FRAMES, description.frame_end - description.frame_start + 1)
+
+    def first_frames(collider):
+        return dataclasses.replace(
+            collider,
+            transforms=None if collider.transforms is None else collider.transforms[:n],
+            frame_vertices=None if collider.frame_vertices is None else collider.frame_vertices[:n])
+
+    description = dataclasses.replace(description, frame_end=description.frame_start + n - 1,
+                                      colliders=[first_frames(c) for c in description.colliders])
+    spacing = min(settings.particle_spacing * PREVIEW_COARSEN,
+                  next(p.max for p in settings_mod.parameters() if p.name == "particle_spacing"))
+    return description, dataclasses.replace(settings, particle_spacing=spacing)
+
+
+#: What to do when resuming a bake whose settings changed since its frames were baked.
+IF_SETTINGS_CHANGED = (
+    ("REFUSE", "Stop", "Refuse to resume and say which settings changed"),
+    ("RESUME", "Resume with New Settings", "Continue from the checkpoint with the new settings; the cache records "
+                                           "which settings baked which frames"),
+    ("REBAKE", "Bake Again", "Bake the whole frame range again from the start with the new settings"),
+)
+
+
+def setting_labels(names) -> str:
+    labels = {p.name: p.label for p in settings_mod.parameters()}
+    return ", ".join(labels.get(n, n) for n in names)
+
+
+def resume_state(cache_dir: str, settings) -> tuple[list[int], list[str]]:
+    """Frames a bake in ``cache_dir`` can resume from, and the settings that changed since it was baked."""
+    from ..engine import checkpoint
+
+    frames = checkpoint.resumable_frames(cache_dir)
+    if not frames:
+        return [], []
+    manifest = cache_mod.CacheReader(cache_dir).manifest
+    return frames, checkpoint.changed_settings(manifest, settings_mod.to_dict(settings))
+
+
+def resume_point(scene, cache_dir: str, description, settings, frame: int, if_settings_changed: str) -> int | None:
+    """The checkpoint frame a resumed bake starts from, or None to bake from the start (REBAKE).
+
+    Raises
+    ------
+    InvalidSceneError
+        No checkpoint to resume from, or none at ``frame`` (0 means the latest).
+    InvalidSettingsError
+        Settings changed and ``if_settings_changed`` is 'REFUSE', or a setting changed that a saved
+        state cannot carry over (particle spacing, solver, frame rate, first frame).
+    """
+    from ..engine import checkpoint
+    from ..engine.errors import InvalidSceneError, InvalidSettingsError
+
+    owner = f"Scene '{scene.name}'"
+    frames, changed = resume_state(cache_dir, settings)
+    if not frames:
+        raise InvalidSceneError(f"{owner}: nothing to resume in '{cache_dir}': it holds no checkpoint with every "
+                                f"frame before it baked; bake from the start")
+    if frame and frame not in frames:
+        raise InvalidSceneError(f"{owner}: no checkpoint at frame {frame}; a bake can resume from frame "
+                                f"{', '.join(map(str, frames))}")
+    start = frame or frames[-1]
+    if changed:
+        if if_settings_changed == "REBAKE":
+            return None
+        if if_settings_changed != "RESUME":
+            raise InvalidSettingsError([
+                f"{owner}: settings changed since the cached frames were baked ({setting_labels(changed)}); "
+                f"resume with the new settings from a frame, or bake again"])
+    manifest = cache_mod.CacheReader(cache_dir).manifest
+    checkpoint.check_resume(manifest, start, settings_mod.to_dict(settings), description.frame_start,
+                            description.fps, owner)
+    return start
+
+
 class BakeSession:
     """A running bake of one scene.
 
@@ -129,13 +217,23 @@ class BakeSession:
     ``OSError`` before anything is written), then starts the child process.
     """
 
-    def __init__(self, scene, depsgraph):
+    def __init__(self, scene, depsgraph, resume: bool = False, resume_frame: int = 0,
+                 if_settings_changed: str = "REFUSE", preview: bool = False):
         description, settings = export.export_scene(scene, depsgraph)
+        if preview:
+            description, settings = preview_job(description, settings)
         from ..engine import driver  # imported late: it brings in numba, which registering the add-on need not
 
         self.estimate = driver.check_job(description, settings, owner=f"Scene '{scene.name}'")
         cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+        if preview:
+            cache_dir = files.preview_dir(cache_dir)  # the full bake's cache stays as it is
         cache_mod.check_writable(cache_dir)
+        self.resume_from = (resume_point(scene, cache_dir, description, settings, resume_frame, if_settings_changed)
+                            if resume else None)
+        options = ["--checkpoint-every", str(scene.surge.checkpoint_interval)]
+        if self.resume_from is not None:
+            options += ["--resume-from", str(self.resume_from)]
 
         # every check passed: from here on the cache folder changes
         self.scene_name = scene.name
@@ -146,6 +244,7 @@ class BakeSession:
         self.radius = 0.5 * settings.particle_spacing
         self.usd_dir = files.new_usd_dir(cache_dir)
         self.converted: set[int] = set()
+        self.births: usd.Births | None = None  # made at the first conversion, with the cache's frame rate
         self.simulating = False  # True once the child has replaced the old cache with the new one
         self.shown = False  # True once the liquid object plays this bake's files
         self.error: dict | None = None
@@ -157,9 +256,13 @@ class BakeSession:
             os.remove(flag)  # a flag left by a killed session would cancel this bake at once
         save_job(files.job_dir(cache_dir), description, settings)
         self.process = BakeProcess(files.job_dir(cache_dir), cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
-                                   files.log_path(cache_dir))
-        self.status = f"Starting the bake process (about {int(self.estimate)} particles)"
+                                   files.log_path(cache_dir), tuple(options))
+        self.status = (f"Resuming from frame {self.resume_from}" if self.resume_from is not None else
+                       f"Starting the bake process (about {int(self.estimate)} particles)")
         self.progress = 0.0
+        #: figures the sidebar and the status bar draw: Scene.surge.bake_<name>
+        self.figures = {"frame": self.frame_start, "substeps": 0, "particles": 0, "elapsed": 0.0,
+                        "remaining": 0.0, "memory": 0.0}
         self._publish()
         # box containers are settled here; the engine reports how it treats each mesh collider
         for box in description.containers:
@@ -191,10 +294,16 @@ class BakeSession:
         state = self.scene().surge
         if not state.is_baking:
             state.is_baking = True
+            state.bake_cancel_requested = False  # a request left from an earlier bake
         if abs(state.bake_progress - self.progress) > 1e-4:  # the property is float32
             state.bake_progress = self.progress
         if state.bake_status != self.status:
             state.bake_status = self.status
+        for name, value in self.figures.items():
+            prop = f"bake_{name}"
+            # float properties are float32: compare with a relative tolerance above its rounding
+            if abs(getattr(state, prop) - value) > 1e-6 * max(1.0, abs(value)):
+                setattr(state, prop, value)
 
     # -- polling ---------------------------------------------------------------------------------
 
@@ -217,6 +326,9 @@ class BakeSession:
                 self.last_frame = event
                 span = max(1, event["frame_end"] - event["frame_start"])
                 self.progress = min(1.0, (event["frame"] - event["frame_start"]) / span)
+                self.figures.update(frame=int(event["frame"]), substeps=int(event["substeps"]),
+                                    particles=int(event["particles"]), remaining=float(event.get("eta", 0.0)),
+                                    memory=float(event.get("memory", 0)) / 2**20)
             elif kind == "collider":
                 self._show_collider(event.get("name", ""),
                                     resolved_text(event.get("mode", ""), event.get("requested", "")))
@@ -227,7 +339,11 @@ class BakeSession:
                 self.status = text
         if self.simulating:
             self._convert(budget)
+        if self.scene().surge.bake_cancel_requested and self.process.cancel_requested_at is None:
+            self.cancel()  # the Cancel button of the sidebar or the status bar
         self.process.kill_if_overdue()
+        # whole seconds: the clock in the panel ticks once a second, not on every poll
+        self.figures["elapsed"] = float(int(time.monotonic() - self.started))
         self._publish()
         return events
 
@@ -248,11 +364,15 @@ class BakeSession:
         if not todo:
             return
         radius = float(reader.manifest.get("particle_radius", self.radius))
+        if self.births is None:
+            self.births = usd.Births(float(reader.manifest.get("fps", 24.0)))
         t0 = time.monotonic()
         os.makedirs(self.usd_dir, exist_ok=True)
         new = []
         for frame in todo:
-            usd.write_frame(files.usd_frame_path(self.usd_dir, frame), reader.read_frame(frame), frame, radius)
+            arrays = reader.read_frame(frame)
+            arrays["age"] = self.births.ages(frame, arrays["id"])
+            usd.write_frame(files.usd_frame_path(self.usd_dir, frame), arrays, frame, radius)
             self.converted.add(frame)
             new.append(frame)
             if time.monotonic() - t0 > budget:
@@ -261,6 +381,7 @@ class BakeSession:
         if not self.shown:
             first = min(self.converted)
             liquid.show_frames(scene, files.usd_frame_path(self.usd_dir, first), self.relative, self.scale_length)
+            surface.sync(scene, self.scale_length)
             self.shown = True
             files.remove_usd_dirs(self.cache_dir, keep=self.usd_dir)
         elif scene.frame_current in new:
@@ -307,6 +428,7 @@ class BakeSession:
 
     def _set_status(self, text: str, frames: list) -> None:
         state = self.scene().surge
+        state.bake_cancel_requested = False
         state.bake_status = text
         state.bake_progress = len(frames) / (self.frame_end - self.frame_start + 1)
         state.is_baking = False
@@ -331,6 +453,11 @@ def free_bake(scene) -> tuple[str, int]:
     if shown and (shown + os.sep).startswith(cache_dir + os.sep):
         liquid.release_files(scene)  # first: Windows cannot delete a file Blender holds open
     count = files.free(cache_dir) if os.path.isdir(cache_dir) else 0
+    preview = files.preview_dir(cache_dir)
+    if os.path.isdir(preview):
+        count += files.free(preview)
+        if not os.listdir(preview):
+            os.rmdir(preview)
     scene.surge.bake_status = f"Removed {count} Surge files from '{cache_dir}'"
     scene.surge.bake_progress = 0.0
     return cache_dir, count

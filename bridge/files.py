@@ -28,6 +28,9 @@ JOB_DIR = "job"
 JOB_FILES = ("scene.json", "scene.npz", "settings.json")
 LOG_FILE = "bake.log"
 CANCEL_FLAG = "cancel.flag"
+PREVIEW_DIR = "preview"
+#: Output of a bake started with "Bake in a Terminal" (bridge.headless).
+TERMINAL_LOG = "terminal_bake.log"
 USD_DIR = "usd"
 USD_BAKE_RE = re.compile(r"^bake_[0-9a-f]{12}$")
 USD_FRAME_RE = re.compile(r"^liquid_(\d{6})(\.tmp)?\.usdc$")
@@ -59,6 +62,11 @@ def resolve_cache_dir(scene, addon_root: str) -> str:
     return path
 
 
+def preview_dir(cache_dir: str) -> str:
+    """The cache folder of preview bakes, inside the scene's cache folder."""
+    return os.path.join(cache_dir, PREVIEW_DIR)
+
+
 def job_dir(cache_dir: str) -> str:
     return os.path.join(cache_dir, JOB_DIR)
 
@@ -82,7 +90,8 @@ def usd_frame_path(usd_dir: str, frame: int) -> str:
     return os.path.join(usd_dir, f"liquid_{frame:06d}.usdc")
 
 
-def _usd_bake_dirs(cache_dir: str) -> list[str]:
+def usd_bake_dirs(cache_dir: str) -> list[str]:
+    """The ``usd/bake_*`` folders of ``cache_dir``, by name."""
     root = os.path.join(cache_dir, USD_DIR)
     if not os.path.isdir(root):
         return []
@@ -98,9 +107,10 @@ def own_files(cache_dir: str) -> list[str]:
         for p in (os.path.join(jdir, name), os.path.join(jdir, name + ".tmp")):
             if os.path.isfile(p):
                 out.append(p)
-    if os.path.isfile(cancel_flag(cache_dir)):
-        out.append(cancel_flag(cache_dir))
-    for d in _usd_bake_dirs(cache_dir):
+    for path in (cancel_flag(cache_dir), os.path.join(cache_dir, TERMINAL_LOG)):
+        if os.path.isfile(path):
+            out.append(path)
+    for d in usd_bake_dirs(cache_dir):
         out += [os.path.join(d, n) for n in sorted(os.listdir(d)) if USD_FRAME_RE.match(n)]
     return out
 
@@ -118,7 +128,7 @@ def remove_usd_dirs(cache_dir: str, keep: str | None = None) -> list[str]:
     """
     left = []
     keep_path = os.path.normpath(keep) if keep else None
-    for d in _usd_bake_dirs(cache_dir):
+    for d in usd_bake_dirs(cache_dir):
         if keep_path and os.path.normpath(d) == keep_path:
             continue
         try:
@@ -149,7 +159,7 @@ def free(cache_dir: str) -> int:
             os.remove(p)
         except OSError as exc:
             raise OSError(f"Cannot delete '{p}': {exc.strerror or exc}") from exc
-    for d in _usd_bake_dirs(cache_dir):
+    for d in usd_bake_dirs(cache_dir):
         _remove_dir_if_empty(d)
     _remove_dir_if_empty(os.path.join(cache_dir, USD_DIR))
     _remove_dir_if_empty(job_dir(cache_dir))

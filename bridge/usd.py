@@ -135,3 +135,24 @@ def write_frame(path: str, arrays: dict, frame: int, radius: float) -> None:
     if not written:
         raise OSError(f"Cannot write the USD file '{tmp}'")
     os.replace(tmp, path)
+
+
+class Births:
+    """First frame each particle id was seen, for the ``age`` attribute; fed frames in ascending order."""
+
+    def __init__(self, fps: float):
+        self.fps = float(fps)
+        self.ids = np.zeros(0, dtype=np.int64)     # ascending
+        self.frames = np.zeros(0, dtype=np.int64)  # first frame of each id
+
+    def ages(self, frame: int, ids: np.ndarray) -> np.ndarray:
+        """Seconds since each of ``ids`` first appeared (0 for those first seen at ``frame``), float32."""
+        ids = np.asarray(ids, dtype=np.int64)
+        new = np.setdiff1d(ids, self.ids, assume_unique=False)
+        if len(new):
+            merged = np.concatenate([self.ids, new])
+            order = np.argsort(merged, kind="stable")
+            self.ids = merged[order]
+            self.frames = np.concatenate([self.frames, np.full(len(new), frame, dtype=np.int64)])[order]
+        born = self.frames[np.searchsorted(self.ids, ids)]
+        return ((frame - born) / self.fps).astype(np.float32)

@@ -46,6 +46,9 @@ FRAMES_DIR = "frames"
 SDF_DIR = "sdf"
 _SDF_RE = re.compile(r"^[0-9a-f]{64}\.npz$")
 _FRAME_RE = re.compile(r"^frame_(\d{6})\.npz$")
+#: Solver states for resuming a bake (engine.checkpoint); a new bake deletes them.
+CHECKPOINT_DIR = "checkpoints"
+CHECKPOINT_RE = re.compile(r"^checkpoint_(\d{6})\.npz$")
 
 #: name -> (dtype, trailing shape, unit, description)
 ATTRIBUTES = {
@@ -116,6 +119,33 @@ class CacheWriter:
         }
         self.manifest.update(header)
         self._flush()
+
+    @classmethod
+    def resume(cls, cache_dir: str, frame: int, header: dict) -> "CacheWriter":
+        """Continue the bake in ``cache_dir`` after ``frame``: frames after it are dropped, ``header``
+        replaces the manifest fields it names, and the status is 'baking' again.
+
+        The manifest stops listing the dropped frames before their files are deleted, so a reader
+        never sees a listed frame without its file.
+        """
+        manifest = CacheReader(cache_dir).manifest
+        writer = cls.__new__(cls)
+        writer.cache_dir = cache_dir
+        writer.frames_dir = os.path.join(cache_dir, FRAMES_DIR)
+        os.makedirs(writer.frames_dir, exist_ok=True)
+        writer.attributes = {k: (v["dtype"], tuple(v["shape"]), v["unit"], v["description"])
+                             for k, v in manifest["attributes"].items()}
+        dropped = [f for f in manifest.get("frames", []) if f > frame]
+        manifest["frames"] = [f for f in manifest.get("frames", []) if f <= frame]
+        manifest.update(header)
+        manifest.update(status="baking", message="")
+        writer.manifest = manifest
+        writer._flush()
+        for f in dropped:
+            path = os.path.join(writer.frames_dir, frame_filename(f))
+            if os.path.exists(path):
+                os.remove(path)
+        return writer
 
     def _flush(self) -> None:
         _write_json_atomic(os.path.join(self.cache_dir, MANIFEST), self.manifest)
@@ -204,26 +234,28 @@ def own_files(cache_dir: str, include_grids: bool = False) -> list[str]:
     for p in (m, m + ".tmp"):
         if os.path.isfile(p):
             out.append(p)
-    fdir = os.path.join(cache_dir, FRAMES_DIR)
-    if os.path.isdir(fdir):
-        for name in sorted(os.listdir(fdir)):
-            base = name[:-4] if name.endswith(".tmp") else name
-            if _FRAME_RE.match(base):
-                out.append(os.path.join(fdir, name))
+    for sub, pattern in ((FRAMES_DIR, _FRAME_RE), (CHECKPOINT_DIR, CHECKPOINT_RE)):
+        folder = os.path.join(cache_dir, sub)
+        if os.path.isdir(folder):
+            for name in sorted(os.listdir(folder)):
+                base = name[:-4] if name.endswith(".tmp") else name
+                if pattern.match(base):
+                    out.append(os.path.join(folder, name))
     return out
 
 
 def clear(cache_dir: str, include_grids: bool = False) -> int:
     """Delete the cache files Surge owns in ``cache_dir``; returns how many were removed.
 
-    Only ``manifest.json`` and ``frames/frame_NNNNNN.npz`` (and their temporary names) are touched,
+    Only ``manifest.json``, ``frames/frame_NNNNNN.npz`` and ``checkpoints/checkpoint_NNNNNN.npz`` (and
+    their temporary names) are touched,
     plus, with ``include_grids`` (freeing a bake), the collider grids ``sdf/<sha256>.npz``, which a
     re-bake keeps and reuses; each folder is removed only if it ends up empty.
     """
     files = own_files(cache_dir, include_grids)
     for p in files:
         os.remove(p)
-    for sub in (FRAMES_DIR, SDF_DIR):
+    for sub in (FRAMES_DIR, CHECKPOINT_DIR, SDF_DIR):
         d = os.path.join(cache_dir, sub)
         if os.path.isdir(d) and not os.listdir(d):
             os.rmdir(d)

@@ -2,19 +2,23 @@
 
 Usage (from the add-on folder, or with it on ``PYTHONPATH``)::
 
-    python -m engine.cli bake JOB_DIR CACHE_DIR [--cancel-file PATH] [--quiet]
+    python -m engine.cli bake JOB_DIR CACHE_DIR [--cancel-file PATH] [--checkpoint-every N]
+                             [--resume-from FRAME|latest] [--quiet]
 
 Prints one JSON object per line on stdout:
 
 * ``{"event": "stage", "stage": "compile" | "fill" | "simulate", "elapsed": s}``
 * ``{"event": "frame", "frame": f, "frame_start": a, "frame_end": b, "substeps": n,
-  "particles": N, "elapsed": s, "eta": s}``
+  "particles": N, "elapsed": s, "eta": s, "memory": bytes}`` (memory: the bake process's resident memory)
 * ``{"event": "done", "status": "complete" | "cancelled", "frames": k, "particles": N, "elapsed": s}``
 * ``{"event": "error", "error": "<exception class>", "message": "..."}``
 
 Exit status: 0 complete, 1 engine error (message in the error event), 2 bad usage,
 3 cancelled (frames written so far stay valid). Creating the file named by ``--cancel-file``
-asks the bake to stop after the current substep.
+asks the bake to stop after the current substep. ``--checkpoint-every N`` saves the solver state
+every N frames (``checkpoints/`` in the cache folder); ``--resume-from`` continues the bake in
+CACHE_DIR from one of them (``latest``: the last one every earlier frame is baked for) with the
+job's settings, replacing the frames after it.
 """
 
 from __future__ import annotations
@@ -40,8 +44,30 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("job_dir")
     b.add_argument("cache_dir")
     b.add_argument("--cancel-file", default=None, help="stop cleanly once this file exists")
+    b.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                   help="save the solver state every N frames so the bake can resume (0: never)")
+    b.add_argument("--resume-from", default=None, metavar="FRAME",
+                   help="continue the bake in CACHE_DIR from its checkpoint at FRAME, or 'latest'")
     b.add_argument("--quiet", action="store_true", help="log warnings only (stderr)")
     args = parser.parse_args(argv)
+    if args.checkpoint_every < 0:
+        parser.error("--checkpoint-every must be 0 or more")
+    resume_from = None
+    if args.resume_from is not None:
+        from .checkpoint import resumable_frames
+
+        if args.resume_from == "latest":
+            frames = resumable_frames(args.cache_dir)
+            if not frames:
+                _emit({"event": "error", "error": "CacheFormatError",
+                       "message": f"The cache '{args.cache_dir}' has no checkpoint to resume from; bake it again"})
+                return 1
+            resume_from = frames[-1]
+        else:
+            try:
+                resume_from = int(args.resume_from)
+            except ValueError:
+                parser.error("--resume-from takes a frame number or 'latest'")
 
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -55,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             return os.path.exists(flag)
 
     try:
-        summary = driver.bake_job(args.job_dir, args.cache_dir, progress=_emit, cancel=cancel)
+        summary = driver.bake_job(args.job_dir, args.cache_dir, progress=_emit, cancel=cancel,
+                                  checkpoint_every=args.checkpoint_every, resume_from=resume_from)
     except BakeCancelled as exc:
         _emit({"event": "done", "status": "cancelled", "message": str(exc)})
         return 3

@@ -17,10 +17,11 @@ from typing import Callable
 import numpy as np
 
 from . import __version__
-from . import budget
+from . import budget, checkpoint
 from . import settings as settings_mod
-from .cache import SDF_DIR, CacheWriter, check_writable, clear
+from .cache import SDF_DIR, CacheReader, CacheWriter, check_writable, clear
 from .errors import BakeCancelled, InvalidSceneError, SimulationDivergedError
+from .memory import resident_bytes
 from .particles import Particles
 from .scene import SceneDescription, channel_names, load_job, scene_hash
 
@@ -279,11 +280,22 @@ def _check_state(solver, frame: int, settings: settings_mod.SimulationSettings) 
 
 
 def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cache_dir: str,
-         progress: Progress | None = None, cancel: Cancel | None = None) -> dict:
+         progress: Progress | None = None, cancel: Cancel | None = None, checkpoint_every: int = 0,
+         resume_from: int | None = None) -> dict:
     """Bake ``scene`` into ``cache_dir``; the frame at ``scene.frame_start`` is the initial state.
 
     Every frame is in the cache as soon as it is simulated, so a failure or cancel keeps all
     frames before it.
+
+    Parameters
+    ----------
+    checkpoint_every : int
+        Save the solver state every this many frames (:mod:`engine.checkpoint`); 0 saves none.
+    resume_from : int, optional
+        Continue the bake already in ``cache_dir`` from its checkpoint at this frame, with
+        ``settings`` (which may differ from the earlier ones, see :func:`checkpoint.check_resume`);
+        the frames after it are replaced. The manifest's ``segments`` lists which settings baked
+        which frames.
 
     Returns
     -------
@@ -300,6 +312,16 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
     t0 = time.perf_counter()
     check_job(scene, settings)
     check_writable(cache_dir)
+    resumed = None
+    if resume_from is not None:
+        # every check before the cache changes: a refused resume leaves it as it was
+        manifest = CacheReader(cache_dir).manifest
+        if resume_from not in checkpoint.resumable_frames(cache_dir):
+            raise InvalidSceneError(f"The cache '{cache_dir}' has no checkpoint at frame {resume_from} with every "
+                                    f"frame before it; checkpoints: {checkpoint.resumable_frames(cache_dir) or 'none'}")
+        checkpoint.check_resume(manifest, resume_from, settings_mod.to_dict(settings), scene.frame_start, scene.fps,
+                                "Scene")
+        resumed = checkpoint.load(cache_dir, resume_from)
 
     emit_({"event": "stage", "stage": "fill", "elapsed": 0.0})
     particles, level = fill_fluids(scene, settings)
@@ -311,6 +333,11 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
     sources = Sources(scene, settings)
     emit_({"event": "stage", "stage": "compile", "elapsed": time.perf_counter() - t0})
     solver = _make_solver(scene, settings, particles, collision, level)
+    if resumed is not None:
+        # colliders and solver model come from the first frame, as in the uninterrupted bake (Auto
+        # modes and the automatic speed of sound pick the same); the liquid continues from the checkpoint
+        solver = checkpoint.restore(solver, resumed)
+        checkpoint.restore_sources(sources, resumed)
 
     header = {
         "engine_version": __version__,
@@ -324,20 +351,30 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
         "particle_spacing": float(settings.particle_spacing),
         "particle_radius": 0.5 * float(settings.particle_spacing),
     }
-    clear(cache_dir)  # only now: a bake refused above leaves the previous cache untouched
     extra = {"age": ("float32", (), "s", "time since the particle was emitted")}
     extra.update({name: ("float32", (), "", "particle channel set by the scene's objects")
                   for name in channel_names(scene)})
-    writer = CacheWriter(cache_dir, header, extra)
-    writer.write_frame(scene.frame_start, solver.particles.frame_arrays())
+    segment = {"from_frame": int(scene.frame_start if resumed is None else resume_from + 1),
+               "settings_hash": header["settings_hash"], "scene_hash": header["scene_hash"],
+               "settings": header["settings"]}
+    if resumed is None:
+        clear(cache_dir)  # only now: a bake refused above leaves the previous cache untouched
+        writer = CacheWriter(cache_dir, dict(header, segments=[segment]), extra)
+        writer.write_frame(scene.frame_start, solver.particles.frame_arrays())
+        first = scene.frame_start + 1
+    else:
+        earlier = [g for g in manifest.get("segments", []) if g["from_frame"] <= resume_from]
+        checkpoint.remove_after(cache_dir, resume_from)
+        writer = CacheWriter.resume(cache_dir, resume_from, dict(header, segments=earlier + [segment]))
+        first = resume_from + 1
     emit_({"event": "stage", "stage": "simulate", "elapsed": time.perf_counter() - t0})
 
     frame_dt = 1.0 / scene.fps
     total_substeps = 0
     sim_start = time.perf_counter()
-    n_frames = scene.frame_end - scene.frame_start
+    n_frames = scene.frame_end - first + 1
     try:
-        for k, frame in enumerate(range(scene.frame_start + 1, scene.frame_end + 1)):
+        for k, frame in enumerate(range(first, scene.frame_end + 1)):
             remaining = frame_dt
             substeps = 0
             while remaining > 1e-12 * frame_dt:
@@ -357,13 +394,15 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
                         f"Frame {frame} needed more than {settings.max_substeps} substeps (Max Substeps). The "
                         f"liquid is moving too fast for the particle spacing; raise Max Substeps or the spacing.")
             writer.write_frame(frame, solver.particles.frame_arrays())
+            if checkpoint.is_due(frame, scene.frame_start, checkpoint_every):
+                checkpoint.save(cache_dir, frame, solver, sources)
             total_substeps += substeps
             elapsed = time.perf_counter() - t0
             done = k + 1
             eta = (time.perf_counter() - sim_start) / done * (n_frames - done)
             emit_({"event": "frame", "frame": frame, "frame_start": scene.frame_start,
                    "frame_end": scene.frame_end, "substeps": substeps, "particles": len(solver.particles),
-                   "elapsed": round(elapsed, 3), "eta": round(eta, 3)})
+                   "elapsed": round(elapsed, 3), "eta": round(eta, 3), "memory": resident_bytes()})
     except BakeCancelled as exc:
         writer.finish("cancelled", str(exc))
         raise
@@ -372,11 +411,13 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
         raise
     elapsed = time.perf_counter() - t0
     writer.finish("complete", "", elapsed=round(elapsed, 3), substeps=total_substeps)
-    return {"frames": n_frames + 1, "particles": len(solver.particles), "elapsed": round(elapsed, 3),
-            "substeps": total_substeps}
+    return {"frames": len(writer.manifest["frames"]), "particles": len(solver.particles),
+            "elapsed": round(elapsed, 3), "substeps": total_substeps}
 
 
-def bake_job(job_dir: str, cache_dir: str, progress: Progress | None = None, cancel: Cancel | None = None) -> dict:
+def bake_job(job_dir: str, cache_dir: str, progress: Progress | None = None, cancel: Cancel | None = None,
+             checkpoint_every: int = 0, resume_from: int | None = None) -> dict:
     """Read a job folder (see :func:`engine.scene.save_job`) and :func:`bake` it into ``cache_dir``."""
     scene, settings = load_job(job_dir)
-    return bake(scene, settings, cache_dir, progress=progress, cancel=cancel)
+    return bake(scene, settings, cache_dir, progress=progress, cancel=cancel, checkpoint_every=checkpoint_every,
+                resume_from=resume_from)

@@ -1,5 +1,8 @@
 """Operators: thin wrappers that check, call the bridge, and report."""
 
-from .bake import CLASSES, HANDLERS
+from . import bake, keyframes, setup, terminal
+from .bake import HANDLERS
+
+CLASSES = setup.CLASSES + bake.CLASSES + terminal.CLASSES + keyframes.CLASSES
 
 __all__ = ["CLASSES", "HANDLERS"]

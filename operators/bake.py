@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import bpy
 from bpy.app.handlers import persistent
+from bpy.props import BoolProperty, EnumProperty, IntProperty
 
-from ..bridge.bake import BakeSession, describe, free_bake
+from ..bridge import export, files
+from ..bridge.bake import (ADDON_ROOT, IF_SETTINGS_CHANGED, BakeSession, describe, free_bake, resume_state,
+                           setting_labels)
 from ..engine.errors import EngineError
 
 #: Seconds between two polls of a modal bake: often enough for a smooth progress bar, rare enough
@@ -34,6 +37,26 @@ class SURGE_OT_bake(bpy.types.Operator):
     bl_label = "Bake Liquid"
     bl_options = {"REGISTER", "UNDO"}
 
+    resume: BoolProperty(
+        name="Resume", default=False, options={"SKIP_SAVE"},
+        description="Continue the bake in the cache folder from a checkpoint instead of starting over")
+    resume_frame: IntProperty(
+        name="From Frame", default=0, min=0, options={"SKIP_SAVE"},
+        description="Checkpoint frame to resume from; 0 takes the latest one")
+    if_settings_changed: EnumProperty(
+        name="If Settings Changed", items=IF_SETTINGS_CHANGED, default="REFUSE", options={"SKIP_SAVE"},
+        description="What resuming does when the settings differ from those that baked the cached frames")
+
+    preview: BoolProperty(
+        name="Preview", default=False, options={"SKIP_SAVE"},
+        description="Bake the first frames at twice the particle spacing into a preview folder of the cache, "
+                    "to check the set-up in seconds; the full bake's cache is left alone")
+
+    def _start(self, context) -> BakeSession:
+        return BakeSession(context.scene, context.evaluated_depsgraph_get(), resume=self.resume and not self.preview,
+                           resume_frame=self.resume_frame, if_settings_changed=self.if_settings_changed,
+                           preview=self.preview)
+
     @classmethod
     def poll(cls, context):
         # scene data only: no area or region, so that background mode works
@@ -51,7 +74,7 @@ class SURGE_OT_bake(bpy.types.Operator):
 
     def execute(self, context):
         try:
-            session = BakeSession(context.scene, context.evaluated_depsgraph_get())
+            session = self._start(context)
         except (EngineError, OSError) as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
@@ -76,7 +99,7 @@ class SURGE_OT_bake(bpy.types.Operator):
         if bpy.app.background:
             return self.execute(context)
         try:
-            self._session = BakeSession(context.scene, context.evaluated_depsgraph_get())
+            self._session = self._start(context)
         except (EngineError, OSError) as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
@@ -142,16 +165,105 @@ class SURGE_OT_free_bake(bpy.types.Operator):
         return {"FINISHED"}
 
 
+class SURGE_OT_resume_bake(bpy.types.Operator):
+    """Continue a cancelled or crashed bake from its last checkpoint; asks what to do if settings changed"""
+
+    bl_idname = "surge.resume_bake"
+    bl_label = "Resume Bake"
+    bl_options = {"REGISTER"}
+
+    frame: IntProperty(
+        name="From Frame", default=0, min=0, options={"SKIP_SAVE"},
+        description="Checkpoint frame to resume from; 0 takes the latest one")
+    if_settings_changed: EnumProperty(
+        name="Settings Changed", items=IF_SETTINGS_CHANGED, default="RESUME", options={"SKIP_SAVE"},
+        description="The settings differ from those that baked the cached frames: resume with the new settings "
+                    "from a frame, or bake everything again")
+
+    @classmethod
+    def poll(cls, context):
+        scene = context.scene
+        if scene is None:
+            return False
+        if scene.surge.is_baking:
+            cls.poll_message_set("This scene is already baking")
+            return False
+        return True
+
+    def _bake(self, context, mode: str) -> set:
+        result = bpy.ops.surge.bake(mode, resume=True, resume_frame=self.frame,
+                                    if_settings_changed=self.if_settings_changed)
+        # a modal bake is running: this operator's part is done
+        return {"FINISHED"} if result & {"FINISHED", "RUNNING_MODAL"} else {"CANCELLED"}
+
+    def invoke(self, context, event):
+        if bpy.app.background:
+            return self.execute(context)
+        try:
+            frames, self._changed = resume_state(files.resolve_cache_dir(context.scene, ADDON_ROOT),
+                                                 export.settings_from_scene(context.scene))
+        except (EngineError, OSError) as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        if not frames:
+            self.report({"ERROR"}, "Nothing to resume: the cache holds no checkpoint; bake from the start")
+            return {"CANCELLED"}
+        self._frames = frames
+        if not self._changed:
+            return self._bake(context, "INVOKE_DEFAULT")
+        self.frame = frames[-1]
+        return context.window_manager.invoke_props_dialog(self, title="Settings Changed", confirm_text="Continue")
+
+    def draw(self, context):
+        layout = self.layout
+        layout.label(text=f"Changed since the cached frames were baked: {setting_labels(self._changed)}")
+        layout.prop(self, "if_settings_changed", expand=True)
+        row = layout.row()
+        row.active = self.if_settings_changed == "RESUME"
+        row.prop(self, "frame")
+        layout.label(text=f"Checkpoints: frames {', '.join(map(str, self._frames))}")
+
+    def execute(self, context):
+        # from the dialog (the UI) the bake runs modal; from a script it blocks like surge.bake
+        try:
+            return self._bake(context, "EXEC_DEFAULT" if bpy.app.background else "INVOKE_DEFAULT")
+        except RuntimeError as exc:  # the bake operator's ERROR report, passed on as this one's
+            self.report({"ERROR"}, str(exc).removeprefix("Error: ").strip())
+            return {"CANCELLED"}
+
+
+class SURGE_OT_cancel_bake(bpy.types.Operator):
+    """Stop the running bake after its current substep; the frames baked so far are kept"""
+
+    bl_idname = "surge.cancel_bake"
+    bl_label = "Cancel Bake"
+    bl_options = {"REGISTER"}
+
+    @classmethod
+    def poll(cls, context):
+        scene = context.scene
+        if scene is None or not scene.surge.is_baking:
+            cls.poll_message_set("No bake is running in this scene")
+            return False
+        return True
+
+    def execute(self, context):
+        # the bake operator's session notices this at its next poll (it owns the child process)
+        context.scene.surge.bake_cancel_requested = True
+        return {"FINISHED"}
+
+
 @persistent
 def clear_interrupted_bakes(_filepath) -> None:
     """A file saved during a bake says it is baking; no bake survives loading it, so say so."""
     for scene in bpy.data.scenes:
         if scene.surge.is_baking:
             scene.surge.is_baking = False
+            scene.surge.bake_cancel_requested = False
             scene.surge.bake_status = "The bake was interrupted; bake again"
 
 
-CLASSES = (SURGE_OT_bake, SURGE_OT_free_bake)
+CLASSES = (SURGE_OT_bake, SURGE_OT_free_bake, SURGE_OT_resume_bake, SURGE_OT_cancel_bake)
 
 #: (handler list name in bpy.app.handlers, function) pairs that register() adds and unregister() removes.
 HANDLERS = (("load_post", clear_interrupted_bakes),)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import bpy
 
+from ..bridge.bake import duration
+from ..engine import liquids
 from ..engine import settings as settings_mod
+from ..operators.setup import PRESET_SUBDIR
 
 #: Engine settings grouped as engine.settings declares them: ((group, (name, ...)), ...) in order.
 GROUPS = tuple(
@@ -21,6 +24,38 @@ INFLOW_SETTINGS = tuple(p.name for p in settings_mod.inflow_parameters())
 
 #: Settings of an inflow that only apply in one of its modes: name -> mode.
 INFLOW_MODE_ONLY = {"normal_speed": "SURFACE"}
+
+
+def progress_text(scene) -> str:
+    """'Frame 12 of 96' once a frame is baked, else what the bake is doing."""
+    settings = scene.surge
+    if settings.bake_particles:
+        return f"Frame {settings.bake_frame} of {scene.frame_end}"
+    return settings.bake_status or "Baking"
+
+
+def bake_figures(settings) -> list[tuple[str, str]]:
+    """(name, value) of each figure of the running bake, as the sidebar lists them."""
+    figures = [("Frame", str(settings.bake_frame)), ("Substeps", str(settings.bake_substeps)),
+               ("Particles", f"{settings.bake_particles:,}"), ("Elapsed", duration(settings.bake_elapsed)),
+               ("Remaining", duration(settings.bake_remaining))]
+    if settings.bake_memory:
+        figures.append(("Memory", f"{settings.bake_memory:,.0f} MiB"))
+    return figures
+
+
+def draw_status_bar(self, context) -> None:
+    """Appended to Blender's status bar: the running bake's progress and a cancel button."""
+    scene = context.scene
+    if scene is None or not scene.surge.is_baking:
+        return
+    settings = scene.surge
+    row = self.layout.row(align=True)
+    text = f"Surge: {progress_text(scene)}"
+    if settings.bake_particles:
+        text += f", {duration(settings.bake_remaining)} left"
+    row.progress(factor=settings.bake_progress, type="BAR", text=text)
+    row.operator("surge.cancel_bake", text="", icon="CANCEL")
 
 
 class SurgeSidebarPanel:
@@ -44,6 +79,14 @@ class VIEW3D_PT_surge_object(SurgeSidebarPanel, bpy.types.Panel):
             return
         layout.label(text=obj.name, icon="OBJECT_DATA")
         layout.prop(obj.surge, "role")
+        # one click for every selected object, with a display that shows the role
+        grid = layout.column(align=True)
+        top, bottom = grid.row(align=True), grid.row(align=True)
+        top.operator("surge.make_fluid", text="Fluid", icon="MOD_FLUIDSIM")
+        top.operator("surge.make_inflow", text="Inflow", icon="IMPORT")
+        bottom.operator("surge.make_collider", text="Collider", icon="MOD_PHYSICS")
+        bottom.operator("surge.make_outflow", text="Outflow", icon="EXPORT")
+        grid.operator("surge.clear_role", icon="X")
         if obj.surge.role == "COLLIDER":
             for name in COLLIDER_SETTINGS:
                 layout.prop(obj.surge, name)
@@ -68,6 +111,22 @@ class VIEW3D_PT_surge_object(SurgeSidebarPanel, bpy.types.Panel):
             layout.label(text="Removes the liquid inside this closed mesh", icon="INFO")
 
 
+class SURGE_MT_liquid_presets(bpy.types.Menu):
+    """Measured liquids, then the artist's own presets"""
+
+    bl_label = "Liquid Presets"
+    preset_subdir = PRESET_SUBDIR
+    preset_operator = "script.execute_preset"
+
+    def draw(self, context):
+        layout = self.layout
+        for item in liquids.LIQUIDS:
+            layout.operator("surge.apply_liquid", text=item.label).liquid = item.name
+        if any(bpy.utils.preset_paths(PRESET_SUBDIR)):
+            layout.separator()
+            bpy.types.Menu.draw_preset(self, context)
+
+
 class VIEW3D_PT_surge_simulation(SurgeSidebarPanel, bpy.types.Panel):
     """Simulation settings of the scene, drawn from the engine's parameter list"""
 
@@ -79,6 +138,12 @@ class VIEW3D_PT_surge_simulation(SurgeSidebarPanel, bpy.types.Panel):
         layout.use_property_split = True
         layout.use_property_decorate = False
         layout.enabled = not settings.is_baking
+        row = layout.row(align=True)
+        row.menu("SURGE_MT_liquid_presets", text=SURGE_MT_liquid_presets.bl_label)
+        row.operator("surge.liquid_preset_add", text="", icon="ADD")
+        row.operator("surge.liquid_preset_add", text="", icon="REMOVE").remove_active = True
+        # Blender's own unit scale: every Surge length is in Blender units times this
+        layout.prop(context.scene.unit_settings, "scale_length", text="World Scale (m per unit)")
         if len(GROUPS) == 1:
             for name in GROUPS[0][1]:
                 layout.prop(settings, name)
@@ -107,14 +172,48 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
         col.prop(settings, "cache_directory", text="")
         row = layout.row(align=True)
         row.operator("surge.bake", icon="PHYSICS")
+        row.operator("surge.resume_bake", text="Resume", icon="PLAY")
+        row.operator("surge.bake", text="Preview", icon="HIDE_OFF").preview = True
         row.operator("surge.free_bake", icon="TRASH")
+        col = layout.column()
+        col.enabled = not settings.is_baking
+        col.prop(settings, "checkpoint_interval")
+        row = col.row(align=True)
+        row.operator("surge.bake_in_terminal", icon="CONSOLE")
+        row.operator("surge.load_baked", icon="FILE_REFRESH")
         if settings.is_baking:
-            layout.progress(factor=settings.bake_progress, type="BAR", text=settings.bake_status or "Baking")
-            layout.label(text="Press Esc to cancel; baked frames are kept", icon="INFO")
+            layout.progress(factor=settings.bake_progress, type="BAR", text=progress_text(context.scene))
+            if settings.bake_particles:
+                grid = layout.column(align=True)
+                for name, value in bake_figures(settings):
+                    row = grid.row()
+                    row.label(text=name)
+                    row.label(text=value)
+            else:
+                layout.label(text=settings.bake_status)
+            layout.operator("surge.cancel_bake", icon="CANCEL")
+            layout.label(text="Esc also cancels; baked frames are kept", icon="INFO")
         elif settings.bake_status:
             layout.label(text=settings.bake_status)
         if settings.liquid_object is not None:
             layout.prop(settings, "liquid_object", text="Liquid")
+            col = layout.column()
+            col.prop(settings, "use_surface_preview")
+            sub = col.column()
+            sub.active = settings.use_surface_preview
+            sub.prop(settings, "surface_radius")
+            sub.prop(settings, "surface_smoothing")
+        header, body = layout.panel("surge_bake_keyframes", default_closed=True)
+        header.label(text="Bake to Keyframes")
+        if body is not None:
+            body.enabled = not settings.is_baking
+            body.prop(settings, "keyframe_instance")
+            row = body.row(align=True)
+            row.operator("surge.bake_to_keyframes", text="Objects").mode = "OBJECTS"
+            row.operator("surge.bake_to_keyframes", text="Shape Keys").mode = "SHAPE_KEYS"
 
 
-CLASSES = (VIEW3D_PT_surge_object, VIEW3D_PT_surge_simulation, VIEW3D_PT_surge_bake)
+CLASSES = (SURGE_MT_liquid_presets, VIEW3D_PT_surge_object, VIEW3D_PT_surge_simulation, VIEW3D_PT_surge_bake)
+
+#: (header class, draw function) pairs that register() appends and unregister() removes.
+HEADER_DRAWS = ((bpy.types.STATUSBAR_HT_header, draw_status_bar),)

@@ -309,6 +309,20 @@ class WCSPHSolver:
         self._changed = False
         self.rebuilds += 1
 
+    def restore_neighbours(self, x_ref: np.ndarray) -> None:
+        """Rebuild the neighbour list of the last build from the positions it was built at (a resumed
+        bake continues with the list the uninterrupted one had, so its sums run in the same order).
+        The particles are already in that build's Morton order, so the grid sorts them as they are."""
+        pt, h = self.particles, self.model.h
+        reach = h + 0.5 * SKIN * h
+        grid = build_grid(x_ref, 2.0 * reach)
+        if not np.array_equal(grid.order, np.arange(len(pt))):
+            raise ValueError("the saved neighbour-list positions are not in the particles' order")
+        self.neighbours.build(x_ref, np.full(len(pt), reach, dtype=np.float32), grid._replace(order=None))
+        self.grid = grid._replace(order=None, particle_cell=None)
+        self._x_ref = x_ref.copy()
+        self._changed = False
+
     def _evaluate(self) -> None:
         """Neighbour list (rebuilt when needed), then density, pressure and acceleration."""
         self._rebuild()

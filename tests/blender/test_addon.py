@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+import types
 
 import addon_utils
 import bpy
@@ -15,9 +16,14 @@ from blender_helpers import add_box, submodule
 
 pytestmark = pytest.mark.blender
 
-OPERATORS = ("bake", "free_bake")
+OPERATORS = ("bake", "free_bake", "cancel_bake", "resume_bake", "bake_to_keyframes", "bake_in_terminal",
+             "load_baked", "make_fluid", "make_inflow", "make_collider", "make_outflow", "clear_role",
+             "apply_liquid", "liquid_preset_add")
 PANELS = ("VIEW3D_PT_surge_object", "VIEW3D_PT_surge_simulation", "VIEW3D_PT_surge_bake")
-EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "is_baking", "bake_progress", "bake_status"}
+EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "is_baking", "bake_progress", "bake_status",
+                          "bake_cancel_requested", "bake_frame", "bake_substeps", "bake_particles", "bake_elapsed",
+                          "bake_remaining", "bake_memory", "checkpoint_interval", "keyframe_instance",
+                          "use_surface_preview", "surface_radius", "surface_smoothing"}
 EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels"}
 BUILTIN = {"rna_type", "name"}
 
@@ -39,6 +45,11 @@ def _surge_handlers(module_name: str) -> list:
     return found
 
 
+def _status_bar_draws(module_name: str) -> list:
+    draws = bpy.types.STATUSBAR_HT_header._dyn_ui_initialize()
+    return [f for f in draws if getattr(f, "__module__", "").startswith(module_name)]
+
+
 def _assert_registered(surge) -> None:
     assert "surge" in bpy.types.Scene.bl_rna.properties and "surge" in bpy.types.Object.bl_rna.properties
     for op in OPERATORS:
@@ -47,6 +58,7 @@ def _assert_registered(surge) -> None:
         cls = getattr(bpy.types, panel, None)
         assert cls is not None and cls.bl_category == "Surge" and cls.bl_space_type == "VIEW_3D", panel
     assert _surge_handlers(surge.__name__), "the load_post handler is missing"
+    assert _status_bar_draws(surge.__name__), "the status bar's progress is missing"
 
 
 def test_operators_panels_and_properties_are_registered(surge):
@@ -67,6 +79,7 @@ def test_register_unregister_register_leaves_nothing_behind(surge):
         for cls in ("SurgeSceneSettings", "SurgeObjectSettings", "SURGE_OT_bake", "SURGE_OT_free_bake"):
             assert getattr(bpy.types, cls, None) is None, cls
         assert _surge_handlers(name) == []
+        assert _status_bar_draws(name) == []
     finally:
         addon_utils.enable(name, default_set=True)
     _assert_registered(surge)
@@ -197,6 +210,12 @@ class _Layout:
         module, name = idname.split(".")
         getattr(getattr(bpy.ops, module), name).get_rna_type()  # raises KeyError if missing
         self.log.append(("operator", idname))
+        return types.SimpleNamespace()  # operator properties set by the panel land here
+
+    def menu(self, menu, **kw):
+        self._check("menu", kw)
+        assert issubclass(getattr(bpy.types, menu), bpy.types.Menu), menu
+        self.log.append(("menu", menu))
 
     def label(self, **kw):
         self._check("label", kw)
@@ -236,6 +255,8 @@ def test_panels_draw_existing_properties_and_operators(scene, surge):
     collider_props = [p.name for p in settings.collider_parameters()]
     assert [n for kind, n in drawn if kind == "prop"] == ["role"] + collider_props
     assert not any(kind == "label" and "not available" in text for kind, text in drawn)
+    for role in ("fluid", "inflow", "collider", "outflow"):
+        assert ("operator", f"surge.make_{role}") in drawn, role
     tank.surge.collider_resolved = "Container (picked by Auto)"
     assert ("label", "Last bake: Container (picked by Auto)") in _draw("VIEW3D_PT_surge_object")
     tank.surge.role = "INFLOW"
@@ -256,7 +277,8 @@ def test_panels_draw_existing_properties_and_operators(scene, surge):
     drawn = _draw("VIEW3D_PT_surge_simulation")
     params = settings.parameters()
     grouped = [p.name for g in dict.fromkeys(p.group for p in params) for p in params if p.group == g]
-    assert [n for kind, n in drawn if kind == "prop"] == grouped
+    assert [n for kind, n in drawn if kind == "prop"] == ["scale_length"] + grouped
+    assert ("menu", "SURGE_MT_liquid_presets") in drawn and ("operator", "surge.liquid_preset_add") in drawn
 
     drawn = _draw("VIEW3D_PT_surge_bake")
     assert ("operator", "surge.bake") in drawn and ("operator", "surge.free_bake") in drawn

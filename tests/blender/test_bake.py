@@ -264,6 +264,7 @@ def _conversion_only(bake, files, scene, cache_dir):
     session.scene_name, session.cache_dir, session.relative = scene.name, cache_dir, False
     session.scale_length, session.radius, session.converted, session.shown = 1.0, 0.01, set(), False
     session.usd_dir = files.new_usd_dir(cache_dir)
+    session.births = None
     return session
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import types
 
 import bpy
@@ -291,7 +292,9 @@ def test_collider_events_set_what_the_object_acts_as(scene, surge, tmp_path):
                "motion": "RIGID", "cells": 1, "memory": 1, "seconds": 0.0, "cached": True}]
     session = bake.BakeSession.__new__(bake.BakeSession)
     session.scene_name, session.simulating, session.progress, session.status = scene.name, False, 0.0, ""
-    session.process = types.SimpleNamespace(events=lambda timeout: events, kill_if_overdue=lambda: False)
+    session.figures, session.started = {}, time.monotonic()
+    session.process = types.SimpleNamespace(events=lambda timeout: events, kill_if_overdue=lambda: False,
+                                            cancel_requested_at=None)
     session.poll()
     assert monkey.surge.collider_resolved == "Solid (picked by Auto)"
     assert scene.surge.bake_status == bake.describe(events[-1])

@@ -1,0 +1,220 @@
+"""Checkpoints: the solver state at a frame, so a cancelled or crashed bake can resume from it.
+
+A checkpoint is ``checkpoints/checkpoint_NNNNNN.npz`` in the cache folder, written atomically
+(temporary name, flush, rename) like the frames. It holds every particle array in the solver's
+current order (not sorted by id), so that a solver rebuilt from it takes exactly the substeps the
+uninterrupted bake took: in deterministic mode, resuming gives bit-identical frames.
+
+==========  ===========  =======  =================================================
+name        shape        dtype    meaning
+==========  ===========  =======  =================================================
+x           (N, 3)       float32  position, m
+v           (N, 3)       float32  velocity, m/s
+a           (N, 3)       float32  acceleration of the last force evaluation, m/s^2
+rho         (N,)         float32  density, kg/m^3
+p           (N,)         float32  pressure, Pa
+id          (N,)         int32    stable particle id
+age         (N,)         float32  seconds since the particle was emitted
+channel_*   (N,)         float32  the named extra channels (``channel_<name>``)
+next_id     ()           int64    id the next emitted particle gets
+level       (N,)         uint8    resolution level (PBF only)
+x_ref       (N, 3)       float32  positions of the last neighbour-list build (WCSPH only)
+owed_K      (P_K,)       float64  particles inflow K's points owe (surface inflows)
+emitted     ()           int64    particles emitted so far
+removed     ()           int64    particles removed so far
+time        ()           float64  seconds since the first frame
+frame       ()           int64    the frame this state ends
+solver      ()           str      solver name ('WCSPH', 'PBF')
+==========  ===========  =======  =================================================
+
+Resuming with changed settings is allowed (the cache manifest's ``segments`` records which
+settings produced which frames), except for settings the saved state cannot carry over: the
+particle spacing and the solver; and the frame rate and first frame must not change.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .cache import CHECKPOINT_DIR, CHECKPOINT_RE, CacheReader
+from .errors import CacheFormatError, InvalidSettingsError
+from .particles import Particles
+
+_PARTICLE_ARRAYS = ("x", "v", "a", "rho", "p", "id")
+
+
+def checkpoint_path(cache_dir: str, frame: int) -> str:
+    return os.path.join(cache_dir, CHECKPOINT_DIR, f"checkpoint_{int(frame):06d}.npz")
+
+
+def is_due(frame: int, frame_start: int, every: int) -> bool:
+    """True if a bake saving a checkpoint every ``every`` frames saves one at ``frame`` (0: never)."""
+    return every > 0 and frame > frame_start and (frame - frame_start) % every == 0
+
+
+def save(cache_dir: str, frame: int, solver, sources=None) -> str:
+    """Write the state of ``solver`` (and of the emitters, ``sources``) at the end of ``frame``;
+    returns the file's path."""
+    pt: Particles = solver.particles
+    arrays = {name: getattr(pt, name) for name in _PARTICLE_ARRAYS}
+    arrays["age"] = pt.age
+    arrays.update({f"channel_{name}": arr for name, arr in pt.extra.items()})
+    arrays["next_id"] = np.int64(pt.next_id)
+    level = getattr(solver, "level", None)
+    if level is not None:
+        arrays["level"] = level
+    x_ref = getattr(solver, "_x_ref", None)
+    if x_ref is not None:
+        arrays["x_ref"] = x_ref
+    if sources is not None:
+        for k, e in enumerate(sources.emitters):
+            if hasattr(e, "owed"):
+                arrays[f"owed_{k}"] = e.owed
+        arrays.update(emitted=np.int64(sources.emitted), removed=np.int64(sources.removed))
+    arrays.update(time=np.float64(solver.time), frame=np.int64(frame), solver=np.array(solver.name))
+    path = checkpoint_path(cache_dir, frame)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def frames_on_disk(cache_dir: str) -> list[int]:
+    """Frames that have a checkpoint file, ascending."""
+    folder = os.path.join(cache_dir, CHECKPOINT_DIR)
+    if not os.path.isdir(folder):
+        return []
+    return sorted(int(m.group(1)) for m in map(CHECKPOINT_RE.match, os.listdir(folder)) if m)
+
+
+def resumable_frames(cache_dir: str) -> list[int]:
+    """Checkpoint frames a bake can resume from: those whose frame and every frame before it are in
+    the cache (a checkpoint is written after its frame, so a crash between the two leaves a frame
+    without a usable checkpoint, never the reverse)."""
+    try:
+        reader = CacheReader(cache_dir)
+    except CacheFormatError:
+        return []
+    listed = set(reader.frames)
+    start = int(reader.manifest.get("frame_start", min(listed, default=0)))
+    out = []
+    for frame in frames_on_disk(cache_dir):
+        if all(f in listed for f in range(start, frame + 1)):
+            out.append(frame)
+    return out
+
+
+def load(cache_dir: str, frame: int) -> dict:
+    """Arrays of the checkpoint at ``frame`` (see the module docstring)."""
+    path = checkpoint_path(cache_dir, frame)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            state = {k: z[k] for k in z.files}
+    except FileNotFoundError as exc:
+        raise CacheFormatError(f"No checkpoint at frame {frame} in the cache '{cache_dir}'") from exc
+    except (OSError, ValueError) as exc:
+        raise CacheFormatError(f"The checkpoint at frame {frame} in '{cache_dir}' cannot be read: {exc}") from exc
+    missing = [k for k in _PARTICLE_ARRAYS + ("time", "frame", "solver") if k not in state]
+    if missing:
+        raise CacheFormatError(f"The checkpoint '{path}' lacks {', '.join(missing)}")
+    return state
+
+
+def particles_of(state: dict, rest_density: float) -> Particles:
+    """The particles a checkpoint holds, in its order."""
+    n = state["x"].shape[0]
+    pt = Particles.create(state["x"], state["v"], rest_density)
+    for name in _PARTICLE_ARRAYS + ("age",):
+        if name in state:
+            getattr(pt, name)[:] = state[name].reshape(getattr(pt, name).shape)
+    for key in state:
+        if key.startswith("channel_"):
+            pt.add_channel(key[len("channel_"):])[:] = state[key]
+    pt.next_id = int(state["next_id"]) if "next_id" in state else (int(state["id"].max()) + 1 if n else 0)
+    return pt
+
+
+def restore(solver, state: dict):
+    """A solver that continues from ``state``, with the model of ``solver``.
+
+    ``solver`` must be built exactly as the uninterrupted bake built it, from the first frame's
+    particles: models take values from the initial state (the automatic speed of sound, PBF's
+    speed limit). The new solver holds the checkpoint's particle arrays as they were saved, in
+    their order and with the accelerations of the last force evaluation (which WCSPH's closing
+    half-kick used and its next opening half-kick uses; evaluating them again from the saved
+    velocities would not give the same values), at the checkpoint's time, with moving colliders
+    posed for it.
+    """
+    if str(state["solver"]) != solver.name:
+        raise CacheFormatError(f"The checkpoint at frame {int(state['frame'])} was saved by the {state['solver']} "
+                               f"solver, not {solver.name}")
+    rest = solver.particles.rest_density or float(np.mean(state["rho"]))
+    kwargs = {}
+    if "level" in state and getattr(solver, "level", None) is not None:
+        kwargs["level"] = np.ascontiguousarray(state["level"], dtype=np.uint8)
+    fresh = type(solver)(solver.model, particles_of(state, rest), collision=solver.collision, **kwargs)
+    # construction may have evaluated forces and reordered the particles: put back the saved state
+    fresh.particles = particles_of(state, rest)
+    if "level" in kwargs:
+        fresh.level = kwargs["level"]
+    fresh.time = float(state["time"])
+    if "x_ref" in state and hasattr(fresh, "restore_neighbours"):
+        fresh.restore_neighbours(np.ascontiguousarray(state["x_ref"]))
+    if fresh.collision is not None:
+        fresh.collision.update(fresh.time)
+    return fresh
+
+
+def restore_sources(sources, state: dict) -> None:
+    """Put the emitters' debts and the emission counters of ``state`` back into ``sources``."""
+    for k, e in enumerate(sources.emitters):
+        if f"owed_{k}" in state and hasattr(e, "owed"):
+            e.owed = np.array(state[f"owed_{k}"], dtype=np.float64)
+    sources.emitted = int(state.get("emitted", 0))
+    sources.removed = int(state.get("removed", 0))
+
+
+#: Settings a saved state cannot carry over to: (name, label).
+FIXED_SETTINGS = (("particle_spacing", "Particle Spacing"), ("solver", "Solver"))
+
+
+def check_resume(manifest: dict, frame: int, settings: dict, frame_start: int, fps: float, owner: str) -> None:
+    """Raise :class:`InvalidSettingsError` if a bake with ``settings`` cannot resume at ``frame`` of the
+    cache described by ``manifest`` (listing every reason)."""
+    problems = []
+    old = manifest.get("settings", {})
+    for name, label in FIXED_SETTINGS:
+        if name in old and old[name] != settings[name]:
+            problems.append(f"{owner}: '{label}' changed from {old[name]!r} to {settings[name]!r} since frame "
+                            f"{frame} was baked; a bake cannot resume across that change, bake again from the "
+                            f"start")
+    if int(manifest.get("frame_start", frame_start)) != int(frame_start):
+        problems.append(f"{owner}: the first frame changed from {manifest.get('frame_start')} to {frame_start}; "
+                        f"bake again from the start")
+    if float(manifest.get("fps", fps)) != float(fps):
+        problems.append(f"{owner}: the frame rate changed from {manifest.get('fps')} to {fps} fps; bake again "
+                        f"from the start")
+    if problems:
+        raise InvalidSettingsError(problems)
+
+
+def changed_settings(manifest: dict, settings: dict) -> list[str]:
+    """Names of the settings that differ from those that baked the cache's last frames."""
+    old = manifest.get("settings", {})
+    return sorted(k for k in settings if old.get(k) != settings[k])
+
+
+def remove_after(cache_dir: str, frame: int) -> int:
+    """Delete the checkpoints after ``frame`` (a resume from ``frame`` replaces that future)."""
+    count = 0
+    for f in frames_on_disk(cache_dir):
+        if f > frame:
+            os.remove(checkpoint_path(cache_dir, f))
+            count += 1
+    return count

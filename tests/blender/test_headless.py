@@ -1,0 +1,91 @@
+"""Headless bakes: the environment's command (tools/bake.py) and "Bake in a Terminal" from the UI."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import bpy
+import pytest
+
+from blender_helpers import add_box, column_scene, evaluated_points, submodule
+
+pytestmark = pytest.mark.blender
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _saved_scene(scene, tmp_path, name="shot.blend"):
+    """A PBF water column (250 particles, frames 1-3) saved with a cache folder next to it."""
+    column_scene(scene, "//surge_cache/")
+    scene.surge.solver = "PBF"
+    blend = str(tmp_path / name)
+    bpy.ops.wm.save_as_mainfile(filepath=blend)
+    return blend
+
+
+def _tool(*args):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bake.py"), *args], capture_output=True,
+                          text=True, timeout=900, cwd=str(ROOT))
+
+
+def test_tool_bakes_a_blend_with_progress_lines_and_saves_it(scene, surge, tmp_path):
+    blend = _saved_scene(scene, tmp_path)
+    out = _tool(blend, "--save")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    for frame in (2, 3):
+        assert any(line.startswith(f"Surge: Frame {frame} of 3: 250 particles") for line in lines), frame
+    assert any(line.startswith("Surge: Baked frames 1-3") for line in lines)
+    reader = submodule(surge, "engine.cache").CacheReader(str(tmp_path / "surge_cache"))
+    assert reader.frames == [1, 2, 3] and reader.manifest["status"] == "complete"
+    # saved: the file opens on the liquid that plays the new cache
+    bpy.ops.wm.open_mainfile(filepath=blend)
+    liquid = bpy.context.scene.surge.liquid_object
+    assert liquid is not None and evaluated_points(liquid, 3)["count"] == 250
+
+
+def test_tool_fails_with_a_message_on_a_broken_scene(scene, surge, tmp_path):
+    column_scene(scene, "//surge_cache/")
+    add_box("Sheet", (0.0, 0.0, 0.1), (0.05, 0.05, 0.1), role="FLUID")  # flat: no volume to fill
+    bpy.data.objects["Water"].surge.role = "NONE"
+    bpy.data.objects["Sheet"].data.clear_geometry()
+    blend = str(tmp_path / "broken.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=blend)
+    out = _tool(blend)
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "Surge: error:" in out.stderr and "Fluid 'Sheet' has no faces" in out.stderr
+    assert not os.path.exists(tmp_path / "surge_cache" / "manifest.json")
+
+    missing = _tool(str(tmp_path / "nowhere.blend"))
+    assert missing.returncode == 1 and "no such file" in missing.stderr
+
+
+def test_bake_in_a_terminal_runs_apart_and_load_baked_shows_it(scene, surge, tmp_path):
+    blend = _saved_scene(scene, tmp_path)
+    assert bpy.ops.surge.bake_in_terminal() == {"FINISHED"}
+    status = scene.surge.bake_status
+    pid = int(re.search(r"process \(id (\d+)\)", status).group(1))
+    _pid, code = os.waitpid(pid, 0)  # the test waits; the artist goes on working meanwhile
+    log = (tmp_path / "surge_cache" / "terminal_bake.log").read_text()
+    assert os.waitstatus_to_exitcode(code) == 0, log[-3000:]
+    assert "Surge: Frame 3 of 3" in log
+    assert scene.surge.liquid_object is None  # this file learns of the result only when asked
+    assert bpy.ops.surge.load_baked() == {"FINISHED"}
+    liquid = scene.surge.liquid_object
+    assert evaluated_points(liquid, 3)["count"] == 250
+    assert liquid.modifiers["Surge Cache"].cache_file.filepath.startswith("//surge_cache")
+    assert blend == bpy.data.filepath
+    # the log is Surge's own file: Free Bake removes it with the rest
+    assert bpy.ops.surge.free_bake() == {"FINISHED"}
+    assert not (tmp_path / "surge_cache" / "terminal_bake.log").exists()
+
+
+def test_load_baked_without_a_bake_is_refused(scene, surge, tmp_path):
+    scene.surge.cache_directory = str(tmp_path / "cache")
+    with pytest.raises(RuntimeError, match="No baked liquid"):
+        bpy.ops.surge.load_baked()
+    with pytest.raises(RuntimeError, match="Save the .blend file first"):
+        bpy.ops.surge.bake_in_terminal()

@@ -1,0 +1,50 @@
+"""Bake a .blend headless with Blender as a Python module (no ``blender`` program needed).
+
+    .venv/bin/python tools/bake.py shot.blend [--resume] [--save]
+
+does what ``blender -b shot.blend --python-exit-code 1 --python-expr "import bpy; bpy.ops.surge.bake()"``
+does: Surge is enabled from this source tree, the file is opened, its scene baked into the cache
+folder its settings name, with one progress line per frame on stdout. Exit status 0 when the bake
+completes, 1 with ``Surge: error: <message>`` on stderr when the scene is refused or the bake fails,
+3 when it was cancelled (``cancel.flag`` in the cache folder). ``--save`` saves the .blend
+afterwards, so that it plays the new cache when opened (on a render node, for instance).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import os
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tools/bake.py", description="Bake a .blend file's Surge liquid headless")
+    parser.add_argument("blend", help="the .blend file to bake")
+    parser.add_argument("--resume", action="store_true", help="continue from the cache's last checkpoint")
+    parser.add_argument("--save", action="store_true", help="save the .blend after the bake")
+    args = parser.parse_args(argv)
+    blend = os.path.abspath(args.blend)
+    if not os.path.isfile(blend):
+        print(f"Surge: error: no such file '{blend}'", file=sys.stderr)
+        return 1
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from blender_session import enable_from_source  # imports bpy
+
+    import bpy
+
+    # a repository folder of this checkout's own: another checkout's link must not stand in for it
+    tag = hashlib.sha256(ROOT.encode("utf-8")).hexdigest()[:12]
+    module = enable_from_source(ROOT, os.path.join(tempfile.gettempdir(), f"surge_source_repo_{tag}"))
+    bpy.ops.wm.open_mainfile(filepath=blend)
+    headless = importlib.import_module(f"{module}.bridge.headless")
+    return headless.bake_open_file(resume=args.resume, save=args.save)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
