@@ -83,3 +83,37 @@ def wall_gradient(x0, x1, x2, boxes, support, inv_scale, t0, step, psi, dpsi):
         g2 += inv_scale * l0 * u0 * l1 * u1 * (u2 * table(dpsi, t0, step, (x2 - lo[2]) * inv_scale)
                                                - l2 * table(dpsi, t0, step, (hi[2] - x2) * inv_scale))
     return g0, g1, g2
+
+
+@njit(inline="always", cache=True)
+def wall_hydrostatic(x0, x1, x2, boxes, support, t0, step, tau_n, tau_t, gx, gy, gz):
+    """Hydrostatic part of the wall pressure force (tables in metres), m/s^2.
+
+    The walls' imaginary particles carry the pressure p_w + rho g . (x_j - x_i), extrapolated
+    from the liquid (Adami, Hu & Adams 2012, eq. 27). Its varying part gives the acceleration -G,
+
+        G = sum_j (m / rho0) (g . (x_j - x_i)) grad_i W_ij = (g . n) tau_n n + tau_t (g - (g . n) n)
+
+    per wall (:func:`engine.kernels.wall_moment_tables`): the part of the pressure gradient that
+    the truncated kernel of a particle near a wall misses. The walls are summed (near an edge the
+    imaginary particles of the edge's quarter-space count twice; that region is a few per cent of
+    a corner particle's kernel).
+    """
+    G0 = 0.0
+    G1 = 0.0
+    G2 = 0.0
+    for b in range(boxes.shape[0]):
+        lo = boxes[b, 0]
+        hi = boxes[b, 1]
+        if not near_box(x0, x1, x2, lo, hi, support):
+            continue
+        n0 = table(tau_n, t0, step, x0 - lo[0]) + table(tau_n, t0, step, hi[0] - x0)
+        t0_ = table(tau_t, t0, step, x0 - lo[0]) + table(tau_t, t0, step, hi[0] - x0)
+        n1 = table(tau_n, t0, step, x1 - lo[1]) + table(tau_n, t0, step, hi[1] - x1)
+        t1_ = table(tau_t, t0, step, x1 - lo[1]) + table(tau_t, t0, step, hi[1] - x1)
+        n2 = table(tau_n, t0, step, x2 - lo[2]) + table(tau_n, t0, step, hi[2] - x2)
+        t2_ = table(tau_t, t0, step, x2 - lo[2]) + table(tau_t, t0, step, hi[2] - x2)
+        G0 += gx * (n0 + t1_ + t2_)
+        G1 += gy * (t0_ + n1 + t2_)
+        G2 += gz * (t0_ + t1_ + n2)
+    return G0, G1, G2

@@ -13,11 +13,17 @@ viscosity (coefficient alpha) plus Morris et al.'s (1997) laminar term for a phy
 viscosity nu.
 
 Walls of box containers are continuous solid: a wall at distance d contributes the kernel mass of
-the solid half-space, rho0 psi(d), to the density, and the pressure force
--(p_i / rho_i^2) rho0 grad psi (see :func:`engine.kernels.half_space_tables`), in the spirit of
-Koschier & Bender's density maps (2017) for a flat wall and Akinci et al.'s (2012) one-sided
-boundary pressure term. A particle that still crosses a wall is
-projected back and loses its normal velocity, so nothing leaks.
+the solid half-space, rho0 psi(d), to the density (see :func:`engine.kernels.half_space_tables`),
+in the spirit of Koschier & Bender's density maps (2017) for a flat wall. Its pressure force is
+that of imaginary wall particles carrying the pressure p_w + rho_i g . (x_j - x_i) (Adami, Hu &
+Adams 2012, eq. 27, with p_w the Shepard average of the liquid's pressure around the particle):
+-(p_i + p_w) / rho_i^2 rho0 grad psi - G, G from the wall lattice's gradient moments
+(:func:`engine.kernels.wall_moment_tables`, :func:`engine.walls.wall_hydrostatic`). The one-sided
+force -(p_i / rho_i^2) rho0 grad psi used before let the liquid's own pair forces pull particles
+into the walls (the first layer carried twice the hydrostatic pressure) and, without G, left the
+liquid along side walls without part of its support (the pressure of a column in a 4-particle
+slab was 30-40 % too high). A particle that still crosses a wall is projected back and loses its
+normal velocity, so nothing leaks.
 
 Time step per substep: dt = min(CFL h / (c0 + v_max), 0.25 sqrt(h / a_max), 0.125 h^2 / nu).
 """
@@ -31,10 +37,10 @@ import numpy as np
 from numba import njit, prange
 
 from ..collision import CollisionWorld, SWEEP_STEP, collider_free, empty_world_args, project
-from ..kernels import cubic_dwdr, cubic_w, half_space_tables, lattice_sum
+from ..kernels import cubic_dwdr, cubic_w, half_space_tables, lattice_sum, wall_moment_tables
 from ..neighbors import CellGrid, NeighbourList, build_grid
 from ..particles import Particles
-from ..walls import near_box, wall_gradient, wall_mass
+from ..walls import near_box, wall_gradient, wall_hydrostatic, wall_mass
 
 GAMMA = 7.0
 #: Verlet skin of the neighbour list, in smoothing lengths: the list holds pairs within 2h + SKIN h
@@ -63,6 +69,8 @@ class WCSPHModel:
     table_step: float     # spacing of the wall tables, m
     psi: np.ndarray       # (S,) float64, kernel mass of the solid half-space at distance d
     dpsi: np.ndarray      # (S,) float64, its derivative, 1/m
+    tau_n: np.ndarray     # (S,) float64, normal gradient moment of the wall lattice (kernels.wall_moment_tables)
+    tau_t: np.ndarray     # (S,) float64, tangential gradient moment of the wall lattice
 
     @property
     def pressure_constant(self) -> float:
@@ -76,13 +84,14 @@ def make_model(*, dx, h_factor, rho0, c0, alpha, nu, gravity, boxes, friction=0.
     h = h_factor * dx
     mass = rho0 / lattice_sum("cubic", h, dx)
     d, psi, dpsi = half_space_tables("cubic", h, dx)
+    _, _, tau_n, tau_t = wall_moment_tables("cubic", h, dx)
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 2, 3)
     k = boxes.shape[0]
     return WCSPHModel(h=h, dx=dx, mass=mass, rho0=rho0, c0=c0, alpha=alpha, nu=nu,
                       gravity=np.asarray(gravity, dtype=np.float64).reshape(3), boxes=boxes,
                       box_friction=np.broadcast_to(np.asarray(friction, dtype=np.float64), (k,)).copy(),
                       box_bounce=np.broadcast_to(np.asarray(bounce, dtype=np.float64), (k,)).copy(), cfl=cfl, table_d0=float(d[0]), table_step=float(d[1] - d[0]),
-                      psi=psi, dpsi=dpsi)
+                      psi=psi, dpsi=dpsi, tau_n=tau_n, tau_t=tau_t)
 
 
 @njit(parallel=True, cache=True)
@@ -129,8 +138,8 @@ def density_pressure(x, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
 
 
 @njit(parallel=True, cache=True)
-def accelerations(x, v, rho, pr, nbr_start, nbr_count, nbr, h, mass, rho0, c0, alpha, nu,
-                  gx, gy, gz, boxes, table_d0, table_step, psi, dpsi, n_colliders, wall_grad,
+def accelerations(x, v, rho, p, pr, nbr_start, nbr_count, nbr, h, mass, rho0, c0, alpha, nu,
+                  gx, gy, gz, boxes, table_d0, table_step, psi, dpsi, tau_n, tau_t, n_colliders, wall_grad,
                   # outputs
                   a):
     """Pressure (seed 000 eq. 5), artificial and laminar viscosity, gravity and wall pressure.
@@ -140,6 +149,9 @@ def accelerations(x, v, rho, pr, nbr_start, nbr_count, nbr, h, mass, rho0, c0, a
     support = 2.0 * h
     r2max = support * support
     eta2 = 0.01 * h * h
+    w_self = cubic_w(0.0, h)
+    gnorm = math.sqrt(gx * gx + gy * gy + gz * gz)
+    inv_g2h = 1.0 / (gnorm * support) if gnorm > 0.0 else 0.0
     for i in prange(x.shape[0]):
         xi = x[i, 0]
         yi = x[i, 1]
@@ -152,6 +164,8 @@ def accelerations(x, v, rho, pr, nbr_start, nbr_count, nbr, h, mass, rho0, c0, a
         ax = 0.0
         ay = 0.0
         az = 0.0
+        sw = w_self          # Shepard average of the pressure around i (i included)
+        spw = w_self * p[i]
         for t in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
             j = nbr[t]
             dx = xi - x[j, 0]
@@ -162,6 +176,9 @@ def accelerations(x, v, rho, pr, nbr_start, nbr_count, nbr, h, mass, rho0, c0, a
                 continue
             r = math.sqrt(r2)
             g = cubic_dwdr(r, h) / r  # grad_i W = g * (x_i - x_j)
+            w = cubic_w(r, h)
+            sw += w
+            spw += w * p[j]
             dvx = vxi - v[j, 0]
             dvy = vyi - v[j, 1]
             dvz = vzi - v[j, 2]
@@ -181,19 +198,29 @@ def accelerations(x, v, rho, pr, nbr_start, nbr_count, nbr, h, mass, rho0, c0, a
             ax += f * dx + visc * dvx
             ay += f * dy + visc * dvy
             az += f * dz + visc * dvz
-        # The wall force is -(p_i / rho_i^2) rho0 grad psi, with one pressure term (Akinci et al.
-        # 2012): the energy-consistent partner of the wall density term. Mirroring the pressure (a
-        # factor 2) pumps energy into a resting column and makes it boil.
+        # Walls as imaginary particles with the pressure p_w + rho_i g . (x_j - x_i) (Adami, Hu &
+        # Adams 2012, eq. 27), p_w the Shepard average of the liquid's pressure around i:
+        #   -sum_j m (p_i / rho_i^2 + p_j / rho_j^2) grad W_ij = -(p_i + p_w) / rho_i^2 rho0 grad psi - G.
+        # With p_i alone (one-sided) the liquid's own pair forces pull a particle into the wall by
+        # about p_i / rho_i grad psi (sticky walls, a doubled pressure on the first layer); with p_w
+        # = p_i itself (no average) the force feeds back on the particle's own density and a resting
+        # column boils. G (walls.wall_hydrostatic) restores the part of the pressure gradient the
+        # truncated kernel misses next to a wall; without it the liquid along side walls sinks and
+        # the pressure of a narrow column is too high. Within 2h of the free surface (p_w < rho |g| 2h)
+        # some imaginary particles would carry a negative pressure, so G fades out there.
+        p_w = spw / sw
+        fade = min(p_w * inv_g2h / rhoi, 1.0)
+        G0, G1, G2 = wall_hydrostatic(xi, yi, zi, boxes, support, table_d0, table_step, tau_n, tau_t, gx, gy, gz)
         if n_colliders > 0:
             w0 = wall_grad[i, 0]      # boxes and mesh colliders, from density_pressure()
             w1 = wall_grad[i, 1]
             w2 = wall_grad[i, 2]
         else:
             w0, w1, w2 = wall_gradient(xi, yi, zi, boxes, support, 1.0, table_d0, table_step, psi, dpsi)
-        wall = -pi_term * rho0
-        ax += wall * w0
-        ay += wall * w1
-        az += wall * w2
+        wall = -(pi_term + p_w / (rhoi * rhoi)) * rho0
+        ax += wall * w0 - fade * G0
+        ay += wall * w1 - fade * G1
+        az += wall * w2 - fade * G2
         a[i, 0] = ax + gx
         a[i, 1] = ay + gy
         a[i, 2] = az + gz
@@ -333,9 +360,9 @@ class WCSPHSolver:
         density_pressure(pt.x, nl.start, nl.count, nl.nbr, m.h, m.mass, m.rho0,
                          m.pressure_constant, m.boxes, m.table_d0, m.table_step, m.psi, m.dpsi, self._cset,
                          pt.rho, pt.p, self._pr, wall_grad)
-        accelerations(pt.x, pt.v, pt.rho, self._pr, nl.start, nl.count, nl.nbr, m.h, m.mass,
+        accelerations(pt.x, pt.v, pt.rho, pt.p, self._pr, nl.start, nl.count, nl.nbr, m.h, m.mass,
                       m.rho0, m.c0, m.alpha, m.nu, m.gravity[0], m.gravity[1], m.gravity[2], m.boxes,
-                      m.table_d0, m.table_step, m.psi, m.dpsi, n_col, wall_grad, pt.a)
+                      m.table_d0, m.table_step, m.psi, m.dpsi, m.tau_n, m.tau_t, n_col, wall_grad, pt.a)
 
     def stable_dt(self) -> float:
         """Largest time step the CFL, force and viscous criteria allow for the current state, s."""
