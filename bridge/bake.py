@@ -371,7 +371,9 @@ class BakeSession:
         new = []
         for frame in todo:
             arrays = reader.read_frame(frame)
-            arrays["age"] = self.births.ages(frame, arrays["id"])
+            if "age" not in arrays:
+                # caches written before the engine kept each particle's age: time since first seen
+                arrays["age"] = self.births.ages(frame, arrays["id"])
             usd.write_frame(files.usd_frame_path(self.usd_dir, frame), arrays, frame, radius)
             self.converted.add(frame)
             new.append(frame)
