@@ -76,13 +76,13 @@ def test_wcsph_surge_front_follows_martin_moyce_and_converges(tmp_path):
 def test_pbf_surge_front_follows_martin_moyce_and_converges(tmp_path):
     fine = _front_errors("PBF", 30, tmp_path / "fine")
     coarse = _front_errors("PBF", 20, tmp_path / "coarse")
-    # Seen at a/20: RMS 3.2 %, max 10.8 % (the first point, T = 0.41, lags: the front has moved
-    # 2 dx); at a/30: RMS 3.2 %, max 9.9 %. Acceptance as for WCSPH: <= 5 % RMS (the guide's 5-7 %),
-    # <= 10 % at every point after the first, 12 % at the first for its 2-3 dx front resolution.
-    for err in (coarse, fine):
-        assert np.sqrt(np.mean(err ** 2)) <= 0.05
-        assert abs(err[0]) <= 0.12
-        assert np.all(np.abs(err[1:]) <= 0.10)
+    # Acceptance at a/30, the stated resolution (as the issue asks: <= 10 % at every tabulated point,
+    # <= 7 % RMS; 5 % RMS here, the tighter end of the guide's 5-7 %). Seen at a/30: RMS 3.2 %, max
+    # 9.9 % at the first point (T = 0.41, where the front has moved only 0.1a = 3 dx). The coarser
+    # a/20 run serves the convergence check (seen: RMS 3.2 %, max 10.8 % at the first point).
+    assert np.sqrt(np.mean(fine ** 2)) <= 0.05
+    assert np.all(np.abs(fine) <= 0.10)
+    assert np.sqrt(np.mean(coarse ** 2)) <= 0.07
     # convergence: the finer run no worse than the coarser, within 0.5 % (one front particle)
     assert np.sqrt(np.mean(fine ** 2)) <= np.sqrt(np.mean(coarse ** 2)) + 0.005
     assert np.max(np.abs(fine)) <= np.max(np.abs(coarse)) + 0.005
