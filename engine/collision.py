@@ -341,18 +341,26 @@ def _times_wall(f_all, d0, d1, d2, phi, n0, n1, n2, inv_scale, t0, step, psi, dp
     return f_all * f, f * d0 + f_all * df * n0, f * d1 + f_all * df * n1, f * d2 + f_all * df * n2
 
 
+@njit(inline="always", cache=True)
+def _deep_in_hole(px, py, pz, cp, reach):
+    """True if the point lies so deep inside a convex container's inscribed sphere that no face is
+    within ``reach`` of it (the broad phase of seed 002 for holes)."""
+    a = _C_A
+    e0 = cp[a] * px + cp[a + 1] * py + cp[a + 2] * pz + cp[a + 3] - cp[_C_CEN]
+    e1 = cp[a + 4] * px + cp[a + 5] * py + cp[a + 6] * pz + cp[a + 7] - cp[_C_CEN + 1]
+    e2 = cp[a + 8] * px + cp[a + 9] * py + cp[a + 10] * pz + cp[a + 11] - cp[_C_CEN + 2]
+    return math.sqrt(e0 * e0 + e1 * e1 + e2 * e2) < cp[_C_RIN] - reach - abs(cp[_C_OFFSET])
+
+
 @njit(cache=True)
 def _hole_free(px, py, pz, cp, planes, support, inv_scale, t0, step, psi, dpsi, f_all, d0, d1, d2):
     """Multiply the free fraction (f_all, gradient d) by 1 - psi of every face of a convex container."""
+    if _deep_in_hole(px, py, pz, cp, support):
+        return f_all, d0, d1, d2                      # inscribed sphere: no face within reach
     a = _C_A
     r0 = cp[a] * px + cp[a + 1] * py + cp[a + 2] * pz + cp[a + 3]
     r1 = cp[a + 4] * px + cp[a + 5] * py + cp[a + 6] * pz + cp[a + 7]
     r2 = cp[a + 8] * px + cp[a + 9] * py + cp[a + 10] * pz + cp[a + 11]
-    e0 = r0 - cp[_C_CEN]
-    e1 = r1 - cp[_C_CEN + 1]
-    e2 = r2 - cp[_C_CEN + 2]
-    if math.sqrt(e0 * e0 + e1 * e1 + e2 * e2) < cp[_C_RIN] - support - abs(cp[_C_OFFSET]):
-        return f_all, d0, d1, d2                      # inscribed sphere: no face within reach
     m = _C_GM
     off = np.int64(cp[_C_POFF])
     for k in range(off, off + np.int64(cp[_C_PCOUNT])):
@@ -408,14 +416,7 @@ def collider_near(px, py, pz, reach, cset):
         if not _near(px, py, pz, cp):
             continue
         if cp[_C_KIND] == KIND_POLYTOPE and cp[_C_PARITY] < 0.0:
-            a = _C_A
-            r0 = cp[a] * px + cp[a + 1] * py + cp[a + 2] * pz + cp[a + 3]
-            r1 = cp[a + 4] * px + cp[a + 5] * py + cp[a + 6] * pz + cp[a + 7]
-            r2 = cp[a + 8] * px + cp[a + 9] * py + cp[a + 10] * pz + cp[a + 11]
-            e0 = r0 - cp[_C_CEN]
-            e1 = r1 - cp[_C_CEN + 1]
-            e2 = r2 - cp[_C_CEN + 2]
-            if math.sqrt(e0 * e0 + e1 * e1 + e2 * e2) < cp[_C_RIN] - reach - abs(cp[_C_OFFSET]):
+            if _deep_in_hole(px, py, pz, cp, reach):
                 continue  # inside the inscribed sphere, farther than reach from every face
             return True
         phi = collider_phi(px, py, pz, c, cset)[0]

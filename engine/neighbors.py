@@ -223,6 +223,13 @@ def _gather_candidates(c, x, hsup, cell_start, cell_nbr, cx, cy, cz, ch, ci):
 
 
 @njit(cache=True)
+def _candidate_buffers(width):
+    """Positions (x, y, z), half supports and indices of up to ``width`` candidate particles."""
+    return (np.empty(width, dtype=np.float32), np.empty(width, dtype=np.float32), np.empty(width, dtype=np.float32),
+            np.empty(width, dtype=np.float32), np.empty(width, dtype=np.int32))
+
+
+@njit(cache=True)
 def _chunk_width(c0, c1, cell_start, cell_nbr):
     width = 0
     for c in range(c0, c1):
@@ -246,11 +253,7 @@ def _list_counts(x, hsup, cell_start, cell_nbr, counts):
         c0 = b * LIST_CHUNK
         c1 = min(m, c0 + LIST_CHUNK)
         width = _chunk_width(c0, c1, cell_start, cell_nbr)
-        cx = np.empty(width, dtype=np.float32)
-        cy = np.empty(width, dtype=np.float32)
-        cz = np.empty(width, dtype=np.float32)
-        ch = np.empty(width, dtype=np.float32)
-        ci = np.empty(width, dtype=np.int32)
+        cx, cy, cz, ch, ci = _candidate_buffers(width)
         for c in range(c0, c1):
             k = _gather_candidates(c, x, hsup, cell_start, cell_nbr, cx, cy, cz, ch, ci)
             for i in range(cell_start[c], cell_start[c + 1]):
@@ -283,11 +286,7 @@ def _list_fill(x, hsup, cell_start, cell_nbr, chunk_base, chunk_cap,
         c0 = b * LIST_CHUNK
         c1 = min(m, c0 + LIST_CHUNK)
         width = _chunk_width(c0, c1, cell_start, cell_nbr)
-        cx = np.empty(width, dtype=np.float32)
-        cy = np.empty(width, dtype=np.float32)
-        cz = np.empty(width, dtype=np.float32)
-        ch = np.empty(width, dtype=np.float32)
-        ci = np.empty(width, dtype=np.int32)
+        cx, cy, cz, ch, ci = _candidate_buffers(width)
         row = np.empty(width + 1, dtype=np.int32)
         keep = np.empty(width, dtype=np.bool_)
         cursor = chunk_base[b]

@@ -13,6 +13,7 @@ import bpy
 from bpy.app.handlers import persistent
 from bpy.props import BoolProperty, EnumProperty, IntProperty
 
+from .common import SceneIdle
 from ..bridge import export, files
 from ..bridge.bake import (ADDON_ROOT, IF_SETTINGS_CHANGED, BakeSession, describe, free_bake, resume_state,
                            setting_labels)
@@ -30,10 +31,11 @@ def _redraw_sidebars(context) -> None:
                 area.tag_redraw()
 
 
-class SURGE_OT_bake(bpy.types.Operator):
+class SURGE_OT_bake(SceneIdle, bpy.types.Operator):
     """Simulate the liquid over the scene's frame range and play the result as the Surge Liquid object"""
 
     bl_idname = "surge.bake"
+    busy_message = "This scene is already baking; press Esc to cancel that bake"
     bl_label = "Bake Liquid"
     bl_options = {"REGISTER", "UNDO"}
 
@@ -56,17 +58,6 @@ class SURGE_OT_bake(bpy.types.Operator):
         return BakeSession(context.scene, context.evaluated_depsgraph_get(), resume=self.resume and not self.preview,
                            resume_frame=self.resume_frame, if_settings_changed=self.if_settings_changed,
                            preview=self.preview)
-
-    @classmethod
-    def poll(cls, context):
-        # scene data only: no area or region, so that background mode works
-        scene = context.scene
-        if scene is None:
-            return False
-        if scene.surge.is_baking:
-            cls.poll_message_set("This scene is already baking; press Esc to cancel that bake")
-            return False
-        return True
 
     def _report_result(self, result) -> set:
         self.report({"INFO"} if result.status == "complete" else {"WARNING"}, result.message)

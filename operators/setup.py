@@ -14,6 +14,7 @@ import bpy
 from bl_operators.presets import AddPresetBase
 from bpy.props import EnumProperty
 
+from .common import SceneIdle
 from ..bridge.export import GEOMETRY_TYPES, unit_scale
 from ..engine import liquids
 from ..engine.errors import EngineError
@@ -35,26 +36,12 @@ ROLE_DISPLAY = {
 }
 
 
-class _SceneIdle:
-    """poll(): a scene that is not baking (scene data only, so background mode works)."""
-
-    @classmethod
-    def poll(cls, context):
-        scene = context.scene
-        if scene is None:
-            return False
-        if scene.surge.is_baking:
-            cls.poll_message_set("Wait for the bake to end, or press Esc to cancel it")
-            return False
-        return True
-
-
 def _selected(context) -> list:
     """Selected objects of the view layer (not ``context.selected_objects``: background mode has no screen)."""
     return list(context.view_layer.objects.selected)
 
 
-class _MakeRole(_SceneIdle):
+class _MakeRole(SceneIdle):
     bl_options = {"REGISTER", "UNDO"}
     role = "NONE"
 
@@ -108,7 +95,7 @@ SURGE_OT_make_outflow = _role_operator(
                "renders")
 
 
-class SURGE_OT_clear_role(_SceneIdle, bpy.types.Operator):
+class SURGE_OT_clear_role(SceneIdle, bpy.types.Operator):
     """Take the selected objects out of the simulation: role None, drawn and rendered normally again"""
 
     bl_idname = "surge.clear_role"
@@ -132,7 +119,7 @@ def liquid_items():
     return [(item.name, item.label, item.description) for item in liquids.LIQUIDS]
 
 
-class SURGE_OT_apply_liquid(_SceneIdle, bpy.types.Operator):
+class SURGE_OT_apply_liquid(SceneIdle, bpy.types.Operator):
     """Set the liquid's density, viscosity and surface tension from measured values of a real liquid"""
 
     bl_idname = "surge.apply_liquid"

@@ -14,22 +14,15 @@ import sys
 import bpy
 from bpy.props import BoolProperty
 
+from .common import SceneIdle
 from ..bridge import export, files, headless, liquid, surface
 from ..bridge.bake import ADDON_PACKAGE, ADDON_ROOT
 from ..engine import cache as cache_mod
 from ..engine.errors import EngineError
 
 
-class _Idle:
-    @classmethod
-    def poll(cls, context):
-        scene = context.scene
-        if scene is None:
-            return False
-        if scene.surge.is_baking:
-            cls.poll_message_set("This scene is baking")
-            return False
-        return True
+class _Idle(SceneIdle):
+    busy_message = "This scene is baking"
 
 
 class SURGE_OT_bake_in_terminal(_Idle, bpy.types.Operator):
