@@ -24,20 +24,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 from blender_session import enable_from_source  # noqa: E402  (needs sys.path above)
+from demo import _box  # noqa: E402  (the demo's box maker: a cube scaled to the corners, scale applied)
 
 import bpy  # noqa: E402
 
 DX = 0.025
-
-
-def _box(name, lower, upper):
-    bpy.ops.mesh.primitive_cube_add(size=1.0)
-    obj = bpy.context.active_object
-    obj.name = name
-    obj.location = [(a + b) / 2 for a, b in zip(lower, upper)]
-    obj.scale = [b - a for a, b in zip(lower, upper)]
-    bpy.ops.object.transform_apply(location=False, rotation=False, scale=True)
-    return obj
 
 
 def build_scene(n: int, frames: int, solver: str, cache: str) -> None:

@@ -129,22 +129,12 @@ class SURGE_OT_bake(SceneIdle, bpy.types.Operator):
         _redraw_sidebars(context)
 
 
-class SURGE_OT_free_bake(bpy.types.Operator):
+class SURGE_OT_free_bake(SceneIdle, bpy.types.Operator):
     """Delete Surge's baked files from the cache directory; other files in that folder are left alone"""
 
     bl_idname = "surge.free_bake"
     bl_label = "Free Bake"
     bl_options = {"REGISTER"}
-
-    @classmethod
-    def poll(cls, context):
-        scene = context.scene
-        if scene is None:
-            return False
-        if scene.surge.is_baking:
-            cls.poll_message_set("Wait for the bake to end, or press Esc to cancel it")
-            return False
-        return True
 
     def execute(self, context):
         try:
@@ -156,7 +146,7 @@ class SURGE_OT_free_bake(bpy.types.Operator):
         return {"FINISHED"}
 
 
-class SURGE_OT_resume_bake(bpy.types.Operator):
+class SURGE_OT_resume_bake(SceneIdle, bpy.types.Operator):
     """Continue a cancelled or crashed bake from its last checkpoint; asks what to do if settings changed"""
 
     bl_idname = "surge.resume_bake"
@@ -171,15 +161,7 @@ class SURGE_OT_resume_bake(bpy.types.Operator):
         description="The settings differ from those that baked the cached frames: resume with the new settings "
                     "from a frame, or bake everything again")
 
-    @classmethod
-    def poll(cls, context):
-        scene = context.scene
-        if scene is None:
-            return False
-        if scene.surge.is_baking:
-            cls.poll_message_set("This scene is already baking")
-            return False
-        return True
+    busy_message = "This scene is already baking"
 
     def _bake(self, context, mode: str) -> set:
         result = bpy.ops.surge.bake(mode, resume=True, resume_frame=self.frame,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bpy
 from bpy.props import EnumProperty
 
+from .common import SceneIdle
 from ..bridge import files, keyframes
 from ..bridge.bake import ADDON_ROOT
 from ..bridge.export import unit_scale
@@ -19,7 +20,7 @@ KEYFRAME_MODES = (
 )
 
 
-class SURGE_OT_bake_to_keyframes(bpy.types.Operator):
+class SURGE_OT_bake_to_keyframes(SceneIdle, bpy.types.Operator):
     """Turn the baked liquid into plain Blender animation that plays and renders without Surge"""
 
     bl_idname = "surge.bake_to_keyframes"
@@ -30,15 +31,7 @@ class SURGE_OT_bake_to_keyframes(bpy.types.Operator):
         name="As", items=KEYFRAME_MODES, default="SHAPE_KEYS",
         description="Form of the animation: animated objects or one mesh with shape keys")
 
-    @classmethod
-    def poll(cls, context):
-        scene = context.scene
-        if scene is None:
-            return False
-        if scene.surge.is_baking:
-            cls.poll_message_set("Wait for the bake to end")
-            return False
-        return True
+    busy_message = "Wait for the bake to end"
 
     def execute(self, context):
         scene = context.scene
