@@ -72,3 +72,30 @@ def test_bad_input_rejected():
         neighbors.build_grid(np.zeros((4, 2)), 0.1)
     with pytest.raises(ValueError, match="positive"):
         neighbors.build_grid(np.zeros((4, 3)), 0.0)
+
+
+@pytest.mark.parametrize("block", [1, 16])
+def test_neighbour_list_equals_brute_force_and_pads_with_self(block):
+    """The compact list (exactly the brute-force pairs, mixed smoothing lengths) and its padding:
+    each range is filled to a multiple of ``block`` with the particle's own index."""
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-0.5, 0.5, (2000, 3)).astype(np.float32)
+    h = rng.choice(np.float32([0.03, 0.045]), size=2000)
+    grid = neighbors.build_grid(x, 2.0 * float(h.max()))
+    xs, hs = x[grid.order], h[grid.order]
+    nl = neighbors.NeighbourList(block=block)
+    nl.build(xs, hs, grid._replace(order=None))
+    d2 = ((xs[:, None, :].astype(np.float64) - xs[None, :, :]) ** 2).sum(-1)
+    reach = hs[:, None].astype(np.float64) + hs[None, :]
+    want = d2 < reach * reach
+    np.fill_diagonal(want, False)
+    for i in range(len(xs)):
+        row = nl.nbr[nl.start[i]:nl.start[i] + nl.count[i]]
+        np.testing.assert_array_equal(np.sort(row), np.nonzero(want[i])[0])
+        padded = -(-int(nl.count[i]) // block) * block
+        np.testing.assert_array_equal(nl.nbr[nl.start[i] + nl.count[i]:nl.start[i] + padded], i)
+
+
+def test_neighbour_list_rejects_a_bad_block():
+    with pytest.raises(ValueError):
+        neighbors.NeighbourList(block=0)

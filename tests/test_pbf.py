@@ -62,9 +62,16 @@ def _brute_force_neighbours(s):
     d2 = ((xs[:, None, :] - xs[None, :, :]) ** 2).sum(-1)
     want = d2 < (2 * s.model.h) ** 2
     np.fill_diagonal(want, False)
+    block = nl.block
+    assert block == 16  # the PBF kernels walk the list in blocks of 16
     for i in range(len(xs)):
         got = np.sort(nl.nbr[nl.start[i]:nl.start[i] + nl.count[i]])
         np.testing.assert_array_equal(got, np.nonzero(want[i])[0])
+        # padded to a whole number of blocks with the particle itself (it adds nothing to the sums)
+        padded = -(-int(nl.count[i]) // block) * block
+        np.testing.assert_array_equal(nl.nbr[nl.start[i] + nl.count[i]:nl.start[i] + padded], i)
+    ends = nl.start + -(-nl.count.astype(np.int64) // block) * block
+    assert np.all(ends[:-1] <= nl.start[1:])  # no range overlaps the next one
 
 
 def test_neighbour_list_equals_brute_force():

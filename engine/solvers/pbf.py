@@ -65,7 +65,7 @@ from numba import njit, prange
 
 from ..collision import CollisionWorld, SWEEP_STEP, collider_free, collider_near, empty_world_args, project
 from ..kernels import half_space_tables, lattice_sum
-from ..neighbors import CellGrid, NeighbourList, build_grid
+from ..neighbors import NBR_BLOCK, CellGrid, NeighbourList, build_grid
 from ..walls import near_box, wall_gradient, wall_mass
 from ..particles import Particles
 
@@ -88,6 +88,10 @@ WALL_FACTOR = 1.0
 
 #: Largest correction of one iteration, in units of h (see :func:`correct`).
 MAX_MOVE = 0.25
+
+#: Iterations whose moves the near-wall flags of a substep cover (:meth:`PBFSolver._boundary`):
+#: within them only flagged particles can feel or reach a wall.
+FLAG_ITERATIONS = 4
 
 #: Particles per block of the deterministic error reduction.
 BLOCK = 4096
@@ -245,6 +249,14 @@ def _dw_shape(q):
 
 
 @njit(inline="always", cache=True)
+def _corner(boxes, b, c):
+    """Corner c (0 lower, 1 upper) of box b as a tuple of floats. A slice ``boxes[b, 0]`` would be a
+    new array view, whose reference count numba updates atomically on every particle: in a parallel
+    loop that costs about 30 ns per particle."""
+    return (boxes[b, c, 0], boxes[b, c, 1], boxes[b, c, 2])
+
+
+@njit(inline="always", cache=True)
 def _clamp_coord(c, lo, hi):
     if c < lo:
         return lo
@@ -277,8 +289,8 @@ def predict(x, v, gx, gy, gz, dt, boxes, bounce, margin,
         for k in range(3):
             x[i, k] += v[i, k] * dt
         for b in range(boxes.shape[0]):
-            lo = boxes[b, 0]
-            hi = boxes[b, 1]
+            lo = _corner(boxes, b, 0)
+            hi = _corner(boxes, b, 1)
             # test the start position: a particle inside a box at the start can never leave it
             if not near_box(x0, x1, x2, lo, hi, margin):
                 continue
@@ -326,8 +338,8 @@ def boundary_flags(x, level, level_h, reach_factor, boxes, cset,
         x2 = np.float64(x[i, 2])
         near = False
         for b in range(boxes.shape[0]):
-            lo = boxes[b, 0]
-            hi = boxes[b, 1]
+            lo = _corner(boxes, b, 0)
+            hi = _corner(boxes, b, 1)
             if near_box(x0, x1, x2, lo, hi, reach):
                 if (x0 - lo[0] < reach or hi[0] - x0 < reach or x1 - lo[1] < reach or hi[1] - x1 < reach
                         or x2 - lo[2] < reach or hi[2] - x2 < reach):
@@ -397,27 +409,34 @@ def constraint(x, level, nbr_start, nbr_count, nbr, lh, lmass, level_k, lam_max,
             xi = x[i, 0]
             yi = x[i, 1]
             zi = x[i, 2]
+            cnt = np.int64(nbr_count[i])
+            blocks = (cnt + NBR_BLOCK - 1) // NBR_BLOCK
+            pads = np.float32(blocks * NBR_BLOCK - cnt)  # padding entries: the particle itself, w(0) = 1 each
+            p0 = nbr_start[i]
             if uniform:
                 acc = np.float32(1.0)  # w(0) = 1: the particle itself
-                for p in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
-                    j = nbr[p]
-                    dx = xi - x[j, 0]
-                    dy = yi - x[j, 1]
-                    dz = zi - x[j, 2]
-                    acc += _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h0)
-                dens = unit0 * acc
+                for bb in range(blocks):
+                    for u in range(NBR_BLOCK):
+                        j = nbr[p0 + bb * NBR_BLOCK + u]
+                        dx = xi - x[j, 0]
+                        dy = yi - x[j, 1]
+                        dz = zi - x[j, 2]
+                        acc += _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h0)
+                dens = unit0 * (acc - pads)
             else:
                 hi_ = lh[li]
-                acc = lmass[li] / (hi_ * hi_ * hi_)
-                for p in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
-                    j = nbr[p]
-                    lj = level[j]
-                    inv_h = np.float32(2.0) / (hi_ + lh[lj])
-                    dx = xi - x[j, 0]
-                    dy = yi - x[j, 1]
-                    dz = zi - x[j, 2]
-                    acc += lmass[lj] * _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h) * inv_h * inv_h * inv_h
-                dens = unit * acc
+                self_w = lmass[li] / (hi_ * hi_ * hi_)
+                acc = self_w
+                for bb in range(blocks):
+                    for u in range(NBR_BLOCK):
+                        j = nbr[p0 + bb * NBR_BLOCK + u]
+                        lj = level[j]
+                        inv_h = np.float32(2.0) / (hi_ + lh[lj])
+                        dx = xi - x[j, 0]
+                        dy = yi - x[j, 1]
+                        dz = zi - x[j, 2]
+                        acc += lmass[lj] * _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h) * inv_h * inv_h * inv_h
+                dens = unit * (acc - pads * self_w)
             r = dens + rho0_ * (np.float32(1.0) - wall_free[i])
             rho[i] = r
             c = r / rho0_ - np.float32(1.0)
@@ -435,7 +454,7 @@ def constraint(x, level, nbr_start, nbr_count, nbr, lh, lmass, level_k, lam_max,
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def correct(x, lam, level, nbr_start, nbr_count, nbr, lh, lmass, cohesion, uniform, scale, slot, wall_grad, wall_factor,
-            max_move, boxes, margin, inv_dt,
+            max_move, boxes32, margin, test_all, inv_dt,
             # outputs
             x_out, v):
     """Eq. 5 with the tensile term of eq. 7 and the wall push; x_out = x + dx, v += dx / dt.
@@ -443,7 +462,7 @@ def correct(x, lam, level, nbr_start, nbr_count, nbr, lh, lmass, cohesion, unifo
     dx_i = 1/rho0 sum_j m_j (lambda_i + lambda_j + g_ij W_ij / W(h_ij)) grad W_ij
            + wall_factor min(lambda_i, 0) grad psi_walls,
     limited to ``max_move h_i`` in length, then projected into every box container x_i was near
-    (no leak, even mid-iteration). ``scale`` = sigma m_0 / rho0; ``slot[i]`` >= 0 indexes ``wall_grad``
+    (no leak, even mid-iteration); with ``test_all`` False only particles with ``slot`` >= 0 are tested. ``scale`` = sigma m_0 / rho0; ``slot[i]`` >= 0 indexes ``wall_grad``
     for particles near a wall (:func:`boundary_walls`).
     """
     h0 = lh[0]
@@ -453,6 +472,8 @@ def correct(x, lam, level, nbr_start, nbr_count, nbr, lh, lmass, cohesion, unifo
     zero = np.float32(0.0)
     tiny = np.float32(1e-30)
     sc = np.float32(scale)
+    idt = np.float32(inv_dt)
+    margin32 = np.float32(margin)
     for i in prange(x.shape[0]):
         li = level[i]
         hi_ = lh[li]
@@ -464,39 +485,44 @@ def correct(x, lam, level, nbr_start, nbr_count, nbr, lh, lmass, cohesion, unifo
         d0 = zero
         d1 = zero
         d2 = zero
+        # padded neighbour blocks (NeighbourList): a padding entry is i itself, dx = 0 and dW/dr(0) = 0
+        blocks = (np.int64(nbr_count[i]) + NBR_BLOCK - 1) // NBR_BLOCK
+        p0 = nbr_start[i]
         if uniform and gi == 0.0:
-            for p in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
-                j = nbr[p]
-                dx = xi - x[j, 0]
-                dy = yi - x[j, 1]
-                dz = zi - x[j, 2]
-                # coincident particles (r = 0) get no push: dW/dr vanishes at q = 0
-                r2 = max(dx * dx + dy * dy + dz * dz, tiny)
-                ir = np.float32(1.0) / math.sqrt(r2)
-                f = (lami + lam[j]) * _dw32(r2 * ir * inv_h0) * ir
-                d0 += f * dx
-                d1 += f * dy
-                d2 += f * dz
+            for bb in range(blocks):
+                for u in range(NBR_BLOCK):
+                    j = nbr[p0 + bb * NBR_BLOCK + u]
+                    dx = xi - x[j, 0]
+                    dy = yi - x[j, 1]
+                    dz = zi - x[j, 2]
+                    # coincident particles (r = 0) get no push: dW/dr vanishes at q = 0
+                    r2 = max(dx * dx + dy * dy + dz * dz, tiny)
+                    ir = np.float32(1.0) / math.sqrt(r2)
+                    f = (lami + lam[j]) * _dw32(r2 * ir * inv_h0) * ir
+                    d0 += f * dx
+                    d1 += f * dy
+                    d2 += f * dz
             d0 *= inv_h0_4
             d1 *= inv_h0_4
             d2 *= inv_h0_4
         else:
-            for p in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
-                j = nbr[p]
-                lj = level[j]
-                inv_h = np.float32(2.0) / (hi_ + lh[lj])
-                dx = xi - x[j, 0]
-                dy = yi - x[j, 1]
-                dz = zi - x[j, 2]
-                r2 = max(dx * dx + dy * dy + dz * dz, tiny)
-                ir = np.float32(1.0) / math.sqrt(r2)
-                q = r2 * ir * inv_h
-                coef = lami + lam[j] + np.float32(0.5) * (gi + cohesion[lj] * inv_w_dq) * _w32(q)
-                ih2 = inv_h * inv_h
-                f = lmass[lj] * coef * _dw32(q) * ir * ih2 * ih2
-                d0 += f * dx
-                d1 += f * dy
-                d2 += f * dz
+            for bb in range(blocks):
+                for u in range(NBR_BLOCK):
+                    j = nbr[p0 + bb * NBR_BLOCK + u]
+                    lj = level[j]
+                    inv_h = np.float32(2.0) / (hi_ + lh[lj])
+                    dx = xi - x[j, 0]
+                    dy = yi - x[j, 1]
+                    dz = zi - x[j, 2]
+                    r2 = max(dx * dx + dy * dy + dz * dz, tiny)
+                    ir = np.float32(1.0) / math.sqrt(r2)
+                    q = r2 * ir * inv_h
+                    coef = lami + lam[j] + np.float32(0.5) * (gi + cohesion[lj] * inv_w_dq) * _w32(q)
+                    ih2 = inv_h * inv_h
+                    f = lmass[lj] * coef * _dw32(q) * ir * ih2 * ih2
+                    d0 += f * dx
+                    d1 += f * dy
+                    d2 += f * dz
         d0 *= sc
         d1 *= sc
         d2 *= sc
@@ -516,23 +542,25 @@ def correct(x, lam, level, nbr_start, nbr_count, nbr, lh, lmass, cohesion, unifo
             d0 *= k
             d1 *= k
             d2 *= k
-        n0 = np.float64(xi + d0)
-        n1 = np.float64(yi + d1)
-        n2 = np.float64(zi + d2)
-        for b in range(boxes.shape[0]):
-            lo = boxes[b, 0]
-            hi = boxes[b, 1]
-            if near_box(xi, yi, zi, lo, hi, margin):
-                n0 = _clamp_coord(n0, lo[0], hi[0])
-                n1 = _clamp_coord(n1, lo[1], hi[1])
-                n2 = _clamp_coord(n2, lo[2], hi[2])
+        n0 = xi + d0
+        n1 = yi + d1
+        n2 = zi + d2
+        # Only particles flagged near a wall (slot >= 0) can reach one in the first FLAG_ITERATIONS
+        # iterations (see PBFSolver._boundary); later iterations test every particle.
+        # boxes32: the box corners rounded to float32, as the float64 clamp's result was when stored.
+        for b in range(boxes32.shape[0] if (s >= 0 or test_all) else 0):
+            lo = _corner(boxes32, b, 0)
+            hi = _corner(boxes32, b, 1)
+            if near_box(xi, yi, zi, lo, hi, margin32):
+                n0 = min(max(n0, lo[0]), hi[0])
+                n1 = min(max(n1, lo[1]), hi[1])
+                n2 = min(max(n2, lo[2]), hi[2])
         x_out[i, 0] = n0
         x_out[i, 1] = n1
         x_out[i, 2] = n2
-        idt = np.float32(inv_dt)
-        v[i, 0] += (x_out[i, 0] - xi) * idt
-        v[i, 1] += (x_out[i, 1] - yi) * idt
-        v[i, 2] += (x_out[i, 2] - zi) * idt
+        v[i, 0] += (n0 - xi) * idt
+        v[i, 1] += (n1 - yi) * idt
+        v[i, 2] += (n2 - zi) * idt
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
@@ -559,29 +587,35 @@ def xsph_pass(x, v, rho, level, nbr_start, nbr_count, nbr, lh, lmass, uniform, c
         a0 = zero
         a1 = zero
         a2 = zero
+        # padded neighbour blocks (NeighbourList): a padding entry is i itself, v_j - v_i = 0
+        blocks = (np.int64(nbr_count[i]) + NBR_BLOCK - 1) // NBR_BLOCK
+        p0 = nbr_start[i]
         if uniform:
-            for p in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
-                j = nbr[p]
-                dx = xi - x[j, 0]
-                dy = yi - x[j, 1]
-                dz = zi - x[j, 2]
-                w = _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h0) / rho[j]
-                a0 += w * (v[j, 0] - v0)
-                a1 += w * (v[j, 1] - v1)
-                a2 += w * (v[j, 2] - v2)
+            for bb in range(blocks):
+                for u in range(NBR_BLOCK):
+                    j = nbr[p0 + bb * NBR_BLOCK + u]
+                    dx = xi - x[j, 0]
+                    dy = yi - x[j, 1]
+                    dz = zi - x[j, 2]
+                    w = _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h0) / rho[j]
+                    a0 += w * (v[j, 0] - v0)
+                    a1 += w * (v[j, 1] - v1)
+                    a2 += w * (v[j, 2] - v2)
             k = cu * inv_h0 * inv_h0 * inv_h0
         else:
-            for p in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
-                j = nbr[p]
-                lj = level[j]
-                inv_h = np.float32(2.0) / (hi_ + lh[lj])
-                dx = xi - x[j, 0]
-                dy = yi - x[j, 1]
-                dz = zi - x[j, 2]
-                w = lmass[lj] * _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h) * inv_h * inv_h * inv_h / rho[j]
-                a0 += w * (v[j, 0] - v0)
-                a1 += w * (v[j, 1] - v1)
-                a2 += w * (v[j, 2] - v2)
+            for bb in range(blocks):
+                for u in range(NBR_BLOCK):
+                    j = nbr[p0 + bb * NBR_BLOCK + u]
+                    lj = level[j]
+                    inv_h = np.float32(2.0) / (hi_ + lh[lj])
+                    dx = xi - x[j, 0]
+                    dy = yi - x[j, 1]
+                    dz = zi - x[j, 2]
+                    w = (lmass[lj] * _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h) * inv_h * inv_h * inv_h
+                         / rho[j])
+                    a0 += w * (v[j, 0] - v0)
+                    a1 += w * (v[j, 1] - v1)
+                    a2 += w * (v[j, 2] - v2)
             k = cu
         v_out[i, 0] = v0 + k * a0
         v_out[i, 1] = v1 + k * a1
@@ -601,8 +635,8 @@ def finish(x, level, level_h, boxes, friction, inv_dt,
         if friction > 0.0:
             contact = 0.25 * level_h[level[i]]
             for b in range(boxes.shape[0]):
-                lo = boxes[b, 0]
-                hi = boxes[b, 1]
+                lo = _corner(boxes, b, 0)
+                hi = _corner(boxes, b, 1)
                 if not near_box(x[i, 0], x[i, 1], x[i, 2], lo, hi, contact):
                     continue
                 for k in range(3):
@@ -669,8 +703,9 @@ class PBFSolver:
         # single-precision per-level constants of the iteration kernels
         self._lh = model.level_h.astype(np.float32)
         self._lmass = (model.level_mass / model.level_mass[0]).astype(np.float32)
+        self._boxes32 = model.boxes.astype(np.float32)
         #: neighbour list of the last substep (sorted order)
-        self.neighbours = NeighbourList()
+        self.neighbours = NeighbourList(block=NBR_BLOCK)
         self._changed = True
         self._bidx = np.zeros(0, dtype=np.int32)
         self._x_buf = np.empty((0, 3), dtype=np.float32)
@@ -766,8 +801,8 @@ class PBFSolver:
             self._bidx = np.zeros(0, dtype=np.int32)
             return
         flags = np.empty(len(pt), dtype=np.bool_)
-        # the kernel support plus the most four iterations can move a particle (MAX_MOVE h each)
-        reach = 2.0 + min(m.iterations, 4) * MAX_MOVE
+        # the kernel support plus the most FLAG_ITERATIONS iterations can move a particle (MAX_MOVE h each)
+        reach = 2.0 + min(m.iterations, FLAG_ITERATIONS) * MAX_MOVE
         boundary_flags(pt.x, self.level, m.level_h, reach, m.boxes, cset, flags)
         self._bidx = np.flatnonzero(flags).astype(np.int32)
         self._slot[self._bidx] = np.arange(self._bidx.shape[0], dtype=np.int32)
@@ -818,7 +853,8 @@ class PBFSolver:
             if it > 0 and self.density_error <= m.tolerance:
                 break
             correct(pt.x, self._lam, self.level, nl.start, nl.count, nl.nbr, self._lh, self._lmass, cohesion,
-                    self._uniform, scale, self._slot, wall_grad, WALL_FACTOR, MAX_MOVE, m.boxes, margin, inv_dt,
+                    self._uniform, scale, self._slot, wall_grad, WALL_FACTOR, MAX_MOVE, self._boxes32, margin,
+                    it >= FLAG_ITERATIONS, inv_dt,
                     self._x_buf, pt.v)
             if self.collision is not None:
                 # keep every iterate out of the colliders; the push moves the velocity with it
