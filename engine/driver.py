@@ -265,14 +265,16 @@ def _check_state(solver, frame: int, settings: settings_mod.SimulationSettings) 
     """Raise SimulationDivergedError if a position or velocity is not finite or a particle is far
     faster than the time step allows; called after every substep, so a blow-up is caught while the
     frames before it are intact (the message names the frame being computed)."""
+    from .state_check import max_speed  # numba: imported only when baking
+
     pt = solver.particles
-    if not (np.all(np.isfinite(pt.x)) and np.all(np.isfinite(pt.v))):
+    vmax = max_speed(pt.x, pt.v)
+    if not math.isfinite(vmax):
         advice = (f"Lower the CFL number (now {settings.cfl_number:g}) or raise the speed of sound."
                   if solver.name == "WCSPH" else
                   f"Lower the PBF Max Substep (now {settings.pbf_time_step:g} s) or the PBF Stiffness.")
         raise SimulationDivergedError(
             f"The simulation became unstable at frame {frame} (non-finite positions or velocities). {advice}")
-    vmax = float(np.sqrt(np.max(np.einsum("ij,ij->i", pt.v, pt.v)))) if len(pt) else 0.0
     limit, advice = _speed_limit(solver, settings)
     if vmax > limit:
         raise SimulationDivergedError(

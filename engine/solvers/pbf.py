@@ -68,6 +68,7 @@ from ..kernels import half_space_tables, lattice_sum
 from ..neighbors import NBR_BLOCK, CellGrid, NeighbourList, build_grid
 from ..walls import near_box, wall_gradient, wall_mass
 from ..particles import Particles
+from ..state_check import max_speed
 
 #: fastmath for every kernel of this module, set in one place (off: bit-reproducible results).
 FASTMATH = True
@@ -762,7 +763,7 @@ class PBFSolver:
         m, pt = self.model, self.particles
         if len(pt) == 0:
             return m.max_dt
-        vmax = float(np.sqrt(np.max(np.einsum("ij,ij->i", pt.v, pt.v))))
+        vmax = max_speed(pt.x, pt.v)
         if not math.isfinite(vmax):
             return m.max_dt  # diverged: let the driver's state check report it at the frame's end
         g = float(np.linalg.norm(m.gravity))

@@ -1,0 +1,57 @@
+"""Per-substep checks of the particle state in one pass: all finite, and the fastest speed.
+
+The driver checks the state after every substep (:func:`engine.driver._check_state`) and PBF
+picks its substep from the fastest particle; with numpy each is several passes over the arrays
+and temporary arrays (about 1 ms per substep at 100k particles, 3 % of a PBF substep).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+#: Particles per block of the reduction (a fixed partition: the result does not depend on threads).
+BLOCK = 8192
+
+
+@njit(parallel=True, cache=True)
+def _block_max_speed2(x, v, block,
+                      # outputs
+                      out):
+    """out[b] = max |v|^2 over block b, or -1 if any position or velocity in it is not finite."""
+    n = x.shape[0]
+    for b in prange(out.shape[0]):
+        m = 0.0
+        bad = False
+        for i in range(b * block, min(n, (b + 1) * block)):
+            s = 0.0
+            for k in range(3):
+                xk = np.float64(x[i, k])
+                vk = np.float64(v[i, k])
+                if not (math.isfinite(xk) and math.isfinite(vk)):
+                    bad = True
+                s += vk * vk
+            if s > m:
+                m = s
+        out[b] = -1.0 if bad else m
+
+
+def max_speed(x: np.ndarray, v: np.ndarray) -> float:
+    """Largest particle speed, m/s; ``nan`` if any position or velocity is not finite; 0 for no particles.
+
+    Parameters
+    ----------
+    x, v : ndarray, shape (N, 3), float32 or float64, m and m/s
+    """
+    if x.shape != v.shape or x.ndim != 2 or x.shape[1] != 3:
+        raise ValueError(f"positions and velocities must both have shape (N, 3), got {x.shape} and {v.shape}")
+    n = x.shape[0]
+    if n == 0:
+        return 0.0
+    out = np.empty((n + BLOCK - 1) // BLOCK, dtype=np.float64)
+    _block_max_speed2(x, v, BLOCK, out)
+    if np.any(out < 0.0):
+        return math.nan
+    return math.sqrt(float(out.max()))

@@ -1,0 +1,33 @@
+"""The one-pass state check: the fastest speed equals numpy's, and any non-finite value is caught."""
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.state_check import BLOCK, max_speed
+
+
+@pytest.mark.parametrize("n", [1, 5, BLOCK, 3 * BLOCK + 17])
+def test_fastest_speed_equals_numpy(n):
+    rng = np.random.default_rng(n)
+    x = rng.normal(size=(n, 3)).astype(np.float32)
+    v = rng.normal(scale=3.0, size=(n, 3)).astype(np.float32)
+    want = float(np.sqrt(np.max(np.sum(v.astype(np.float64) ** 2, axis=1))))
+    # the kernel sums the squares in float64 like the reference: equal to rounding (rtol 1e-12, atol 0)
+    assert max_speed(x, v) == pytest.approx(want, rel=1e-12, abs=0.0)
+
+
+@pytest.mark.parametrize("array, value", [("x", np.nan), ("v", np.inf), ("x", -np.inf), ("v", np.nan)])
+def test_any_non_finite_value_gives_nan(array, value):
+    n = 2 * BLOCK + 3
+    x = np.zeros((n, 3), dtype=np.float32)
+    v = np.ones((n, 3), dtype=np.float32)
+    {"x": x, "v": v}[array][BLOCK + 1, 2] = value  # in the middle block
+    assert math.isnan(max_speed(x, v))
+
+
+def test_no_particles_and_bad_shapes():
+    assert max_speed(np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32)) == 0.0
+    with pytest.raises(ValueError):
+        max_speed(np.zeros((4, 3), np.float32), np.zeros((3, 3), np.float32))
