@@ -250,3 +250,24 @@ def test_driver_bakes_a_pbf_scene(tmp_path):
         assert np.all(f["position"] >= -1e-6) and np.all(f["position"] <= np.array([0.1, 0.06, 0.2]) + 1e-6)
     # 1/24 s per frame at most 2 ms per substep: at least 21 substeps a frame
     assert out["substeps"] >= 3 * 21
+
+
+def test_box_friction_acts_per_box_on_particles_touching_its_walls():
+    """finish(): a particle within h/4 of a box wall loses the share ``friction[b]`` of its speed along
+    that wall (normal component kept); particles away from walls, or near a box without friction,
+    keep their velocity; a = (v - v_start) / dt."""
+    h = 0.02
+    boxes = np.array([[[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]], [[5.0, 0.0, 0.0], [6.0, 1.0, 1.0]]])
+    friction = np.array([0.25, 0.0])
+    x = np.array([[0.5, 0.5, 0.2 * h],      # on box 0's floor (within h/4)
+                  [0.5, 0.5, 0.5],          # inside box 0, far from its walls
+                  [5.5, 0.5, 0.2 * h],      # on box 1's floor: box 1 has no friction
+                  [0.5, 0.5, 0.5 * h]], dtype=np.float32)  # half a spacing up: not touching
+    v = np.tile(np.float32([1.0, -2.0, 0.5]), (4, 1))
+    v_start = np.zeros_like(v)
+    pbf.finish(x, np.zeros(4, np.uint8), np.array([h]), boxes, friction, 100.0, v, v_start)
+    want = np.tile(np.float32([1.0, -2.0, 0.5]), (4, 1))
+    want[0, :2] *= 0.75  # tangential (x, y) reduced by the friction, normal (z) kept
+    # float32 products of exactly representable values: equal to rounding (rtol 1e-6, atol 0)
+    assert_allclose(v, want, rtol=1e-6, atol=0.0)
+    assert_allclose(v_start, want * 100.0, rtol=1e-6, atol=0.0)  # a = (v - 0) / dt, dt = 0.01 s

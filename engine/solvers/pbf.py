@@ -633,18 +633,21 @@ def finish(x, level, level_h, boxes, friction, inv_dt,
     substep (see :func:`predict`).
     """
     for i in prange(x.shape[0]):
-        if friction > 0.0:
-            contact = 0.25 * level_h[level[i]]
-            for b in range(boxes.shape[0]):
-                lo = _corner(boxes, b, 0)
-                hi = _corner(boxes, b, 1)
-                if not near_box(x[i, 0], x[i, 1], x[i, 2], lo, hi, contact):
-                    continue
-                for k in range(3):
-                    if x[i, k] - lo[k] < contact or hi[k] - x[i, k] < contact:
-                        for t in range(3):
-                            if t != k:
-                                v[i, t] *= 1.0 - friction[b]
+        contact = 0.25 * level_h[level[i]]
+        for b in range(boxes.shape[0]):
+            # per box, by index: ``friction > 0.0`` on the whole array would build a temporary
+            # boolean array for every particle (it did: 50 ns per particle)
+            if friction[b] <= 0.0:
+                continue
+            lo = _corner(boxes, b, 0)
+            hi = _corner(boxes, b, 1)
+            if not near_box(x[i, 0], x[i, 1], x[i, 2], lo, hi, contact):
+                continue
+            for k in range(3):
+                if x[i, k] - lo[k] < contact or hi[k] - x[i, k] < contact:
+                    for t in range(3):
+                        if t != k:
+                            v[i, t] *= 1.0 - friction[b]
         for k in range(3):
             a[i, k] = (v[i, k] - a[i, k]) * inv_dt
 
