@@ -329,6 +329,10 @@ def _list_fill(x, hsup, cell_start, cell_nbr, chunk_base, chunk_cap, block,
                 hi = np.float32(hsup[i])
                 # 64 tests at a time into one bit mask (a loop the compiler vectorises), then a walk
                 # over the set bits only: about 27 of the ~216 candidates are neighbours
+                # straight into the list when even every candidate would fit, else through ``row``
+                direct = cursor + k + block <= limit
+                dst = nbr if direct else row
+                off = cursor if direct else 0
                 n = 0
                 for w in range(kw):
                     mask = np.uint64(0)
@@ -343,14 +347,15 @@ def _list_fill(x, hsup, cell_start, cell_nbr, chunk_base, chunk_cap, block,
                         j = ci[w * 64 + np.int64(_cttz64(mask))]
                         mask &= mask - np.uint64(1)
                         if j != i:
-                            row[n] = j
+                            dst[off + n] = j
                             n += 1
                 padded = (n + block - 1) // block * block
                 nbr_start[i] = cursor
                 nbr_count[i] = n
                 if cursor + padded <= limit:
-                    for t in range(n):
-                        nbr[cursor + t] = row[t]
+                    if not direct:
+                        for t in range(n):
+                            nbr[cursor + t] = row[t]
                     for t in range(n, padded):
                         nbr[cursor + t] = i
                 else:
