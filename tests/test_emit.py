@@ -292,3 +292,21 @@ def test_lifetime_and_kill_box_in_a_bake(tmp_path):
     # the stream is removed as fast as it comes once the oldest particles pass 0.15 s: the count stops growing
     counts = [len(reader.read_frame(f)["id"]) for f in reader.frames]
     assert counts[-1] <= max(counts[1:-1]) + 5
+
+
+@pytest.mark.parametrize("spread", [0.1, 3.0])
+def test_near_any_equals_brute_force(spread):
+    """Dense query grid (a nozzle-sized patch) and the hashed search (queries spread over a box of
+    more than MAX_QUERY_CELLS cells of edge r): both answer exactly like brute force, for float32
+    points as the solvers hold them."""
+    rng = np.random.default_rng(11)
+    r = 0.01
+    queries = rng.uniform(0.0, spread, (400, 3))
+    points = np.concatenate([rng.uniform(-0.5, spread + 0.5, (20000, 3)),
+                             queries[::3] + rng.normal(scale=0.6 * r, size=(134, 3))]).astype(np.float32)
+    cells = np.prod(np.floor(queries.max(0) / r) - np.floor(queries.min(0) / r) + 3)
+    assert (cells > emit.MAX_QUERY_CELLS) == (spread > 1.0)  # both paths are exercised
+    d2 = ((queries[:, None, :] - points[None, :, :].astype(np.float64)) ** 2).sum(-1)
+    want = (d2 < r * r).any(axis=1)
+    assert 0 < want.sum() < len(want)
+    np.testing.assert_array_equal(emit.near_any(points, queries, r), want)
