@@ -166,29 +166,26 @@ def _query_cells(queries, inv, lo, dims,
     """CSR of the queries lying in the 27 cells around each cell of a dense grid (cells of edge r
     from ``lo``): a point then finds every query within r of it in its own cell."""
     nq = queries.shape[0]
-    counts = np.zeros(start.shape[0], dtype=np.int64)
-    for q in range(nq):
-        c0 = int(math.floor(queries[q, 0] * inv)) - lo[0]
-        c1 = int(math.floor(queries[q, 1] * inv)) - lo[1]
-        c2 = int(math.floor(queries[q, 2] * inv)) - lo[2]
-        for a in range(c0 - 1, c0 + 2):
-            for b in range(c1 - 1, c1 + 2):
-                for e in range(c2 - 1, c2 + 2):
-                    counts[(a * dims[1] + b) * dims[2] + e + 1] += 1
-    start[0] = 0
-    for c in range(1, start.shape[0]):
-        start[c] = start[c - 1] + counts[c]
-    fill = start[:-1].copy()
-    for q in range(nq):
-        c0 = int(math.floor(queries[q, 0] * inv)) - lo[0]
-        c1 = int(math.floor(queries[q, 1] * inv)) - lo[1]
-        c2 = int(math.floor(queries[q, 2] * inv)) - lo[2]
-        for a in range(c0 - 1, c0 + 2):
-            for b in range(c1 - 1, c1 + 2):
-                for e in range(c2 - 1, c2 + 2):
-                    c = (a * dims[1] + b) * dims[2] + e
-                    idx[fill[c]] = q
-                    fill[c] += 1
+    fill = np.zeros(start.shape[0], dtype=np.int64)
+    for sweep in range(2):  # 0: count the entries of each cell, 1: write them
+        for q in range(nq):
+            c0 = int(math.floor(queries[q, 0] * inv)) - lo[0]
+            c1 = int(math.floor(queries[q, 1] * inv)) - lo[1]
+            c2 = int(math.floor(queries[q, 2] * inv)) - lo[2]
+            for a in range(c0 - 1, c0 + 2):
+                for b in range(c1 - 1, c1 + 2):
+                    for e in range(c2 - 1, c2 + 2):
+                        c = (a * dims[1] + b) * dims[2] + e
+                        if sweep == 0:
+                            fill[c + 1] += 1
+                        else:
+                            idx[fill[c]] = q
+                            fill[c] += 1
+        if sweep == 0:
+            start[0] = 0
+            for c in range(1, start.shape[0]):
+                start[c] = start[c - 1] + fill[c]
+            fill[:] = start
 
 
 @njit(cache=True)
