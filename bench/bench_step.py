@@ -2,12 +2,15 @@
 
 Scene: a cube block of liquid at spacing dx = 0.025 m in the corner of a box container of
 4 x 3 x 1.5 block edges (a dam break). PBF at dt = 2 ms with 4 iterations, WCSPH at dt = 0.5 ms.
+Both use the kernel support 2 dx of the common scene (cubic spline, h = dx, ~28 neighbours in the
+bulk); ``--wcsph-h 1.2`` times WCSPH at the add-on's default smoothing length instead.
 
     .venv/bin/python bench/bench_step.py            # N = 64,000 and 125,000; 10 warm-up + 100 timed steps, median of 3
     .venv/bin/python bench/bench_step.py --quick    # 3 + 15 steps, one run
     .venv/bin/python bench/bench_step.py --n 125000 --solver PBF --memory 1000000
+    .venv/bin/python bench/bench_step.py --solver WCSPH --wcsph-h 1.2
 
-Targets for later (not asserted): PBF <= 80 ns per particle per iteration and >= 1.6 M
+Targets (not asserted): PBF <= 80 ns per particle per iteration and >= 1.6 M
 particle-steps/s; WCSPH >= 1.4 M particle-steps/s.
 """
 
@@ -46,9 +49,9 @@ def make_pbf(x, box, iterations):
     return pbf.PBFSolver(model, Particles.create(x, np.zeros_like(x), 1000.0))
 
 
-def make_wcsph(x, box):
+def make_wcsph(x, box, h_factor=1.0):
     c0 = wcsph.auto_sound_speed(x, np.zeros_like(x), G, box)
-    model = wcsph.make_model(dx=DX, h_factor=1.2, rho0=1000.0, c0=c0, alpha=0.02, nu=1e-6, gravity=G,
+    model = wcsph.make_model(dx=DX, h_factor=h_factor, rho0=1000.0, c0=c0, alpha=0.02, nu=1e-6, gravity=G,
                              boxes=box, friction=0.0, cfl=0.3)
     return wcsph.WCSPHSolver(model, Particles.create(x, np.zeros_like(x), 1000.0))
 
@@ -105,26 +108,47 @@ def bench_pbf(n, warm, steps, iterations, tolerance_stop, repeats):
     print(f"  bytes per particle        {extra['bytes']:8.1f}   (state + solver buffers + grid)")
 
 
-def bench_wcsph(n, warm, steps, repeats):
+def neighbours_within_support(s) -> float:
+    """Mean number of neighbours within the kernel support 2h (the Verlet list reaches a skin further)."""
+    nl, x = s.neighbours, s.particles.x.astype(np.float64)
+    owner = np.repeat(np.arange(len(x)), nl.count.astype(np.int64))
+    slot = np.concatenate([np.arange(a, a + c) for a, c in zip(nl.start, nl.count.astype(np.int64))])
+    d2 = np.sum((x[owner] - x[nl.nbr[slot]]) ** 2, axis=1)
+    return float(np.count_nonzero(d2 < (2.0 * s.model.h) ** 2)) / len(x)
+
+
+def bench_wcsph(n, warm, steps, repeats, h_factor):
     x, box = scene(n)
 
     def run():
-        s = make_wcsph(x, box)
+        s = make_wcsph(x, box, h_factor)
         for _ in range(warm):
             s.step(0.0005)
+        s.timings = dict.fromkeys(s.timings, 0.0)
+        rebuilds = s.rebuilds
         t0 = time.perf_counter()
         for _ in range(steps):
             s.step(0.0005)
         total = time.perf_counter() - t0
-        return total, {}, dict(n=len(s.particles), stable=s.stable_dt())
+        extra = dict(n=len(s.particles), stable=s.stable_dt(), nbrs=neighbours_within_support(s),
+                     listed=s.neighbours.pairs / len(s.particles), rebuilds=s.rebuilds - rebuilds,
+                     bytes=s.memory_bytes() / len(s.particles))
+        return total, dict(s.timings), extra
 
-    (total, _, extra), totals = _median_run(run, repeats)
+    (total, phases, extra), totals = _median_run(run, repeats)
     npart = extra["n"]
-    print(f"WCSPH N={npart:,}  dt=0.5 ms (stable_dt now {extra['stable'] * 1e3:.3f} ms)  median of {repeats}")
+    print(f"WCSPH N={npart:,}  dt=0.5 ms  h = {h_factor:g} dx (support {2 * h_factor:g} dx)  median of {repeats}"
+          f"  (stable_dt now {extra['stable'] * 1e3:.3f} ms)")
     print(f"  particle-steps/s          {npart * steps / total / 1e6:8.3f} M   "
           f"(runs: {', '.join(f'{npart * steps / t / 1e6:.3f}' for t in totals)})")
     print(f"  ms per step               {total / steps * 1e3:8.2f}")
     print(f"  s per simulated second    {total / (steps * 0.0005):8.2f}")
+    share = {k: v / total * 100 for k, v in phases.items()}
+    print(f"  time shares: neighbour search {share['neighbours']:.1f} % ({extra['rebuilds']} list builds in {steps} "
+          f"steps), density+pressure {share['density']:.1f} %, forces {share['forces']:.1f} %, "
+          f"kick/drift {share['integrate']:.1f} %")
+    print(f"  neighbours per particle   {extra['nbrs']:8.1f}   within 2h ({extra['listed']:.1f} listed with the skin)")
+    print(f"  bytes per particle        {extra['bytes']:8.1f}   (state + neighbour list + solver buffers + grid)")
 
 
 def bench_memory(n, steps):
@@ -150,6 +174,8 @@ def main(argv=None):
     ap.add_argument("--n", type=int, nargs="*", default=[64000, 125000], help="particle counts (cubes)")
     ap.add_argument("--solver", choices=("PBF", "WCSPH", "both"), default="both")
     ap.add_argument("--iterations", type=int, default=4)
+    ap.add_argument("--wcsph-h", type=float, default=1.0, metavar="FACTOR",
+                    help="WCSPH smoothing length in particle spacings (1.0: the common scene's support 2 dx)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure; the median is printed")
     ap.add_argument("--memory", type=int, default=0, metavar="N",
                     help="also run N particles (e.g. 1000000) for a few steps and print the memory per particle")
@@ -164,7 +190,7 @@ def main(argv=None):
             bench_pbf(n, warm, steps, args.iterations, tolerance_stop=False, repeats=repeats)
             bench_pbf(n, warm, steps, args.iterations, tolerance_stop=True, repeats=repeats)
         if args.solver in ("WCSPH", "both"):
-            bench_wcsph(n, warm, steps, repeats)
+            bench_wcsph(n, warm, steps, repeats, args.wcsph_h)
     if args.memory:
         bench_memory(args.memory, 5)
 
