@@ -281,10 +281,10 @@ def _sor_sweeps(p, rhs, solid, ktop, dx, omega, tol, max_iter):
     return max_iter, r_max
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
-def _rbsor_sweeps(p, rhs, solid, ktop, dx, omega, tol, max_iter):
+def _rbsor_body(p, rhs, solid, ktop, dx, omega, tol, max_iter):
     """Red-black SOR iterations in one compiled loop (one parallel region per colour, no Python
-    round trip between them); per-row residual maxima avoid a shared reduction."""
+    round trip between them); per-row residual maxima avoid a shared reduction. The cells of one
+    colour do not neighbour each other, so the serial and parallel builds give identical results."""
     ni, nj, nk = solid.shape
     kmax = min(ktop, nk)
     dx2 = dx * dx
@@ -306,6 +306,14 @@ def _rbsor_sweeps(p, rhs, solid, ktop, dx, omega, tol, max_iter):
         if r_max <= tol:
             return it + 1, r_max
     return max_iter, r_max
+
+
+_rbsor_parallel = njit(parallel=True, cache=True, fastmath=FASTMATH)(_rbsor_body)
+_rbsor_serial = njit(cache=True, fastmath=FASTMATH)(_rbsor_body)
+
+#: Red-black SOR runs its sweeps in parallel from this many computed cells up; below, the cost of
+#: waking the threads twice per iteration exceeds the sweep itself (same result either way).
+PARALLEL_MIN_CELLS = 32768
 
 
 def sor_solve(p: np.ndarray, rhs: np.ndarray, solid: np.ndarray, ktop: int, dx: float, omega: float, tol: float,
@@ -336,7 +344,8 @@ def rbsor_solve(p: np.ndarray, rhs: np.ndarray, solid: np.ndarray, ktop: int, dx
     parallel over the rows k (same arguments and result as :func:`sor_solve`)."""
     if ktop <= 0:
         return 0, 0.0
-    it, r = _rbsor_sweeps(p, rhs, solid, int(ktop), float(dx), float(omega), float(tol), int(max_iter))
+    kernel = _rbsor_parallel if p.shape[0] * p.shape[1] * min(ktop, p.shape[2]) >= PARALLEL_MIN_CELLS else _rbsor_serial
+    it, r = kernel(p, rhs, solid, int(ktop), float(dx), float(omega), float(tol), int(max_iter))
     return int(it), float(r)
 
 
