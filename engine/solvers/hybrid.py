@@ -373,50 +373,106 @@ def fill_rows(xs, vs, qs, vol, col_start, cx0, cy0, cinv, ncx, ncy, reach, h, k0
 
 
 # --------------------------------------------------------------------------------------------
-# eq. 10-11: velocities from the grid
+# one pass over the particles before and one after the SPH sums (each parallel region costs a
+# thread wake-up, which on a loaded machine outweighs the work of a light per-particle loop)
+
+
+@njit(inline="always", cache=True)
+def _kind_of(x0, x1, z, n, n_sub, l, h, lo0, lo1, hi0, hi1):
+    if n >= n_sub:
+        return MAC
+    if x0 < lo0 or x0 > hi0 or x1 < lo1 or x1 > hi1 or z >= l:
+        return SPH
+    if z >= l - 2.0 * h:
+        return MIXA
+    if z >= l - 4.0 * h:
+        return MIXB
+    return MAC
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def grid_velocities(x, kind, l, h, dt, ox, oy, oz, inv, u0, v0, w0, u1, v1, w1,
-                    # outputs
-                    v, a):
-    """After the MAC step: MIXA v = beta u^(n+1) + (1 - beta) v (the MAC part of eq. 11, v holding
-    the SPH part); MIXB and MAC markers v = u^(n+1/2) = u^n + a dt / 2 with a = (u^(n+1) - u^n) / dt
-    (eq. 10), sampled at the particle."""
-    for n in prange(x.shape[0]):
-        kd = kind[n]
-        if kd == SPH:
-            continue
-        px = x[n, 0]
-        py = x[n, 1]
-        pz = x[n, 2]
-        b0, b1, b2 = mac.velocity_at(u1, v1, w1, ox, oy, oz, inv, px, py, pz)
-        if kd == MIXA:
-            beta = min(max((l - pz) / (2.0 * h), 0.0), 1.0)
-            v[n, 0] = beta * b0 + (1.0 - beta) * v[n, 0]
-            v[n, 1] = beta * b1 + (1.0 - beta) * v[n, 1]
-            v[n, 2] = beta * b2 + (1.0 - beta) * v[n, 2]
-        else:
-            a0, a1, a2 = mac.velocity_at(u0, v0, w0, ox, oy, oz, inv, px, py, pz)
-            inv_dt = 1.0 / dt
-            a[n, 0] = (b0 - a0) * inv_dt
-            a[n, 1] = (b1 - a1) * inv_dt
-            a[n, 2] = (b2 - a2) * inv_dt
-            v[n, 0] = 0.5 * (a0 + b0)
-            v[n, 1] = 0.5 * (a1 + b1)
-            v[n, 2] = 0.5 * (a2 + b2)
+def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, hi0, hi1, dt, use_grid, ox, oy, oz, inv, u0, v0, w0, u1, v1, w1,
+            boxes, margin, friction, bounce,
+            # outputs
+            kind, disp):
+    """Per particle, in the order of seed 000 §4.2: its kind from its height (:func:`classify`); with
+    the grid, the MAC part of MIXA velocities, v = beta u_MAC^(n+1) + (1 - beta) v, v holding the SPH
+    part (eq. 11), and for MIXB and MAC markers the half-step velocity u^(n+1/2) = u^n + a dt / 2 with
+    a = (u^(n+1) - u^n) / dt sampled at the particle (eq. 10; MIXB carry it into the SPH sums); the
+    leap-frog half kick of SPH and MIXA particles (eq. 8); the drift, particles that crossed a box
+    wall put back on it (normal velocity reversed and scaled by the bounce, tangential by 1 -
+    friction). ``disp[c]`` receives the largest squared move from ``x_ref`` in chunk c of 4096
+    particles (for the neighbour list)."""
+    n_all = x.shape[0]
+    chunks = (n_all + 4095) // 4096
+    for c in prange(chunks):
+        m = 0.0
+        for n in range(c * 4096, min(n_all, (c + 1) * 4096)):
+            pz = x[n, 2]
+            kd = _kind_of(x[n, 0], x[n, 1], pz, n, n_sub, l, h, lo0, lo1, hi0, hi1)
+            kind[n] = kd
+            if use_grid and kd != SPH:
+                b0, b1, b2 = mac.velocity_at(u1, v1, w1, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
+                if kd == MIXA:
+                    beta = min(max((l - pz) / (2.0 * h), 0.0), 1.0)
+                    v[n, 0] = beta * b0 + (1.0 - beta) * v[n, 0]
+                    v[n, 1] = beta * b1 + (1.0 - beta) * v[n, 1]
+                    v[n, 2] = beta * b2 + (1.0 - beta) * v[n, 2]
+                else:
+                    c0, c1, c2 = mac.velocity_at(u0, v0, w0, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
+                    a[n, 0] = (b0 - c0) / dt
+                    a[n, 1] = (b1 - c1) / dt
+                    a[n, 2] = (b2 - c2) / dt
+                    v[n, 0] = 0.5 * (c0 + b0)
+                    v[n, 1] = 0.5 * (c1 + b1)
+                    v[n, 2] = 0.5 * (c2 + b2)
+            if kd == SPH or kd == MIXA:
+                for k in range(3):
+                    v[n, k] += a[n, k] * (0.5 * dt)
+            for k in range(3):
+                x[n, k] += v[n, k] * dt
+            for b in range(boxes.shape[0]):
+                lo = boxes[b, 0]
+                hi = boxes[b, 1]
+                if not _near_box(x[n, 0], x[n, 1], x[n, 2], lo, hi, margin):
+                    continue
+                hit = False
+                for k in range(3):
+                    if x[n, k] < lo[k]:
+                        x[n, k] = lo[k]
+                        if v[n, k] < 0.0:
+                            v[n, k] *= -bounce[b]
+                        hit = True
+                    elif x[n, k] > hi[k]:
+                        x[n, k] = hi[k]
+                        if v[n, k] > 0.0:
+                            v[n, k] *= -bounce[b]
+                        hit = True
+                if hit and friction[b] > 0.0:
+                    for k in range(3):
+                        if not (x[n, k] == lo[k] or x[n, k] == hi[k]):
+                            v[n, k] *= 1.0 - friction[b]
+            d0 = x[n, 0] - x_ref[n, 0]
+            d1 = x[n, 1] - x_ref[n, 1]
+            d2 = x[n, 2] - x_ref[n, 2]
+            m = max(m, d0 * d0 + d1 * d1 + d2 * d2)
+        disp[c] = m
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def grid_state(x, kind, l, h, rho0, p0, ox, oy, oz, inv, u1, v1, w1, pg,
-               # outputs
-               v, p, rho):
-    """After the SPH step (seed 000 §4.2): MIXB and MAC markers take p = rho0 P_grid and velocity
-    u^(n+1) at their new position; MIXA p = beta rho0 P_grid + (1 - beta) p_SPH (eq. 11's blend);
-    density from the Tait equation inverted, rho = rho0 (1 + p / P0)^(1/7) (eq. 6)."""
+def finish(x, a, kind, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, u1, v1, w1, pg,
+           # outputs
+           v, p, rho):
+    """After the SPH sums: the closing half kick of SPH and MIXA particles (eq. 8); then (seed 000
+    §4.2) MIXB and MAC markers take p = rho0 P_grid and the velocity u^(n+1) at their new position,
+    MIXA p = beta rho0 P_grid + (1 - beta) p_SPH (eq. 11's blend), and the density follows from the
+    Tait equation inverted, rho = rho0 (1 + p / P0)^(1/7) (eq. 6)."""
     for n in prange(x.shape[0]):
         kd = kind[n]
-        if kd == SPH:
+        if kd == SPH or kd == MIXA:
+            for k in range(3):
+                v[n, k] += a[n, k] * (0.5 * dt)
+        if kd == SPH or not use_grid:
             continue
         px = x[n, 0]
         py = x[n, 1]
@@ -553,45 +609,6 @@ def accelerations(x, v, kind, rho, p, pr, nbr_start, nbr_count, nbr, h, mass, rh
         a[i, 2] = az + wall * wall_grad[i, 2] - fade * G2 + gz
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
-def kick(v, a, kind, dt):
-    """v += a dt for SPH and MIXA particles (leap-frog half kicks, eq. 8)."""
-    for i in prange(kind.shape[0]):
-        if kind[i] == SPH or kind[i] == MIXA:
-            for c in range(3):
-                v[i, c] += a[i, c] * dt
-
-
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
-def drift_and_clamp(x, v, dt, boxes, margin, friction, bounce):
-    """x += v dt, then particles that crossed a box wall are put back on it, their normal velocity
-    reversed and scaled by the bounce, the tangential one by (1 - friction)."""
-    for i in prange(x.shape[0]):
-        for c in range(3):
-            x[i, c] += v[i, c] * dt
-        for b in range(boxes.shape[0]):
-            lo = boxes[b, 0]
-            hi = boxes[b, 1]
-            if not _near_box(x[i, 0], x[i, 1], x[i, 2], lo, hi, margin):
-                continue
-            hit = False
-            for c in range(3):
-                if x[i, c] < lo[c]:
-                    x[i, c] = lo[c]
-                    if v[i, c] < 0.0:
-                        v[i, c] *= -bounce[b]
-                    hit = True
-                elif x[i, c] > hi[c]:
-                    x[i, c] = hi[c]
-                    if v[i, c] > 0.0:
-                        v[i, c] *= -bounce[b]
-                    hit = True
-            if hit and friction[b] > 0.0:
-                for c in range(3):
-                    if not (x[i, c] == lo[c] or x[i, c] == hi[c]):
-                        v[i, c] *= 1.0 - friction[b]
-
-
 # --------------------------------------------------------------------------------------------
 
 
@@ -631,6 +648,7 @@ class HybridSolver:
         self.rebuilds = 0
         self.n_sub = 0
         self._x_ref: np.ndarray | None = None
+        self._disp2: float | None = None  # largest squared move since the last build, from advance()
         self._l_built = None
         self._changed = True
         self.interface = -math.inf
@@ -732,9 +750,10 @@ class HybridSolver:
         n = len(pt)
         skin = SKIN * h
         if (not self._changed and self._x_ref is not None and self._x_ref.shape[0] == n
-                and self._l_built == self.interface
-                and max_displacement2(pt.x, self._x_ref) <= (0.5 * skin) ** 2):
-            return
+                and self._l_built == self.interface):
+            disp2 = self._disp2 if self._disp2 is not None else max_displacement2(pt.x, self._x_ref)
+            if disp2 <= (0.5 * skin) ** 2:
+                return
         g = self.grid
         hi = g.origin + np.array(g.shape) * g.cell
         x = pt.x
@@ -757,6 +776,7 @@ class HybridSolver:
         else:
             self.neighbours = NeighbourList()
         self._x_ref = pt.x.copy()
+        self._disp2 = 0.0
         self._l_built = self.interface
         self._changed = False
         self.rebuilds += 1
@@ -765,6 +785,7 @@ class HybridSolver:
         """Keep the positions of the last build from a checkpoint (the list is rebuilt from them by
         :meth:`restore_checkpoint_state`, which knows the subset's size)."""
         self._x_ref = np.ascontiguousarray(x_ref, dtype=np.float32)
+        self._disp2 = None
 
     def checkpoint_state(self) -> dict:
         """Arrays beyond the particles that a resumed bake needs (saved by engine.checkpoint)."""
@@ -868,36 +889,39 @@ class HybridSolver:
         if m.interface_mode == "AUTO" and self.steps % INTERFACE_EVERY == 0 and self.steps > 0:
             self._set_interface(self._interface_target())
         self._rebuild()
-        self._classify()
         inv = 1.0 / g.cell
         ox, oy, oz = g.origin
+        hi = g.origin + np.array(g.shape) * g.cell
+        use_grid = self.ktop > 0
         # 1-2: boundary row from SPH (eq. 9), MAC step (eq. 2-4)
-        if self.ktop > 0:
+        if use_grid:
             self._fill(self.ktop, self.ktop)
             for old, new in zip(self._old, (g.u, g.v, g.w)):
                 old[:] = new
             self.pressure_iterations, self.pressure_residual = mac.step(
                 g, self.scratch, self.ktop, dt, m.nu, s.gravity, m.pressure_solver, m.omega, m.tolerance,
                 m.max_iterations)
-            # 3: MAC part of MIXA (eq. 11), half-step velocities of MIXB and markers (eq. 10)
-            grid_velocities(pt.x, self.kind, self.interface, m.h, dt, ox, oy, oz, inv, *self._old, g.u, g.v, g.w,
-                            pt.v, pt.a)
-        # 4: SPH step of SPH and MIXA particles; everything drifts
-        kick(pt.v, pt.a, self.kind, 0.5 * dt)
+        # 3-4: kinds; MAC part of MIXA (eq. 11), half-step velocities of MIXB and markers (eq. 10); SPH
+        # and MIXA half kick; everything drifts
         x_start = pt.x.copy() if self.collision is not None else pt.x
-        drift_and_clamp(pt.x, pt.v, dt, s.boxes, 2.0 * m.h, s.box_friction, s.box_bounce)
+        disp = np.empty(max((len(pt) + 4095) // 4096, 1), dtype=np.float64)
+        disp[:] = 0.0
+        advance(pt.x, pt.v, pt.a, self._x_ref, self.n_sub, self.interface, m.h, g.origin[0], g.origin[1], hi[0],
+                hi[1], dt, use_grid, ox, oy, oz, inv, *self._old, g.u, g.v, g.w, s.boxes, 2.0 * m.h, s.box_friction,
+                s.box_bounce, self.kind, disp)
+        self._disp2 = float(disp.max())
         self.time += dt
         if self.collision is not None:
             self.collision.update(self.time)
             project(x_start, pt.x, pt.v, SWEEP_STEP * s.dx, 0.0, 1.0 / dt, True, self._cset)
+            self._disp2 = None  # the push-out moved particles after the measurement
             if self.collision.max_speed() > 0.0:
                 self._update_solid()
+        # 4: SPH sums of SPH and MIXA particles (MIXB neighbours with their old p and rho)
         self._evaluate()
-        kick(pt.v, pt.a, self.kind, 0.5 * dt)
-        # 5: pressure and density of MIXA, MIXB and markers from the grid
-        if self.ktop > 0:
-            grid_state(pt.x, self.kind, self.interface, m.h, s.rho0, s.pressure_constant, ox, oy, oz, inv, g.u, g.v,
-                       g.w, g.p, pt.v, pt.p, pt.rho)
+        # 4-5: closing half kick; pressure and density of MIXA, MIXB and markers from the grid
+        finish(pt.x, pt.a, self.kind, self.interface, m.h, s.rho0, s.pressure_constant, dt, use_grid, ox, oy, oz,
+               inv, g.u, g.v, g.w, g.p, pt.v, pt.p, pt.rho)
         self.steps += 1
 
     def stable_dt(self) -> float:

@@ -134,8 +134,7 @@ def _d_product(a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, d_lo, d_hi, dx, gamma):
 # eq. 2-3: explicit predictor
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
-def predictor(u, v, w, solid, ktop, dx, dt, nu, gamma, gx, gy, gz,
+def _predictor_body(u, v, w, solid, ktop, dx, dt, nu, gamma, gx, gy, gz,
               # outputs
               f, g, hh):
     """F, G, H of seed 000 eq. 3: u + dt (nu lap u - (u . grad) u + g), for every face of a computed cell.
@@ -209,12 +208,15 @@ def predictor(u, v, w, solid, ktop, dx, dt, nu, gamma, gx, gy, gz,
                         hh[i, j, k] = 0.0
 
 
+predictor_parallel = njit(parallel=True, cache=True, fastmath=FASTMATH)(_predictor_body)
+predictor_serial = njit(cache=True, fastmath=FASTMATH)(_predictor_body)
+
+
 # --------------------------------------------------------------------------------------------
 # eq. 4: pressure Poisson equation
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
-def poisson_rhs(f, g, hh, solid, ktop, dx, dt,
+def _poisson_rhs_body(f, g, hh, solid, ktop, dx, dt,
                 # outputs
                 rhs):
     """Right-hand side of seed 000 eq. 4: div(F, G, H) / dt at every computed cell, 1/s^2 (0 elsewhere)."""
@@ -228,6 +230,10 @@ def poisson_rhs(f, g, hh, solid, ktop, dx, dt,
                                     + hh[i, j, k + 1] - hh[i, j, k]) * s
                 else:
                     rhs[i, j, k] = 0.0
+
+
+poisson_rhs_parallel = njit(parallel=True, cache=True, fastmath=FASTMATH)(_poisson_rhs_body)
+poisson_rhs_serial = njit(cache=True, fastmath=FASTMATH)(_poisson_rhs_body)
 
 
 @njit(inline="always", cache=True)
@@ -311,9 +317,14 @@ def _rbsor_body(p, rhs, solid, ktop, dx, omega, tol, max_iter):
 _rbsor_parallel = njit(parallel=True, cache=True, fastmath=FASTMATH)(_rbsor_body)
 _rbsor_serial = njit(cache=True, fastmath=FASTMATH)(_rbsor_body)
 
-#: Red-black SOR runs its sweeps in parallel from this many computed cells up; below, the cost of
-#: waking the threads twice per iteration exceeds the sweep itself (same result either way).
+#: The grid kernels run in parallel from this many computed cells up; below, the cost of waking
+#: the threads (twice per iteration for red-black SOR) exceeds the work (same result either way).
 PARALLEL_MIN_CELLS = 32768
+
+
+def is_large(shape, ktop: int) -> bool:
+    """True if a grid of ``shape`` computed up to row ``ktop`` is worth the parallel kernels."""
+    return shape[0] * shape[1] * min(int(ktop), shape[2]) >= PARALLEL_MIN_CELLS
 
 
 def sor_solve(p: np.ndarray, rhs: np.ndarray, solid: np.ndarray, ktop: int, dx: float, omega: float, tol: float,
@@ -344,7 +355,7 @@ def rbsor_solve(p: np.ndarray, rhs: np.ndarray, solid: np.ndarray, ktop: int, dx
     parallel over the rows k (same arguments and result as :func:`sor_solve`)."""
     if ktop <= 0:
         return 0, 0.0
-    kernel = _rbsor_parallel if p.shape[0] * p.shape[1] * min(ktop, p.shape[2]) >= PARALLEL_MIN_CELLS else _rbsor_serial
+    kernel = _rbsor_parallel if is_large(p.shape, ktop) else _rbsor_serial
     it, r = kernel(p, rhs, solid, int(ktop), float(dx), float(omega), float(tol), int(max_iter))
     return int(it), float(r)
 
@@ -362,8 +373,7 @@ def solve_pressure(method: str, *args) -> tuple[int, float]:
 # eq. 3: projection
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
-def project(f, g, hh, p, solid, ktop, dx, dt,
+def _project_body(f, g, hh, p, solid, ktop, dx, dt,
             # outputs
             u, v, w):
     """u^(n+1) = F - dt dP/dx on faces between computed cells (seed 000 eq. 3); w on the faces under
@@ -388,6 +398,10 @@ def project(f, g, hh, p, solid, ktop, dx, dt,
                         w[i, j, k] = hh[i, j, k] - s * (p[i, j, k] - p[i, j, k - 1])
                     elif k < ktop or not _open(solid, i, j, k, ktop):
                         w[i, j, k] = 0.0
+
+
+project_parallel = njit(parallel=True, cache=True, fastmath=FASTMATH)(_project_body)
+project_serial = njit(cache=True, fastmath=FASTMATH)(_project_body)
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
@@ -429,12 +443,16 @@ def step(grid: MACGrid, scratch: MACScratch, ktop: int, dt: float, nu: float, gr
     if ktop <= 0:
         return 0, 0.0
     gx, gy, gz = (float(c) for c in gravity)
-    predictor(grid.u, grid.v, grid.w, grid.solid, int(ktop), grid.cell, dt, nu, gamma, gx, gy, gz,
-              scratch.f, scratch.g, scratch.h)
-    poisson_rhs(scratch.f, scratch.g, scratch.h, grid.solid, int(ktop), grid.cell, dt, scratch.rhs)
+    large = is_large(grid.shape, ktop)
+    (predictor_parallel if large else predictor_serial)(
+        grid.u, grid.v, grid.w, grid.solid, int(ktop), grid.cell, dt, nu, gamma, gx, gy, gz,
+        scratch.f, scratch.g, scratch.h)
+    (poisson_rhs_parallel if large else poisson_rhs_serial)(
+        scratch.f, scratch.g, scratch.h, grid.solid, int(ktop), grid.cell, dt, scratch.rhs)
     result = solve_pressure(method, grid.p, scratch.rhs, grid.solid, int(ktop), grid.cell, omega, tol / dt,
                             max_iter)
-    project(scratch.f, scratch.g, scratch.h, grid.p, grid.solid, int(ktop), grid.cell, dt, grid.u, grid.v, grid.w)
+    (project_parallel if large else project_serial)(
+        scratch.f, scratch.g, scratch.h, grid.p, grid.solid, int(ktop), grid.cell, dt, grid.u, grid.v, grid.w)
     return result
 
 
