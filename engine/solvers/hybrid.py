@@ -838,20 +838,23 @@ class HybridSolver:
         ns = self.n_sub
         x = pt.x[:ns]
         sel = np.flatnonzero((x[:, 2] >= zlo) & (x[:, 2] <= zhi))
+        # particles binned in columns of edge 2h (the kernel support): each node searches 3 x 3 columns
         ni, nj, _ = g.shape
-        ci = np.clip(np.floor((x[sel, 0] - g.origin[0]) / g.cell).astype(np.int64), 0, ni - 1)
-        cj = np.clip(np.floor((x[sel, 1] - g.origin[1]) / g.cell).astype(np.int64), 0, nj - 1)
-        col = ci * nj + cj
+        bs = 2.0 * h
+        nbx = max(int(math.ceil(ni * g.cell / bs)), 1)
+        nby = max(int(math.ceil(nj * g.cell / bs)), 1)
+        ci = np.clip(np.floor((x[sel, 0] - g.origin[0]) / bs).astype(np.int64), 0, nbx - 1)
+        cj = np.clip(np.floor((x[sel, 1] - g.origin[1]) / bs).astype(np.int64), 0, nby - 1)
+        col = ci * nby + cj
         order = np.argsort(col, kind="stable")
         sel = sel[order]
-        col_start = np.searchsorted(col[order], np.arange(ni * nj + 1)).astype(np.int64)
+        col_start = np.searchsorted(col[order], np.arange(nbx * nby + 1)).astype(np.int64)
         xs = np.ascontiguousarray(pt.x[sel], dtype=np.float64)
         vs = np.ascontiguousarray(pt.v[sel], dtype=np.float64)
         rho = pt.rho[sel].astype(np.float64)
         qs = pt.p[sel].astype(np.float64) / rho
         vol = m.sph.mass / rho
-        reach = int(math.ceil(2.0 * h / g.cell))
-        fill_rows(xs, vs, qs, vol, col_start, g.origin[0], g.origin[1], 1.0 / g.cell, ni, nj, reach, h, int(k0),
+        fill_rows(xs, vs, qs, vol, col_start, g.origin[0], g.origin[1], 1.0 / bs, nbx, nby, 1, h, int(k0),
                   int(k1), g.origin[0], g.origin[1], g.origin[2], g.cell, g.solid, g.u, g.v, g.w, g.p)
 
     def _evaluate(self) -> None:
