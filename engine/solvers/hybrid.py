@@ -391,7 +391,7 @@ def _kind_of(x0, x1, z, n, n_sub, l, h, lo0, lo1, hi0, hi1):
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, hi0, hi1, dt, use_grid, ox, oy, oz, inv, u0, v0, w0, u1, v1, w1,
+def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, hi0, hi1, dt, use_grid, ox, oy, oz, inv, uh, vh, wh, u1, v1, w1,
             boxes, margin, friction, bounce,
             # outputs
             kind, disp):
@@ -419,13 +419,15 @@ def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, hi0, hi1, dt, use_grid, ox, o
                     v[n, 1] = beta * b1 + (1.0 - beta) * v[n, 1]
                     v[n, 2] = beta * b2 + (1.0 - beta) * v[n, 2]
                 else:
-                    c0, c1, c2 = mac.velocity_at(u0, v0, w0, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
-                    a[n, 0] = (b0 - c0) / dt
-                    a[n, 1] = (b1 - c1) / dt
-                    a[n, 2] = (b2 - c2) / dt
-                    v[n, 0] = 0.5 * (c0 + b0)
-                    v[n, 1] = 0.5 * (c1 + b1)
-                    v[n, 2] = 0.5 * (c2 + b2)
+                    # u^(n+1/2) from the averaged face field: trilinear sampling is linear, so this
+                    # equals (u^n(x) + u^(n+1)(x)) / 2 with one sample instead of two
+                    c0, c1, c2 = mac.velocity_at(uh, vh, wh, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
+                    a[n, 0] = 2.0 * (b0 - c0) / dt
+                    a[n, 1] = 2.0 * (b1 - c1) / dt
+                    a[n, 2] = 2.0 * (b2 - c2) / dt
+                    v[n, 0] = c0
+                    v[n, 1] = c1
+                    v[n, 2] = c2
             if kd == SPH or kd == MIXA:
                 for k in range(3):
                     v[n, k] += a[n, k] * (0.5 * dt)
@@ -460,13 +462,14 @@ def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, hi0, hi1, dt, use_grid, ox, o
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def finish(x, a, kind, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, u1, v1, w1, pg,
+def finish(x, a, kind, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, pg,
            # outputs
            v, p, rho):
     """After the SPH sums: the closing half kick of SPH and MIXA particles (eq. 8); then (seed 000
-    §4.2) MIXB and MAC markers take p = rho0 P_grid and the velocity u^(n+1) at their new position,
-    MIXA p = beta rho0 P_grid + (1 - beta) p_SPH (eq. 11's blend), and the density follows from the
-    Tait equation inverted, rho = rho0 (1 + p / P0)^(1/7) (eq. 6)."""
+    §4.2) MIXB and MAC markers take p = rho0 P_grid at their new position, MIXA p = beta rho0 P_grid
+    + (1 - beta) p_SPH (eq. 11's blend), and the density follows from the Tait equation inverted,
+    rho = rho0 (1 + p / P0)^(1/7) (eq. 6). Markers keep the velocity they moved with, u^(n+1/2)
+    (the next substep sets it again from the grid before anything reads it)."""
     for n in prange(x.shape[0]):
         kd = kind[n]
         if kd == SPH or kd == MIXA:
@@ -483,10 +486,6 @@ def finish(x, a, kind, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, u1, v1, w1
             pn = beta * pgrid + (1.0 - beta) * p[n]
         else:
             pn = pgrid
-            b0, b1, b2 = mac.velocity_at(u1, v1, w1, ox, oy, oz, inv, px, py, pz)
-            v[n, 0] = b0
-            v[n, 1] = b1
-            v[n, 2] = b2
         if pn < 0.0:
             pn = 0.0
         p[n] = pn
@@ -904,6 +903,9 @@ class HybridSolver:
             self.pressure_iterations, self.pressure_residual = mac.step(
                 g, self.scratch, self.ktop, dt, m.nu, s.gravity, m.pressure_solver, m.omega, m.tolerance,
                 m.max_iterations)
+            for old, new in zip(self._old, (g.u, g.v, g.w)):
+                old += new
+                old *= 0.5  # now (u^n + u^(n+1)) / 2, the half-step field of eq. 10
         # 3-4: kinds; MAC part of MIXA (eq. 11), half-step velocities of MIXB and markers (eq. 10); SPH
         # and MIXA half kick; everything drifts
         x_start = pt.x.copy() if self.collision is not None else pt.x
@@ -924,7 +926,7 @@ class HybridSolver:
         self._evaluate()
         # 4-5: closing half kick; pressure and density of MIXA, MIXB and markers from the grid
         finish(pt.x, pt.a, self.kind, self.interface, m.h, s.rho0, s.pressure_constant, dt, use_grid, ox, oy, oz,
-               inv, g.u, g.v, g.w, g.p, pt.v, pt.p, pt.rho)
+               inv, g.p, pt.v, pt.p, pt.rho)
         self.steps += 1
 
     def stable_dt(self) -> float:
