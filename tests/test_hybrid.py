@@ -12,7 +12,8 @@ from engine import checkpoint, driver
 from engine.cache import CacheReader
 from engine.particles import Particles
 from engine.scene import BoxContainer, FluidObject, MeshCollider, SceneDescription
-from engine.settings import ColliderSettings, SimulationSettings
+from engine.errors import InvalidSceneError
+from engine.settings import ColliderSettings, FluidSettings, SimulationSettings
 from engine.solvers import hybrid, mac, wcsph
 from helpers import box_mesh, column_scene, uv_sphere
 
@@ -301,3 +302,15 @@ def test_resume_equals_an_uninterrupted_hybrid_bake(tmp_path):
         for name in ("position", "velocity", "density", "id"):
             # deterministic kernels, state restored exactly: bit-identical frames
             np.testing.assert_array_equal(fa[name], fb[name], err_msg=f"frame {f} {name}")
+
+
+def test_check_job_refuses_several_resolutions_and_the_speed_limit_is_wcsph_s():
+    """The hybrid has one particle spacing (like WCSPH); its divergence bound is five speeds of sound."""
+    scene = column_scene()
+    half = SceneDescription(fluids=[FluidObject("Water", scene.fluids[0].mesh, settings=FluidSettings(spacing_factor=0.5))],
+                            containers=scene.containers, frame_start=1, frame_end=2, fps=24.0)
+    with pytest.raises(InvalidSceneError, match="HYBRID solver has a single resolution"):
+        driver.check_job(half, SimulationSettings(solver="HYBRID"))
+    s = _tank_solver((0.12, 0.06, 0.24), (0.12, 0.06, 0.3))
+    limit, advice = driver._speed_limit(s, SimulationSettings(solver="HYBRID"))
+    assert limit == 5.0 * s.model.sph.c0 and "speed of sound" in advice
