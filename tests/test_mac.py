@@ -132,7 +132,9 @@ def test_serial_and_parallel_builds_give_identical_results():
         rhs = np.zeros_like(grid.p)
         mac.poisson_rhs_serial(f, g, h, grid.solid, ktop, grid.cell, 1e-3, rhs)
         p = np.zeros_like(grid.p)
-        it, _ = rbsor(p, rhs, grid.solid, ktop, grid.cell, 1.7, 1e-6, 50)
+        mask = np.empty(grid.p.shape, dtype=np.uint8)
+        mac.neighbour_mask(grid.solid, ktop, mask)
+        it, _ = rbsor(p, rhs, mask, ktop, grid.cell, 1.7, 1e-6, 50)
         out.append((f, g, h, p, it))
     for a, b in zip(out[0], out[1]):
         np.testing.assert_array_equal(a, b)
