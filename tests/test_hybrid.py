@@ -253,6 +253,25 @@ def test_automatic_interface_follows_a_tank_that_empties_and_fills():
     assert counts["MAC"] > 0 and counts["MIXB"] > 0 and counts["MIXA"] > 0 and counts["SPH"] > 0
 
 
+def test_fixed_interface_stays_at_its_height():
+    x = _lattice([0, 0, 0], (0.12, 0.06, 0.3))
+    box = np.array([[[0.0, 0.0, 0.0], [0.12, 0.06, 0.4]]])
+    sph = wcsph.make_model(dx=DX, h_factor=1.2, rho0=1000.0, c0=25.0, alpha=0.02, nu=1e-6, gravity=G, boxes=box,
+                           cfl=0.3)
+    model = hybrid.make_model(sph, lower=box[0, 0], upper=box[0, 1], interface_mode="FIXED", interface_height=0.17)
+    s = hybrid.HybridSolver(model, Particles.create(x, np.zeros_like(x), 1000.0))
+    assert s.interface == 0.17
+    # boundary row: the first whose lower face is at least 2h above l
+    assert s.ktop == math.ceil((0.17 + 2 * 1.2 * DX) / s.grid.cell - 1e-9)
+    s.remove_particles(s.particles.x[:, 2] > 0.26)
+    for _ in range(hybrid.INTERFACE_EVERY + 1):
+        s.step(s.stable_dt())
+    assert s.interface == 0.17
+    z = s.particles.x[:, 2]
+    assert np.all(s.kind[z < 0.17 - 4 * 1.2 * DX - 0.002] == hybrid.MAC)
+    assert np.all(s.kind[z > 0.17 + 0.002] == hybrid.SPH)
+
+
 def test_grid_walls_come_from_the_collider_distance_fields():
     """A solid block (mesh collider) on the floor of the tank: exactly the cells whose centre is
     inside it are solid, and the liquid above it stays out of it."""
