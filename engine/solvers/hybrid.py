@@ -48,7 +48,14 @@ Beyond the paper (its §5 future work):
 
 The neighbour search covers only SPH, MIXA and MIXB particles (a Verlet list with a skin, as in
 WCSPH); after each rebuild they occupy the first ``n_sub`` rows of the particle arrays in Morton
-order, the markers follow.
+order, the markers follow. The free surface is measured every :data:`INTERFACE_EVERY` substeps.
+
+Where this differs from the paper: density is the kernel sum (as in Surge's WCSPH) rather than the
+continuity equation of §3; eq. 9 is normalised by the kernel sum of the particle volumes (exact for
+linear fields, and the nodes' neighbourhoods are full anyway); the boundary row's nodes are its own
+staggered positions rather than nodes averaged onto them; markers keep the half-step velocity
+they moved with between substeps (the cache shows it); grid walls are free-slip at the grid's
+sides and have zero face velocity next to a solid cell.
 """
 
 from __future__ import annotations
