@@ -53,14 +53,17 @@ def test_kinds_follow_the_layers_of_the_interface():
     z = np.array([0.25, l, l - 0.5 * h, l - 2 * h - 1e-4, l - 3 * h, l - 4 * h - 1e-4, 0.01])
     x = np.column_stack([np.full_like(z, 0.1), np.full_like(z, 0.1), z]).astype(np.float32)
     kind = np.empty(len(z), dtype=np.int8)
-    hybrid.classify(x, len(z), l, h, 0.0, 0.0, 1.0, 1.0, kind)
+    hybrid.classify(x, len(z), l, h, 0.0, 0.0, 0.0, 1.0, 1.0, kind)
     assert list(kind) == [hybrid.SPH, hybrid.SPH, hybrid.MIXA, hybrid.MIXB, hybrid.MIXB, hybrid.MAC, hybrid.MAC]
-    # outside the grid's horizontal extent the grid cannot move a particle: SPH whatever its height
+    # below the grid (z under its floor at 0.02 here) or outside its horizontal extent the grid
+    # cannot move a particle: SPH whatever its height
+    hybrid.classify(x, len(z), l, h, 0.0, 0.0, 0.02, 1.0, 1.0, kind)
+    assert kind[-1] == hybrid.SPH and kind[-2] == hybrid.MAC
     x[:, 0] = 2.0
-    hybrid.classify(x, len(z), l, h, 0.0, 0.0, 1.0, 1.0, kind)
+    hybrid.classify(x, len(z), l, h, 0.0, 0.0, 0.0, 1.0, 1.0, kind)
     assert np.all(kind == hybrid.SPH)
     # rows past the neighbour-search subset are markers
-    hybrid.classify(x, 3, l, h, 0.0, 0.0, 1.0, 1.0, kind)
+    hybrid.classify(x, 3, l, h, 0.0, 0.0, 0.0, 1.0, 1.0, kind)
     assert np.all(kind[3:] == hybrid.MAC)
 
 

@@ -259,24 +259,14 @@ def _box_hydrostatic(x0, x1, x2, boxes, support, t0, step, tau_n, tau_t, gx, gy,
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def classify(x, n_sub, l, h, lo0, lo1, hi0, hi1,
+def classify(x, n_sub, l, h, lo0, lo1, lo2, hi0, hi1,
              # outputs
              kind):
     """Kind of every particle from its height (seed 000 §4.2, Fig. 3): rows below ``n_sub`` by the
-    bands of the module docstring (outside the grid's horizontal extent: SPH); the others are MAC."""
+    bands of the module docstring (outside the grid's horizontal extent or below it: SPH); the others
+    are MAC."""
     for n in prange(x.shape[0]):
-        if n >= n_sub:
-            kind[n] = MAC
-            continue
-        z = x[n, 2]
-        if x[n, 0] < lo0 or x[n, 0] > hi0 or x[n, 1] < lo1 or x[n, 1] > hi1 or z >= l:
-            kind[n] = SPH
-        elif z >= l - 2.0 * h:
-            kind[n] = MIXA
-        elif z >= l - 4.0 * h:
-            kind[n] = MIXB
-        else:
-            kind[n] = MAC
+        kind[n] = _kind_of(x[n, 0], x[n, 1], x[n, 2], n, n_sub, l, h, lo0, lo1, lo2, hi0, hi1)
 
 
 @njit(cache=True)
@@ -385,10 +375,10 @@ def fill_rows(xs, vs, qs, vol, col_start, cx0, cy0, cinv, ncx, ncy, reach, h, k0
 
 
 @njit(inline="always", cache=True)
-def _kind_of(x0, x1, z, n, n_sub, l, h, lo0, lo1, hi0, hi1):
+def _kind_of(x0, x1, z, n, n_sub, l, h, lo0, lo1, lo2, hi0, hi1):
     if n >= n_sub:
         return MAC
-    if x0 < lo0 or x0 > hi0 or x1 < lo1 or x1 > hi1 or z >= l:
+    if x0 < lo0 or x0 > hi0 or x1 < lo1 or x1 > hi1 or z >= l or z < lo2:
         return SPH
     if z >= l - 2.0 * h:
         return MIXA
@@ -398,7 +388,7 @@ def _kind_of(x0, x1, z, n, n_sub, l, h, lo0, lo1, hi0, hi1):
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, hi0, hi1, dt, use_grid, ox, oy, oz, inv, uh, vh, wh, u1, v1, w1,
+def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, lo2, hi0, hi1, dt, use_grid, ox, oy, oz, inv, uh, vh, wh, u1, v1, w1,
             boxes, margin, friction, bounce,
             # outputs
             kind, disp):
@@ -416,7 +406,7 @@ def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, hi0, hi1, dt, use_grid, ox, o
         m = 0.0
         for n in range(c * 4096, min(n_all, (c + 1) * 4096)):
             pz = x[n, 2]
-            kd = _kind_of(x[n, 0], x[n, 1], pz, n, n_sub, l, h, lo0, lo1, hi0, hi1)
+            kd = _kind_of(x[n, 0], x[n, 1], pz, n, n_sub, l, h, lo0, lo1, lo2, hi0, hi1)
             kind[n] = kd
             if use_grid and kd != SPH:
                 b0, b1, b2 = mac.velocity_at(u1, v1, w1, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
@@ -763,7 +753,8 @@ class HybridSolver:
         g = self.grid
         hi = g.origin + np.array(g.shape) * g.cell
         x = pt.x
-        outside = ((x[:, 0] < g.origin[0]) | (x[:, 0] > hi[0]) | (x[:, 1] < g.origin[1]) | (x[:, 1] > hi[1]))
+        outside = ((x[:, 0] < g.origin[0]) | (x[:, 0] > hi[0]) | (x[:, 1] < g.origin[1]) | (x[:, 1] > hi[1])
+                   | (x[:, 2] < g.origin[2]))
         sub = (x[:, 2] >= self.interface - 4.0 * h - skin) | outside
         idx_sub = np.flatnonzero(sub)
         idx_rest = np.flatnonzero(~sub)
@@ -830,8 +821,8 @@ class HybridSolver:
     def _classify(self) -> None:
         g = self.grid
         hi = g.origin + np.array(g.shape) * g.cell
-        classify(self.particles.x, self.n_sub, self.interface, self.model.h, g.origin[0], g.origin[1], hi[0], hi[1],
-                 self.kind)
+        classify(self.particles.x, self.n_sub, self.interface, self.model.h, g.origin[0], g.origin[1], g.origin[2],
+                 hi[0], hi[1], self.kind)
 
     def _fill(self, k0: int, k1: int) -> None:
         """Rows k0..k1 of the grid from the SPH particles around them (seed 000 eq. 9)."""
@@ -918,8 +909,8 @@ class HybridSolver:
         x_start = pt.x.copy() if self.collision is not None else pt.x
         disp = np.empty(max((len(pt) + 4095) // 4096, 1), dtype=np.float64)
         disp[:] = 0.0
-        advance(pt.x, pt.v, pt.a, self._x_ref, self.n_sub, self.interface, m.h, g.origin[0], g.origin[1], hi[0],
-                hi[1], dt, use_grid, ox, oy, oz, inv, *self._old, g.u, g.v, g.w, s.boxes, 2.0 * m.h, s.box_friction,
+        advance(pt.x, pt.v, pt.a, self._x_ref, self.n_sub, self.interface, m.h, g.origin[0], g.origin[1], g.origin[2],
+                hi[0], hi[1], dt, use_grid, ox, oy, oz, inv, *self._old, g.u, g.v, g.w, s.boxes, 2.0 * m.h, s.box_friction,
                 s.box_bounce, self.kind, disp)
         self._disp2 = float(disp.max())
         self.time += dt
