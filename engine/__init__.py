@@ -16,6 +16,9 @@ h        smoothing length (kernel support is 2h)     m
 dx       particle spacing                            m
 dt       time step (one substep)                     s
 c0       numerical speed of sound                    m/s
+P        kinematic pressure p / rho on the MAC grid  m^2/s^2
+u, v, w  grid face velocities along i, j, k          m/s
+l        hybrid interface height (SPH / MIXA limit)  m
 =======  ==========================================  ==========
 
 Entry points: :func:`driver.bake` (a job folder to a cache folder), ``python -m engine.cli``.

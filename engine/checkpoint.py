@@ -18,13 +18,15 @@ age         (N,)         float32  seconds since the particle was emitted
 channel_*   (N,)         float32  the named extra channels (``channel_<name>``)
 next_id     ()           int64    id the next emitted particle gets
 level       (N,)         uint8    resolution level (PBF only)
-x_ref       (N, 3)       float32  positions of the last neighbour-list build (WCSPH only)
+x_ref       (N, 3)       float32  positions of the last neighbour-list build (WCSPH, HYBRID)
+solver_*    various      various  a solver's own state (HYBRID: grid velocities and pressure,
+                                  interface height, substep count, neighbour-search subset size)
 owed_K      (P_K,)       float64  particles inflow K's points owe (surface inflows)
 emitted     ()           int64    particles emitted so far
 removed     ()           int64    particles removed so far
 time        ()           float64  seconds since the first frame
 frame       ()           int64    the frame this state ends
-solver      ()           str      solver name ('WCSPH', 'PBF')
+solver      ()           str      solver name ('WCSPH', 'PBF', 'HYBRID')
 ==========  ===========  =======  =================================================
 
 Resuming with changed settings is allowed (the cache manifest's ``segments`` records which
@@ -68,6 +70,8 @@ def save(cache_dir: str, frame: int, solver, sources=None) -> str:
     x_ref = getattr(solver, "_x_ref", None)
     if x_ref is not None:
         arrays["x_ref"] = x_ref
+    if hasattr(solver, "checkpoint_state"):
+        arrays.update({f"solver_{k}": v for k, v in solver.checkpoint_state().items()})
     if sources is not None:
         for k, e in enumerate(sources.emitters):
             if hasattr(e, "owed"):
@@ -166,6 +170,12 @@ def restore(solver, state: dict):
     fresh.time = float(state["time"])
     if "x_ref" in state and hasattr(fresh, "restore_neighbours"):
         fresh.restore_neighbours(np.ascontiguousarray(state["x_ref"]))
+    if hasattr(fresh, "restore_checkpoint_state"):
+        own = {k[len("solver_"):]: v for k, v in state.items() if k.startswith("solver_")}
+        if not own:
+            raise CacheFormatError(f"The checkpoint at frame {int(state['frame'])} lacks the {solver.name} solver's "
+                                   f"state; bake again from the start")
+        fresh.restore_checkpoint_state(own)
     if fresh.collision is not None:
         fresh.collision.update(fresh.time)
     return fresh

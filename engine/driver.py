@@ -193,8 +193,38 @@ def _make_solver(scene: SceneDescription, settings: settings_mod.SimulationSetti
                              rho0=settings.rest_density, c0=c0, alpha=settings.artificial_viscosity,
                              nu=settings.viscosity, gravity=scene.gravity, boxes=boxes,
                              friction=friction, bounce=bounce, cfl=settings.cfl_number)
+    if settings.solver == "HYBRID":
+        return _make_hybrid(settings, model, boxes, particles, collision)
     log.info("WCSPH: %d particles, h=%.4g m, c0=%.4g m/s, mass=%.4g kg", len(particles), model.h, c0, model.mass)
     return wcsph.WCSPHSolver(model, particles, collision=collision)
+
+
+def _make_hybrid(settings: settings_mod.SimulationSettings, sph_model, boxes: np.ndarray, particles: Particles,
+                 collision=None):
+    """The MAC-SPH hybrid (:mod:`engine.solvers.hybrid`) over the box containers' extent, or, without
+    any, over the initial liquid's bounding box grown by a quarter of its size each way."""
+    from .solvers import hybrid
+
+    if len(boxes):
+        lower, upper = boxes[:, 0].min(axis=0), boxes[:, 1].max(axis=0)
+    elif len(particles):
+        lower, upper = particles.x.min(axis=0).astype(np.float64), particles.x.max(axis=0).astype(np.float64)
+        pad = 0.25 * (upper - lower) + 2.0 * settings.particle_spacing
+        lower, upper = lower - pad, upper + pad
+    else:
+        lower, upper = np.zeros(3), np.full(3, settings.particle_spacing)
+    model = hybrid.make_model(sph_model, lower=lower, upper=upper, cell_factor=settings.hybrid_cell_factor,
+                              interface_mode=settings.hybrid_interface_mode,
+                              interface_depth=settings.hybrid_interface_depth,
+                              interface_height=settings.hybrid_interface_height,
+                              pressure_solver=settings.hybrid_pressure_solver, omega=settings.hybrid_sor_omega,
+                              tolerance=settings.hybrid_pressure_tolerance,
+                              max_iterations=settings.hybrid_max_iterations)
+    solver = hybrid.HybridSolver(model, particles, collision=collision)
+    log.info("HYBRID: %d particles, h=%.4g m, c0=%.4g m/s, grid %s of %.4g m cells, interface at %.4g m (%s)",
+             len(particles), sph_model.h, sph_model.c0, "x".join(map(str, model.shape)), model.cell,
+             solver.interface, solver.kind_counts())
+    return solver
 
 
 class Sources:
@@ -252,9 +282,10 @@ class Sources:
 
 def _speed_limit(solver, settings: settings_mod.SimulationSettings) -> tuple[float, str]:
     """Speed above which a solver has diverged, m/s, and advice an artist can act on."""
-    if solver.name == "WCSPH":
-        return (5.0 * solver.model.c0,
-                f"more than five times the speed of sound ({solver.model.c0:.3g} m/s). Lower the CFL number "
+    if solver.name in ("WCSPH", "HYBRID"):
+        c0 = solver.model.c0 if solver.name == "WCSPH" else solver.model.sph.c0
+        return (5.0 * c0,
+                f"more than five times the speed of sound ({c0:.3g} m/s). Lower the CFL number "
                 f"(now {settings.cfl_number:g}) or raise the speed of sound.")
     return (solver.speed_limit,
             f"more than {solver.speed_limit:.3g} m/s, fifty times the fastest free fall the scene allows. "
@@ -271,7 +302,7 @@ def _check_state(solver, frame: int, settings: settings_mod.SimulationSettings) 
     vmax = max_speed(pt.x, pt.v)
     if not math.isfinite(vmax):
         advice = (f"Lower the CFL number (now {settings.cfl_number:g}) or raise the speed of sound."
-                  if solver.name == "WCSPH" else
+                  if solver.name in ("WCSPH", "HYBRID") else
                   f"Lower the PBF Max Substep (now {settings.pbf_time_step:g} s) or the PBF Stiffness.")
         raise SimulationDivergedError(
             f"The simulation became unstable at frame {frame} (non-finite positions or velocities). {advice}")

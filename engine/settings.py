@@ -27,8 +27,19 @@ SOLVERS = (
     ("HYBRID", "Hybrid", "MAC grid in the deep liquid, SPH particles near the surface (Suarez & Susin 2006)"),
 )
 
+HYBRID_INTERFACE_MODES = (
+    ("AUTO", "Auto", "A fixed depth under the free surface, measured on the grid; follows a tank that fills or "
+                     "empties"),
+    ("FIXED", "Fixed", "A fixed world height"),
+)
+
+HYBRID_PRESSURE_SOLVERS = (
+    ("RBSOR", "Red-Black SOR", "Successive over-relaxation over the two colours of a checkerboard, in parallel"),
+    ("SOR", "SOR", "Successive over-relaxation in grid order, as in Suarez & Susin 2006 (one core)"),
+)
+
 #: Solvers this engine version can bake. The others are refused with a clear message.
-SUPPORTED_SOLVERS = ("WCSPH", "PBF")
+SUPPORTED_SOLVERS = ("WCSPH", "PBF", "HYBRID")
 
 
 @dataclass(frozen=True)
@@ -120,6 +131,40 @@ class SimulationSettings:
         0.0, label="PBF Surface Tension", min=0.0, max=2.0, soft_max=1.0, group="PBF",
         tooltip="Strength of the pull that keeps the liquid together and rounds off drops; 1 pulls the surface "
                 "inward as strongly as gravity pulls down. Use 0 for large-scale water, more for small drops")
+    # --- MAC-SPH hybrid (solver 'HYBRID'; Suarez & Susin 2006) ---
+    hybrid_interface_mode: str = _param(
+        "AUTO", label="Interface", items=HYBRID_INTERFACE_MODES, group="Hybrid",
+        tooltip="Where the grid takes over from the particles: a fixed depth under the free surface that "
+                "follows the liquid as it fills or empties a tank (Auto), or a fixed height (Fixed)")
+    hybrid_interface_depth: float = _param(
+        0.15, label="Interface Depth", unit="m", min=0.0, max=1000.0, soft_max=2.0, group="Hybrid",
+        tooltip="Auto interface: depth under the free surface below which the liquid is simulated on the grid, "
+                "in metres; deeper keeps more particles near the surface (more detail, slower). At least four "
+                "smoothing lengths plus two grid cells are kept")
+    hybrid_interface_height: float = _param(
+        0.0, label="Interface Height", unit="m", min=-1.0e6, max=1.0e6, group="Hybrid",
+        tooltip="Fixed interface: world Z below which the liquid is simulated on the grid, in metres; it must "
+                "stay under the free surface by at least four smoothing lengths plus two grid cells")
+    hybrid_cell_factor: float = _param(
+        2.0, label="Grid Cell Size", min=1.0, max=4.0, group="Hybrid",
+        tooltip="Edge of the grid cells as a multiple of the particle spacing; larger cells make the deep "
+                "liquid cheaper and smoother")
+    hybrid_pressure_solver: str = _param(
+        "RBSOR", label="Pressure Solver", items=HYBRID_PRESSURE_SOLVERS, group="Hybrid",
+        tooltip="Method that solves the grid's pressure equation: red-black SOR runs on every core; SOR is the "
+                "paper's serial method, for comparison")
+    hybrid_sor_omega: float = _param(
+        1.7, label="SOR Relaxation", min=1.0, max=1.99, group="Hybrid",
+        tooltip="Over-relaxation factor of the pressure solve; 1.6-1.9 converges fastest on most grids, 1 is "
+                "plain Gauss-Seidel")
+    hybrid_pressure_tolerance: float = _param(
+        1.0e-3, label="Pressure Tolerance", unit="1/s", min=1.0e-9, max=1.0, group="Hybrid",
+        tooltip="The pressure solve stops once the grid's velocity divergence is below this, per second; "
+                "smaller keeps the deep liquid's volume more exact and costs more iterations")
+    hybrid_max_iterations: int = _param(
+        200, label="Pressure Iterations", min=1, max=100000, soft_max=2000, group="Hybrid",
+        tooltip="Most sweeps of one pressure solve per substep; the solve stops earlier once it meets the "
+                "Pressure Tolerance")
 
     # --- Removal of emitted liquid ---
     particle_lifetime: float = _param(

@@ -22,6 +22,16 @@ COLLIDER_SETTINGS = tuple(p.name for p in settings_mod.collider_parameters())
 FLUID_SETTINGS = tuple(p.name for p in settings_mod.fluid_parameters())
 INFLOW_SETTINGS = tuple(p.name for p in settings_mod.inflow_parameters())
 
+#: Groups of settings named after a solver (by its identifier or its label) -> that solver.
+SOLVER_GROUPS = {**{item[0]: item[0] for item in settings_mod.SOLVERS},
+                 **{item[1]: item[0] for item in settings_mod.SOLVERS}}
+
+#: Solver groups drawn only while their solver is chosen (the others are drawn greyed out).
+HIDDEN_UNLESS_CHOSEN = frozenset({"Hybrid"})
+
+#: Hybrid settings that only apply in one interface mode: name -> mode.
+HYBRID_MODE_ONLY = {"hybrid_interface_depth": "AUTO", "hybrid_interface_height": "FIXED"}
+
 #: Settings of an inflow that only apply in one of its modes: name -> mode.
 INFLOW_MODE_ONLY = {"normal_speed": "SURFACE"}
 
@@ -148,15 +158,20 @@ class VIEW3D_PT_surge_simulation(SurgeSidebarPanel, bpy.types.Panel):
             for name in GROUPS[0][1]:
                 layout.prop(settings, name)
             return
-        solvers = {item[0] for item in settings_mod.SOLVERS}
         for group, names in GROUPS:
+            solver = SOLVER_GROUPS.get(group)
+            if group in HIDDEN_UNLESS_CHOSEN and solver != settings.solver:
+                continue
             header, body = layout.panel(f"surge_settings_{group.lower().replace(' ', '_')}")
             header.label(text=group)
             if body is not None:
                 # a group named after a solver only matters while that solver is chosen
-                body.active = group not in solvers or group == settings.solver
+                body.active = solver is None or solver == settings.solver
                 for name in names:
-                    body.prop(settings, name)
+                    row = body.row()
+                    mode = HYBRID_MODE_ONLY.get(name)
+                    row.active = mode is None or mode == settings.hybrid_interface_mode
+                    row.prop(settings, name)
 
 
 class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):

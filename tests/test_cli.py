@@ -59,13 +59,28 @@ def test_cli_cancel_keeps_written_frames(tmp_path):
 
 
 def test_cli_reports_engine_errors(tmp_path):
-    sc.save_job(str(tmp_path / "job"), column_scene(), SimulationSettings(solver="HYBRID"))
+    sc.save_job(str(tmp_path / "job"), column_scene(), SimulationSettings(solver="HYBRID", hybrid_sor_omega=1.5))
+    settings_file = tmp_path / "job" / "settings.json"
+    data = json.loads(settings_file.read_text())
+    data["hybrid_sor_omega"] = 2.5  # outside 1 .. 1.99: SOR diverges
+    settings_file.write_text(json.dumps(data))
     out = _run("bake", str(tmp_path / "job"), str(tmp_path / "cache"))
     assert out.returncode == 1
     err = json.loads(out.stdout.splitlines()[-1])
-    assert err["event"] == "error" and err["error"] == "InvalidSettingsError" and "HYBRID" in err["message"]
+    assert err["event"] == "error" and err["error"] == "InvalidSettingsError" and "hybrid_sor_omega" in err["message"]
     assert not (tmp_path / "cache").exists()
     assert _run("bake").returncode == 2
+
+
+def test_cli_bakes_the_hybrid_solver(tmp_path):
+    """HYBRID was refused before this engine version; now it bakes like the other solvers."""
+    sc.save_job(str(tmp_path / "job"), column_scene(frames=(1, 2)),
+                SimulationSettings(solver="HYBRID", particle_spacing=0.02))
+    out = _run("bake", str(tmp_path / "job"), str(tmp_path / "cache"))
+    assert out.returncode == 0, out.stderr
+    r = CacheReader(str(tmp_path / "cache"))
+    assert r.frames == [1, 2] and r.manifest["solver"] == "HYBRID" and r.manifest["status"] == "complete"
+    assert len(r.read_frame(2)["id"]) == 250
 
 
 BLOCKER = """

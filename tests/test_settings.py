@@ -60,9 +60,18 @@ def test_from_dict_is_strict():
     assert st.from_dict({"particle_spacing": 1}).particle_spacing == 1.0
 
 
-def test_unsupported_solver_is_refused_not_ignored():
-    st.check_supported(st.SimulationSettings(solver="WCSPH"))
-    st.check_supported(st.SimulationSettings(solver="PBF"))
-    for solver in ("HYBRID",):
-        with pytest.raises(InvalidSettingsError, match=f"solver '{solver}' is not available"):
-            st.check_supported(st.SimulationSettings(solver=solver))
+def test_every_solver_is_supported_and_an_unknown_one_is_refused():
+    for solver in ("WCSPH", "PBF", "HYBRID"):
+        st.check_supported(st.SimulationSettings(solver=solver))
+    bad = dataclasses.replace(st.SimulationSettings(), solver="FLIP")
+    with pytest.raises(InvalidSettingsError, match="solver 'FLIP' is not available"):
+        st.check_supported(bad)
+
+
+def test_hybrid_settings_have_units_ranges_and_choices():
+    by_name = {p.name: p for p in st.parameters()}
+    assert by_name["hybrid_interface_depth"].unit == "m" and by_name["hybrid_interface_height"].unit == "m"
+    assert {i[0] for i in by_name["hybrid_pressure_solver"].items} == {"SOR", "RBSOR"}
+    assert {i[0] for i in by_name["hybrid_interface_mode"].items} == {"AUTO", "FIXED"}
+    with pytest.raises(InvalidSettingsError, match="hybrid_sor_omega"):
+        st.validate(st.SimulationSettings(hybrid_sor_omega=2.5))

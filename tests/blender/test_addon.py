@@ -274,11 +274,18 @@ def test_panels_draw_existing_properties_and_operators(scene, surge):
     assert [n for kind, n in drawn if kind == "prop"] == ["role"]
     assert ("label", "Removes the liquid inside this closed mesh") in drawn
 
-    drawn = _draw("VIEW3D_PT_surge_simulation")
     params = settings.parameters()
-    grouped = [p.name for g in dict.fromkeys(p.group for p in params) for p in params if p.group == g]
-    assert [n for kind, n in drawn if kind == "prop"] == ["scale_length"] + grouped
-    assert ("menu", "SURGE_MT_liquid_presets") in drawn and ("operator", "surge.liquid_preset_add") in drawn
+    for solver in ("PBF", "HYBRID"):
+        # the hybrid's interface settings are drawn while the Hybrid solver is chosen, and only then
+        scene.surge.solver = solver
+        drawn = _draw("VIEW3D_PT_surge_simulation")
+        shown = [p for p in params if solver == "HYBRID" or p.group != "Hybrid"]
+        grouped = [p.name for g in dict.fromkeys(p.group for p in shown) for p in shown if p.group == g]
+        assert [n for kind, n in drawn if kind == "prop"] == ["scale_length"] + grouped
+        assert ("prop", "hybrid_interface_depth") in drawn if solver == "HYBRID" else not any(
+            n.startswith("hybrid_") for _kind, n in drawn)
+        assert ("menu", "SURGE_MT_liquid_presets") in drawn and ("operator", "surge.liquid_preset_add") in drawn
+    scene.surge.solver = "PBF"
 
     drawn = _draw("VIEW3D_PT_surge_bake")
     assert ("operator", "surge.bake") in drawn and ("operator", "surge.free_bake") in drawn

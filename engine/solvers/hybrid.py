@@ -1,0 +1,983 @@
+"""MAC-SPH hybrid: a staggered grid in the deep liquid, SPH particles near the surface.
+
+Seed ``000_bc671f202909ba52.txt`` §4 (Suarez & Susin 2006, "Mesh-particle model for fluid
+animation"). Below an interface height l the liquid is solved on the MAC grid of
+:mod:`engine.solvers.mac` (eq. 2-4); above it by WCSPH (§3: eq. 5 pressure force, eq. 6 Tait
+equation of state, eq. 8 leap-frog; the same formulation as :mod:`engine.solvers.wcsph`, with
+summation density, clamped pressure and continuous box walls). Every particle has a kind, from its
+height z (Surge's Z is the paper's y):
+
+============  ======================  =====================================================
+kind          band                    moved by
+============  ======================  =====================================================
+SPH           z >= l                  SPH forces (leap-frog)
+MIXA          l - 2h <= z < l         u = beta u_MAC + (1 - beta) u_SPH, beta = (l - z) / 2h (eq. 11)
+MIXB          l - 4h <= z < l - 2h    the grid; carry p = rho P_grid, rho and the half-step
+                                      velocity u^(n+1/2) = u^n + a dt / 2, a = (u^(n+1) - u^n) / dt
+                                      (eq. 10) so that SPH and MIXA particles see them as neighbours
+MAC           z < l - 4h              the grid (markers: no neighbours, no SPH sums)
+============  ======================  =====================================================
+
+Kinds are set from the positions at the start of every substep, so particles change kind as they
+cross the layers. The grid's computed rows reach up to the first row whose lower face is at least
+2h above l (``ktop``); that boundary row takes P = p / rho and the velocity from the SPH particles
+by kernel interpolation at its fixed nodes (eq. 9, Shepard-normalised; the nodes are the boundary
+row's own staggered positions, and every particle within 2h of them is an SPH particle).
+
+Order of a substep (§4.2):
+
+1. boundary row of the grid from the SPH particles (eq. 9);
+2. MAC step u^n -> u^(n+1) (eq. 2-4);
+3. MIXA: the MAC part of eq. 11 with u_MAC^(n+1); MIXB and MAC markers: the half-step
+   velocity of eq. 10 (MIXB carry it into the SPH sums);
+4. SPH step of the SPH and MIXA particles (kick-drift-kick; their neighbours include MIXB
+   particles with their old density and pressure); markers drift with the grid velocity;
+5. after the SPH step, pressure and density of MIXB (and MAC markers) from the grid, MIXA
+   pressure blended like eq. 11, density from the equation of state (eq. 6) inverted — the
+   variant the paper suggests at the end of §4.2; MIXA velocity's SPH part is now up to date.
+
+Beyond the paper (its §5 future work):
+
+* ``interface_mode='AUTO'`` places l a fixed depth below the free surface measured on the grid
+  (per grid column the highest particle; l follows the 10th percentile of the wet columns), and
+  moves it, by at least half a cell, as a tank fills or empties; without enough liquid for a MAC
+  part (fewer than a few cells under the MIXB band) every particle is SPH.
+* the grid's solid cells are those whose centre lies outside every box container or inside a
+  mesh collider's solid (:meth:`engine.collision.CollisionWorld.inside`), the same distance fields
+  the particles collide with; moving colliders are re-voxelised every substep.
+
+The neighbour search covers only SPH, MIXA and MIXB particles (a Verlet list with a skin, as in
+WCSPH); after each rebuild they occupy the first ``n_sub`` rows of the particle arrays in Morton
+order, the markers follow. The free surface is measured every :data:`INTERFACE_EVERY` substeps.
+
+Where this differs from the paper: density is the kernel sum (as in Surge's WCSPH) rather than the
+continuity equation of §3; eq. 9 is normalised by the kernel sum of the particle volumes (exact for
+linear fields, and the nodes' neighbourhoods are full anyway); the boundary row's nodes are its own
+staggered positions rather than nodes averaged onto them; markers keep the half-step velocity
+they moved with between substeps (the cache shows it); grid walls are free-slip at the grid's
+sides and have zero face velocity next to a solid cell.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+from ..collision import SWEEP_STEP, CollisionWorld, collider_free, empty_world_args, project
+from ..kernels import cubic_dwdr, cubic_w
+from ..neighbors import NeighbourList, build_grid
+from ..particles import Particles
+from . import mac
+from .wcsph import GAMMA, WCSPHModel
+
+log = logging.getLogger(__name__)
+
+#: fastmath of every kernel of this module (one flag, see STYLE.md).
+FASTMATH = False
+
+#: Particle kinds (``HybridSolver.kind``), seed 000 §4.2 and Fig. 3.
+SPH, MIXA, MIXB, MAC = 0, 1, 2, 3
+KIND_NAMES = ("SPH", "MIXA", "MIXB", "MAC")
+
+#: Verlet skin of the neighbour list, in smoothing lengths (as in WCSPH).
+SKIN = 0.15
+
+#: Substeps between two measurements of the free surface (automatic interface).
+INTERFACE_EVERY = 10
+
+#: Percentile of the wet columns' surface heights the automatic interface follows (a few low
+#: columns, a splash landing on a dry floor, do not pull the interface down).
+SURFACE_PERCENTILE = 10.0
+
+#: Fewest computed grid rows under the MIXB band for the MAC part to be used at all.
+MIN_MAC_ROWS = 2
+
+INTERFACE_MODES = ("AUTO", "FIXED")
+
+
+@dataclass(frozen=True)
+class HybridModel:
+    """Static parameters of one hybrid bake (SI units).
+
+    Attributes
+    ----------
+    sph : WCSPHModel
+        Parameters of the SPH part (smoothing length, mass, sound speed, walls, tables).
+    cell : float
+        Edge of a grid cell, metres.
+    origin : ndarray, shape (3,), float64, metres
+        Lower corner of the grid.
+    shape : tuple of 3 ints
+        Cells along i, j, k.
+    interface_mode : str
+        'AUTO' (a depth below the free surface) or 'FIXED' (a world height).
+    interface_depth : float
+        Depth of l below the free surface for 'AUTO', metres (at least :attr:`min_depth` is used).
+    interface_height : float
+        World Z of l for 'FIXED', metres.
+    pressure_solver : str
+        'SOR' or 'RBSOR' (:mod:`engine.solvers.mac`).
+    omega : float
+        Over-relaxation factor of the pressure solve.
+    tolerance : float
+        Largest velocity divergence the pressure solve may leave, 1/s.
+    max_iterations : int
+        Most sweeps of one pressure solve.
+    nu : float
+        Kinematic viscosity of the grid part, m^2/s.
+    """
+
+    sph: WCSPHModel
+    cell: float
+    origin: np.ndarray
+    shape: tuple
+    interface_mode: str
+    interface_depth: float
+    interface_height: float
+    pressure_solver: str
+    omega: float
+    tolerance: float
+    max_iterations: int
+    nu: float
+
+    @property
+    def h(self) -> float:
+        return self.sph.h
+
+    @property
+    def min_depth(self) -> float:
+        """Shallowest interface depth that keeps the boundary row's nodes and their 2h neighbourhoods
+        under the free surface: 4h plus two cells, metres."""
+        return 4.0 * self.sph.h + 2.0 * self.cell
+
+
+def make_model(sph: WCSPHModel, *, lower, upper, cell_factor: float = 2.0, interface_mode: str = "AUTO",
+               interface_depth: float = 0.15, interface_height: float = 0.0, pressure_solver: str = "RBSOR",
+               omega: float = 1.7, tolerance: float = 1e-3, max_iterations: int = 200) -> HybridModel:
+    """A :class:`HybridModel` whose grid of cells ``cell_factor * sph.dx`` covers the box [lower, upper]
+    (rounded out to whole cells)."""
+    if interface_mode not in INTERFACE_MODES:
+        raise ValueError(f"unknown interface mode {interface_mode!r}; choose one of {', '.join(INTERFACE_MODES)}")
+    if pressure_solver not in mac.POISSON_SOLVERS:
+        raise ValueError(f"unknown pressure solver {pressure_solver!r}")
+    cell = float(cell_factor) * sph.dx
+    lower = np.asarray(lower, dtype=np.float64).reshape(3)
+    upper = np.asarray(upper, dtype=np.float64).reshape(3)
+    shape = tuple(int(max(1, math.ceil((upper[a] - lower[a]) / cell - 1e-9))) for a in range(3))
+    # one spare row on top: the boundary row needs the face above it
+    shape = (shape[0], shape[1], shape[2] + 1)
+    return HybridModel(sph=sph, cell=cell, origin=lower.copy(), shape=shape, interface_mode=interface_mode,
+                       interface_depth=float(interface_depth), interface_height=float(interface_height),
+                       pressure_solver=pressure_solver, omega=float(omega), tolerance=float(tolerance),
+                       max_iterations=int(max_iterations), nu=float(sph.nu))
+
+
+# --------------------------------------------------------------------------------------------
+# box walls (kernel mass of the solid half-space, as in WCSPH; own helpers so the hybrid does not
+# depend on the WCSPH kernels' private signatures)
+
+
+@njit(inline="always", cache=True)
+def _table(values, t0, step, t):
+    u = (t - t0) / step
+    if u <= 0.0:
+        return values[0]
+    last = values.shape[0] - 1
+    if u >= last:
+        return values[last]
+    k = int(u)
+    f = u - k
+    return values[k] * (1.0 - f) + values[k + 1] * f
+
+
+@njit(inline="always", cache=True)
+def _near_box(x0, x1, x2, lo, hi, margin):
+    return (lo[0] - margin <= x0 <= hi[0] + margin and lo[1] - margin <= x1 <= hi[1] + margin
+            and lo[2] - margin <= x2 <= hi[2] + margin)
+
+
+@njit(inline="always", cache=True)
+def _box_walls(x0, x1, x2, boxes, support, t0, step, psi, dpsi):
+    """Free fraction F = prod (1 - psi(d)) of the box walls within ``support`` and grad F (1/m)."""
+    free = 1.0
+    g0 = 0.0
+    g1 = 0.0
+    g2 = 0.0
+    for b in range(boxes.shape[0]):
+        lo = boxes[b, 0]
+        hi = boxes[b, 1]
+        if not _near_box(x0, x1, x2, lo, hi, support):
+            continue
+        l0 = 1.0 - _table(psi, t0, step, x0 - lo[0])
+        l1 = 1.0 - _table(psi, t0, step, x1 - lo[1])
+        l2 = 1.0 - _table(psi, t0, step, x2 - lo[2])
+        u0 = 1.0 - _table(psi, t0, step, hi[0] - x0)
+        u1 = 1.0 - _table(psi, t0, step, hi[1] - x1)
+        u2 = 1.0 - _table(psi, t0, step, hi[2] - x2)
+        fb = l0 * u0 * l1 * u1 * l2 * u2
+        # d/dx of l_k = -dpsi(x - lo), of u_k = +dpsi(hi - x)
+        d0 = (-_table(dpsi, t0, step, x0 - lo[0]) * u0 + l0 * _table(dpsi, t0, step, hi[0] - x0)) * l1 * u1 * l2 * u2
+        d1 = (-_table(dpsi, t0, step, x1 - lo[1]) * u1 + l1 * _table(dpsi, t0, step, hi[1] - x1)) * l0 * u0 * l2 * u2
+        d2 = (-_table(dpsi, t0, step, x2 - lo[2]) * u2 + l2 * _table(dpsi, t0, step, hi[2] - x2)) * l0 * u0 * l1 * u1
+        g0 = g0 * fb + free * d0
+        g1 = g1 * fb + free * d1
+        g2 = g2 * fb + free * d2
+        free *= fb
+    return free, g0, g1, g2
+
+
+@njit(inline="always", cache=True)
+def _box_hydrostatic(x0, x1, x2, boxes, support, t0, step, tau_n, tau_t, gx, gy, gz):
+    """Hydrostatic part G of the wall pressure (Adami, Hu & Adams 2012, eq. 27), m/s^2, from the
+    wall-lattice gradient moments of the WCSPH model (normal tau_n, tangential tau_t per wall)."""
+    G0 = 0.0
+    G1 = 0.0
+    G2 = 0.0
+    for b in range(boxes.shape[0]):
+        lo = boxes[b, 0]
+        hi = boxes[b, 1]
+        if not _near_box(x0, x1, x2, lo, hi, support):
+            continue
+        n0 = _table(tau_n, t0, step, x0 - lo[0]) + _table(tau_n, t0, step, hi[0] - x0)
+        s0 = _table(tau_t, t0, step, x0 - lo[0]) + _table(tau_t, t0, step, hi[0] - x0)
+        n1 = _table(tau_n, t0, step, x1 - lo[1]) + _table(tau_n, t0, step, hi[1] - x1)
+        s1 = _table(tau_t, t0, step, x1 - lo[1]) + _table(tau_t, t0, step, hi[1] - x1)
+        n2 = _table(tau_n, t0, step, x2 - lo[2]) + _table(tau_n, t0, step, hi[2] - x2)
+        s2 = _table(tau_t, t0, step, x2 - lo[2]) + _table(tau_t, t0, step, hi[2] - x2)
+        G0 += gx * (n0 + s1 + s2)
+        G1 += gy * (s0 + n1 + s2)
+        G2 += gz * (s0 + s1 + n2)
+    return G0, G1, G2
+
+
+# --------------------------------------------------------------------------------------------
+# kinds, interface
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def classify(x, n_sub, l, h, lo0, lo1, lo2, hi0, hi1,
+             # outputs
+             kind):
+    """Kind of every particle from its height (seed 000 §4.2, Fig. 3): rows below ``n_sub`` by the
+    bands of the module docstring (outside the grid's horizontal extent or below it: SPH); the others
+    are MAC."""
+    for n in prange(x.shape[0]):
+        kind[n] = _kind_of(x[n, 0], x[n, 1], x[n, 2], n, n_sub, l, h, lo0, lo1, lo2, hi0, hi1)
+
+
+@njit(cache=True)
+def column_tops(x, ox, oy, inv, ni, nj,
+                # outputs
+                top):
+    """Highest particle z in every grid column (i, j), -inf where none (a serial max-scatter over
+    particles: called once every few substeps)."""
+    top[:] = -np.inf
+    for n in range(x.shape[0]):
+        i = int(math.floor((x[n, 0] - ox) * inv))
+        j = int(math.floor((x[n, 1] - oy) * inv))
+        if 0 <= i < ni and 0 <= j < nj and x[n, 2] > top[i, j]:
+            top[i, j] = x[n, 2]
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def max_displacement2(x, x_ref):
+    """Largest squared distance of a particle from its position at the last neighbour-list build."""
+    n = x.shape[0]
+    chunks = (n + 4095) // 4096
+    part = np.zeros(max(chunks, 1), dtype=np.float64)
+    for b in prange(chunks):
+        m = 0.0
+        for i in range(b * 4096, min(n, (b + 1) * 4096)):
+            d0 = x[i, 0] - x_ref[i, 0]
+            d1 = x[i, 1] - x_ref[i, 1]
+            d2 = x[i, 2] - x_ref[i, 2]
+            m = max(m, d0 * d0 + d1 * d1 + d2 * d2)
+        part[b] = m
+    return part.max()
+
+
+# --------------------------------------------------------------------------------------------
+# eq. 9: grid boundary row from SPH particles
+
+
+@njit(inline="always", cache=True)
+def _node_sum(px, py, pz, xs, vs, qs, vol, col_start, cx0, cy0, cinv, ncx, ncy, reach, h, comp):
+    """Shepard-normalised kernel interpolation at a node (seed 000 eq. 9): comp 0-2 a velocity
+    component, 3 the kinematic pressure. Returns (value, weight sum)."""
+    ci = int(math.floor((px - cx0) * cinv))
+    cj = int(math.floor((py - cy0) * cinv))
+    r2max = 4.0 * h * h
+    s = 0.0
+    sw = 0.0
+    for a in range(max(ci - reach, 0), min(ci + reach + 1, ncx)):
+        for b in range(max(cj - reach, 0), min(cj + reach + 1, ncy)):
+            c = a * ncy + b
+            for t in range(col_start[c], col_start[c + 1]):
+                d0 = px - xs[t, 0]
+                d1 = py - xs[t, 1]
+                d2 = pz - xs[t, 2]
+                r2 = d0 * d0 + d1 * d1 + d2 * d2
+                if r2 >= r2max:
+                    continue
+                wv = vol[t] * cubic_w(math.sqrt(r2), h)
+                sw += wv
+                s += wv * (qs[t] if comp == 3 else vs[t, comp])
+    if sw > 0.0:
+        return s / sw, sw
+    return 0.0, 0.0
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def fill_rows(xs, vs, qs, vol, col_start, cx0, cy0, cinv, ncx, ncy, reach, h, k0, k1, ox, oy, oz, cell, solid,
+              # outputs
+              u, v, w, p):
+    """Rows k0..k1 of the grid from particles (seed 000 eq. 9): P = p / rho at the cell centres, u and
+    v on the row's faces, w on the face above each cell. ``xs`` are the particles binned by column
+    (``col_start``), ``qs`` their p / rho, ``vol`` m / rho. Nodes without a particle keep their value,
+    except P, which becomes 0 (the free surface is above them)."""
+    ni, nj, nk = solid.shape
+    for i in prange(ni + 1):
+        for j in range(nj + 1):
+            for k in range(k0, k1 + 1):
+                zc = oz + (k + 0.5) * cell
+                if j < nj:
+                    val, sw = _node_sum(ox + i * cell, oy + (j + 0.5) * cell, zc, xs, vs, qs, vol, col_start,
+                                        cx0, cy0, cinv, ncx, ncy, reach, h, 0)
+                    if sw > 0.0:
+                        u[i, j, k] = val
+                if i < ni:
+                    val, sw = _node_sum(ox + (i + 0.5) * cell, oy + j * cell, zc, xs, vs, qs, vol, col_start,
+                                        cx0, cy0, cinv, ncx, ncy, reach, h, 1)
+                    if sw > 0.0:
+                        v[i, j, k] = val
+                if i < ni and j < nj:
+                    px = ox + (i + 0.5) * cell
+                    py = oy + (j + 0.5) * cell
+                    if k + 1 <= nk:
+                        val, sw = _node_sum(px, py, zc + 0.5 * cell, xs, vs, qs, vol, col_start, cx0, cy0, cinv,
+                                            ncx, ncy, reach, h, 2)
+                        if sw > 0.0:
+                            w[i, j, k + 1] = val
+                    val, sw = _node_sum(px, py, zc, xs, vs, qs, vol, col_start, cx0, cy0, cinv, ncx, ncy, reach,
+                                        h, 3)
+                    p[i, j, k] = val
+                    if solid[i, j, k]:
+                        p[i, j, k] = 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# one pass over the particles before and one after the SPH sums (each parallel region costs a
+# thread wake-up, which on a loaded machine outweighs the work of a light per-particle loop)
+
+
+@njit(inline="always", cache=True)
+def _kind_of(x0, x1, z, n, n_sub, l, h, lo0, lo1, lo2, hi0, hi1):
+    if n >= n_sub:
+        return MAC
+    if x0 < lo0 or x0 > hi0 or x1 < lo1 or x1 > hi1 or z >= l or z < lo2:
+        return SPH
+    if z >= l - 2.0 * h:
+        return MIXA
+    if z >= l - 4.0 * h:
+        return MIXB
+    return MAC
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, lo2, hi0, hi1, dt, use_grid, ox, oy, oz, inv, uh, vh, wh, u1, v1, w1,
+            boxes, margin, friction, bounce,
+            # outputs
+            kind, disp):
+    """Per particle, in the order of seed 000 §4.2: its kind from its height (:func:`classify`); with
+    the grid, the MAC part of MIXA velocities, v = beta u_MAC^(n+1) + (1 - beta) v, v holding the SPH
+    part (eq. 11), and for MIXB and MAC markers the half-step velocity u^(n+1/2) = u^n + a dt / 2 with
+    a = (u^(n+1) - u^n) / dt sampled at the particle (eq. 10; MIXB carry it into the SPH sums); the
+    leap-frog half kick of SPH and MIXA particles (eq. 8); the drift, particles that crossed a box
+    wall put back on it (normal velocity reversed and scaled by the bounce, tangential by 1 -
+    friction). ``disp[c]`` receives the largest squared move from ``x_ref`` in chunk c of 4096
+    particles (for the neighbour list)."""
+    n_all = x.shape[0]
+    chunks = (n_all + 4095) // 4096
+    for c in prange(chunks):
+        m = 0.0
+        for n in range(c * 4096, min(n_all, (c + 1) * 4096)):
+            pz = x[n, 2]
+            kd = _kind_of(x[n, 0], x[n, 1], pz, n, n_sub, l, h, lo0, lo1, lo2, hi0, hi1)
+            kind[n] = kd
+            if use_grid and kd != SPH:
+                b0, b1, b2 = mac.velocity_at(u1, v1, w1, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
+                if kd == MIXA:
+                    beta = min(max((l - pz) / (2.0 * h), 0.0), 1.0)
+                    v[n, 0] = beta * b0 + (1.0 - beta) * v[n, 0]
+                    v[n, 1] = beta * b1 + (1.0 - beta) * v[n, 1]
+                    v[n, 2] = beta * b2 + (1.0 - beta) * v[n, 2]
+                else:
+                    # u^(n+1/2) from the averaged face field: trilinear sampling is linear, so this
+                    # equals (u^n(x) + u^(n+1)(x)) / 2 with one sample instead of two
+                    c0, c1, c2 = mac.velocity_at(uh, vh, wh, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
+                    a[n, 0] = 2.0 * (b0 - c0) / dt
+                    a[n, 1] = 2.0 * (b1 - c1) / dt
+                    a[n, 2] = 2.0 * (b2 - c2) / dt
+                    v[n, 0] = c0
+                    v[n, 1] = c1
+                    v[n, 2] = c2
+            if kd == SPH or kd == MIXA:
+                for k in range(3):
+                    v[n, k] += a[n, k] * (0.5 * dt)
+            for k in range(3):
+                x[n, k] += v[n, k] * dt
+            for b in range(boxes.shape[0]):
+                lo = boxes[b, 0]
+                hi = boxes[b, 1]
+                if not _near_box(x[n, 0], x[n, 1], x[n, 2], lo, hi, margin):
+                    continue
+                hit = False
+                for k in range(3):
+                    if x[n, k] < lo[k]:
+                        x[n, k] = lo[k]
+                        if v[n, k] < 0.0:
+                            v[n, k] *= -bounce[b]
+                        hit = True
+                    elif x[n, k] > hi[k]:
+                        x[n, k] = hi[k]
+                        if v[n, k] > 0.0:
+                            v[n, k] *= -bounce[b]
+                        hit = True
+                if hit and friction[b] > 0.0:
+                    for k in range(3):
+                        if not (x[n, k] == lo[k] or x[n, k] == hi[k]):
+                            v[n, k] *= 1.0 - friction[b]
+            d0 = x[n, 0] - x_ref[n, 0]
+            d1 = x[n, 1] - x_ref[n, 1]
+            d2 = x[n, 2] - x_ref[n, 2]
+            m = max(m, d0 * d0 + d1 * d1 + d2 * d2)
+        disp[c] = m
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def finish(x, a, kind, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, pg,
+           # outputs
+           v, p, rho):
+    """After the SPH sums: the closing half kick of SPH and MIXA particles (eq. 8); then (seed 000
+    §4.2) MIXB and MAC markers take p = rho0 P_grid at their new position, MIXA p = beta rho0 P_grid
+    + (1 - beta) p_SPH (eq. 11's blend), and the density follows from the Tait equation inverted,
+    rho = rho0 (1 + p / P0)^(1/7) (eq. 6). Markers keep the velocity they moved with, u^(n+1/2)
+    (the next substep sets it again from the grid before anything reads it)."""
+    for n in prange(x.shape[0]):
+        kd = kind[n]
+        if kd == SPH or kd == MIXA:
+            for k in range(3):
+                v[n, k] += a[n, k] * (0.5 * dt)
+        if kd == SPH or not use_grid:
+            continue
+        px = x[n, 0]
+        py = x[n, 1]
+        pz = x[n, 2]
+        pgrid = rho0 * mac.pressure_at(pg, ox, oy, oz, inv, px, py, pz)
+        if kd == MIXA:
+            beta = min(max((l - pz) / (2.0 * h), 0.0), 1.0)
+            pn = beta * pgrid + (1.0 - beta) * p[n]
+        else:
+            pn = pgrid
+        if pn < 0.0:
+            pn = 0.0
+        p[n] = pn
+        rho[n] = rho0 * (1.0 + pn / p0) ** (1.0 / GAMMA)
+
+
+# --------------------------------------------------------------------------------------------
+# SPH part (seed 000 §3), with kinds
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def density_pressure(x, kind, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
+                     boxes, t0, step, psi, dpsi, cset,
+                     # outputs
+                     rho, p, pr, wall_grad):
+    """SPH and MIXA particles: rho_i = sum_j m W_ij + rho0 (1 - F_walls), p from Tait (eq. 6) clamped
+    at 0; MIXB particles keep the density and pressure they carry (§4.2). pr = p / rho^2; wall_grad
+    receives grad(1 - F_walls)."""
+    support = 2.0 * h
+    r2max = support * support
+    w_self = cubic_w(0.0, h)
+    for i in prange(nbr_start.shape[0]):
+        if kind[i] == MIXB or kind[i] == MAC:
+            pr[i] = p[i] / (rho[i] * rho[i])
+            wall_grad[i, 0] = 0.0
+            wall_grad[i, 1] = 0.0
+            wall_grad[i, 2] = 0.0
+            continue
+        s = w_self
+        for t in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
+            j = nbr[t]
+            d0 = x[i, 0] - x[j, 0]
+            d1 = x[i, 1] - x[j, 1]
+            d2 = x[i, 2] - x[j, 2]
+            r2 = d0 * d0 + d1 * d1 + d2 * d2
+            if r2 < r2max:
+                s += cubic_w(math.sqrt(r2), h)
+        fb, b0, b1, b2 = _box_walls(np.float64(x[i, 0]), np.float64(x[i, 1]), np.float64(x[i, 2]), boxes, support,
+                                    t0, step, psi, dpsi)
+        fc, c0, c1, c2 = collider_free(np.float64(x[i, 0]), np.float64(x[i, 1]), np.float64(x[i, 2]), support, 1.0,
+                                       t0, step, psi, dpsi, cset)
+        r = mass * s + rho0 * (1.0 - fb * fc)
+        # gradient of the wall mass 1 - F_b F_c
+        wall_grad[i, 0] = -(b0 * fc + fb * c0)
+        wall_grad[i, 1] = -(b1 * fc + fb * c1)
+        wall_grad[i, 2] = -(b2 * fc + fb * c2)
+        rho[i] = r
+        pi_ = p0 * ((r / rho0) ** 7 - 1.0)
+        if pi_ < 0.0:
+            pi_ = 0.0
+        p[i] = pi_
+        pr[i] = pi_ / (r * r)
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def accelerations(x, v, kind, rho, p, pr, nbr_start, nbr_count, nbr, h, mass, rho0, c0, alpha, nu,
+                  gx, gy, gz, boxes, t0, step, tau_n, tau_t, wall_grad,
+                  # outputs
+                  a):
+    """SPH and MIXA particles: pressure force (seed 000 eq. 5), Monaghan's artificial and Morris'
+    laminar viscosity, gravity, and the wall pressure -(p_i + p_w) / rho_i^2 rho0 grad psi - G (as in
+    WCSPH). MIXB neighbours enter with their carried p, rho and half-step velocity; MIXB and MAC
+    rows are left alone (the grid moves them)."""
+    support = 2.0 * h
+    r2max = support * support
+    eta2 = 0.01 * h * h
+    w_self = cubic_w(0.0, h)
+    gnorm = math.sqrt(gx * gx + gy * gy + gz * gz)
+    inv_g2h = 1.0 / (gnorm * support) if gnorm > 0.0 else 0.0
+    for i in prange(nbr_start.shape[0]):
+        if kind[i] == MIXB or kind[i] == MAC:
+            continue
+        xi = x[i, 0]
+        yi = x[i, 1]
+        zi = x[i, 2]
+        rhoi = rho[i]
+        pi_term = pr[i]
+        ax = 0.0
+        ay = 0.0
+        az = 0.0
+        sw = w_self
+        spw = w_self * p[i]
+        for t in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
+            j = nbr[t]
+            d0 = xi - x[j, 0]
+            d1 = yi - x[j, 1]
+            d2 = zi - x[j, 2]
+            r2 = d0 * d0 + d1 * d1 + d2 * d2
+            if r2 >= r2max or r2 == 0.0:
+                continue
+            r = math.sqrt(r2)
+            g = cubic_dwdr(r, h) / r
+            wv = cubic_w(r, h)
+            sw += wv
+            spw += wv * p[j]
+            dv0 = v[i, 0] - v[j, 0]
+            dv1 = v[i, 1] - v[j, 1]
+            dv2 = v[i, 2] - v[j, 2]
+            coef = pi_term + pr[j]
+            vr = dv0 * d0 + dv1 * d1 + dv2 * d2
+            visc = 0.0
+            if vr < 0.0 or nu > 0.0:
+                inv = 1.0 / (r2 + eta2)
+                rhoj = rho[j]
+                if vr < 0.0 and alpha > 0.0:
+                    coef -= 2.0 * alpha * c0 * h * vr * inv / (rhoi + rhoj)
+                if nu > 0.0:
+                    visc = mass * nu * (rhoi + rhoj) / (rhoi * rhoj) * g * r2 * inv
+            f = -mass * coef * g
+            ax += f * d0 + visc * dv0
+            ay += f * d1 + visc * dv1
+            az += f * d2 + visc * dv2
+        p_w = spw / sw
+        fade = min(p_w * inv_g2h / rhoi, 1.0)
+        G0, G1, G2 = _box_hydrostatic(np.float64(xi), np.float64(yi), np.float64(zi), boxes, support, t0, step,
+                                      tau_n, tau_t, gx, gy, gz)
+        wall = -(pi_term + p_w / (rhoi * rhoi)) * rho0
+        a[i, 0] = ax + wall * wall_grad[i, 0] - fade * G0 + gx
+        a[i, 1] = ay + wall * wall_grad[i, 1] - fade * G1 + gy
+        a[i, 2] = az + wall * wall_grad[i, 2] - fade * G2 + gz
+
+
+# --------------------------------------------------------------------------------------------
+
+
+class HybridSolver:
+    """Advances a :class:`Particles` set with the MAC-SPH hybrid (see the module docstring).
+
+    Attributes
+    ----------
+    particles : Particles
+    grid : mac.MACGrid
+        The staggered grid (rows ``k < ktop`` computed, row ``ktop`` the boundary row).
+    kind : ndarray, shape (N,), int8
+        Kind of each particle at the last substep (SPH, MIXA, MIXB, MAC).
+    interface : float
+        Height l of the SPH / MIXA limit, metres (-inf: no MAC part, every particle is SPH).
+    ktop : int
+        The grid's boundary row (0: no MAC part).
+    n_sub : int
+        Particles in the neighbour search (SPH, MIXA, MIXB and a skin), the first rows.
+    pressure_iterations : int
+        Sweeps of the last pressure solve.
+    """
+
+    name = "HYBRID"
+
+    def __init__(self, model: HybridModel, particles: Particles, collision: CollisionWorld | None = None):
+        self.model = model
+        self.particles = particles
+        self.collision = collision
+        self.time = 0.0
+        self.steps = 0
+        self.grid = mac.MACGrid.create(model.origin, model.cell, model.shape)
+        self.scratch = mac.MACScratch(self.grid)
+        self._old = (np.zeros_like(self.grid.u), np.zeros_like(self.grid.v), np.zeros_like(self.grid.w))
+        self._box_solid = self._solid_of_boxes()
+        self.neighbours = NeighbourList()
+        self.rebuilds = 0
+        self.n_sub = 0
+        self._x_ref: np.ndarray | None = None
+        self._disp2: float | None = None  # largest squared move since the last build, from advance()
+        self._l_built = None
+        self._changed = True
+        self.interface = -math.inf
+        self.ktop = 0
+        self.pressure_iterations = 0
+        self.pressure_residual = 0.0
+        n = len(particles)
+        self.kind = np.zeros(n, dtype=np.int8)
+        self._pr = np.zeros(n, dtype=np.float32)
+        self._wall_grad = np.zeros((n, 3), dtype=np.float32)
+        self._update_solid()
+        if n:
+            self._set_interface(self._interface_target(), force=True)
+            self._rebuild()
+            self._classify()
+            self._fill(0, self.ktop)
+            self._evaluate()
+
+    # -- set-up ----------------------------------------------------------------------------------
+
+    @property
+    def _cset(self) -> tuple:
+        return self.collision.args if self.collision is not None else _NO_COLLIDERS
+
+    def _solid_of_boxes(self) -> np.ndarray:
+        """1 where a cell centre lies outside every box container (or everywhere inside when there
+        is none: the grid then spans the liquid and mesh colliders)."""
+        boxes = self.model.sph.boxes
+        c = self.grid.cell_centres()
+        if len(boxes) == 0:
+            return np.zeros(self.grid.shape, dtype=np.uint8)
+        inside = np.zeros(len(c), dtype=bool)
+        for lo, hi in boxes:
+            inside |= np.all((c >= lo) & (c <= hi), axis=1)
+        # the rows above the boxes' tops stay open: liquid may rise over a container
+        top = max(float(b[1, 2]) for b in boxes)
+        inside |= c[:, 2] > top
+        return (~inside).reshape(self.grid.shape).astype(np.uint8)
+
+    def _update_solid(self) -> None:
+        """Solid cells: outside the boxes, or inside a mesh collider's solid at the current time."""
+        solid = self._box_solid.copy()
+        if self.collision is not None:
+            inside = self.collision.inside(self.grid.cell_centres().astype(np.float32))
+            solid |= inside.reshape(self.grid.shape).astype(np.uint8)
+        self.grid.solid[:] = solid
+
+    # -- interface ---------------------------------------------------------------------------------
+
+    def _interface_target(self) -> float:
+        m, g = self.model, self.grid
+        ni, nj, nk = g.shape
+        if m.interface_mode == "FIXED":
+            return m.interface_height
+        pt = self.particles
+        if len(pt) == 0:
+            return -math.inf
+        top = np.empty((ni, nj), dtype=np.float64)
+        column_tops(pt.x, g.origin[0], g.origin[1], 1.0 / g.cell, ni, nj, top)
+        open_col = ~np.all(g.solid.astype(bool), axis=2)
+        wet = np.isfinite(top) & open_col
+        if not wet.any():
+            return -math.inf
+        surface = float(np.percentile(top[wet], SURFACE_PERCENTILE))
+        return surface - max(m.interface_depth, m.min_depth)
+
+    def _set_interface(self, target: float, force: bool = False) -> bool:
+        """Move l to ``target`` (by at least half a cell unless forced); returns True if it moved."""
+        m, g = self.model, self.grid
+        h, cell = m.h, g.cell
+        z0 = g.origin[2]
+        nk = g.shape[2]
+        # the boundary row must fit under the grid's top face
+        target = min(target, z0 + (nk - 1) * cell - 2.0 * h)
+        if target - 4.0 * h < z0 + MIN_MAC_ROWS * cell:
+            target = -math.inf
+        if not force and (target == self.interface or (math.isfinite(target) and math.isfinite(self.interface)
+                                                      and abs(target - self.interface) < 0.5 * cell)):
+            return False
+        old_ktop = self.ktop
+        self.interface = target
+        self.ktop = (min(int(math.ceil((target + 2.0 * h - z0) / cell - 1e-9)), nk - 1)
+                     if math.isfinite(target) else 0)
+        if not force and self.ktop > old_ktop and len(self.particles):
+            self._fill(old_ktop, self.ktop)  # rows the MAC part takes over start from the particles
+        log.debug("hybrid interface at %.4g m, boundary row %d", target, self.ktop)
+        return True
+
+    # -- neighbours --------------------------------------------------------------------------------
+
+    def _reach(self) -> float:
+        return self.model.h * (1.0 + 0.5 * SKIN)
+
+    def _rebuild(self) -> None:
+        """Subset (every particle within the skin of the MIXB band or above), Morton order first,
+        markers after; neighbour list over the subset (only when a particle moved half the skin, the
+        particle set changed or the interface moved)."""
+        pt, h = self.particles, self.model.h
+        n = len(pt)
+        skin = SKIN * h
+        if (not self._changed and self._x_ref is not None and self._x_ref.shape[0] == n
+                and self._l_built == self.interface):
+            disp2 = self._disp2 if self._disp2 is not None else max_displacement2(pt.x, self._x_ref)
+            if disp2 <= (0.5 * skin) ** 2:
+                return
+        g = self.grid
+        hi = g.origin + np.array(g.shape) * g.cell
+        x = pt.x
+        outside = ((x[:, 0] < g.origin[0]) | (x[:, 0] > hi[0]) | (x[:, 1] < g.origin[1]) | (x[:, 1] > hi[1])
+                   | (x[:, 2] < g.origin[2]))
+        sub = (x[:, 2] >= self.interface - 4.0 * h - skin) | outside
+        idx_sub = np.flatnonzero(sub)
+        idx_rest = np.flatnonzero(~sub)
+        reach = self._reach()
+        if len(idx_sub):
+            grid = build_grid(x[idx_sub], 2.0 * reach)
+            order = np.concatenate([idx_sub[grid.order], idx_rest])
+        else:
+            grid = None
+            order = idx_rest
+        pt.reorder(order)
+        self.n_sub = len(idx_sub)
+        if grid is not None:
+            self.neighbours.build(pt.x[:self.n_sub], np.full(self.n_sub, reach, dtype=np.float32),
+                                  grid._replace(order=None))
+        else:
+            self.neighbours = NeighbourList()
+        self._x_ref = pt.x.copy()
+        self._disp2 = 0.0
+        self._l_built = self.interface
+        self._changed = False
+        self.rebuilds += 1
+
+    def restore_neighbours(self, x_ref: np.ndarray) -> None:
+        """Keep the positions of the last build from a checkpoint (the list is rebuilt from them by
+        :meth:`restore_checkpoint_state`, which knows the subset's size)."""
+        self._x_ref = np.ascontiguousarray(x_ref, dtype=np.float32)
+        self._disp2 = None
+
+    def checkpoint_state(self) -> dict:
+        """Arrays beyond the particles that a resumed bake needs (saved by engine.checkpoint)."""
+        g = self.grid
+        return {"grid_u": g.u, "grid_v": g.v, "grid_w": g.w, "grid_p": g.p, "interface": np.float64(self.interface),
+                "steps": np.int64(self.steps), "n_sub": np.int64(self.n_sub),
+                "l_built": np.float64(self._l_built if self._l_built is not None else math.nan)}
+
+    def restore_checkpoint_state(self, state: dict) -> None:
+        """Continue from :meth:`checkpoint_state`'s arrays, the particles being those of the checkpoint."""
+        g = self.grid
+        for name in ("u", "v", "w", "p"):
+            getattr(g, name)[:] = state[f"grid_{name}"]
+        self.steps = int(state["steps"])
+        self._set_interface(float(state["interface"]), force=True)
+        self.interface = float(state["interface"])
+        n = len(self.particles)
+        self._ensure_capacity()
+        self.n_sub = int(state["n_sub"])
+        l_built = float(state["l_built"])
+        self._l_built = None if math.isnan(l_built) else l_built
+        if self._x_ref is not None and self._x_ref.shape[0] == n and self.n_sub:
+            reach = self._reach()
+            xs = self._x_ref[:self.n_sub]
+            grid = build_grid(xs, 2.0 * reach)
+            if not np.array_equal(grid.order, np.arange(self.n_sub)):
+                raise ValueError("the saved neighbour-list positions are not in the particles' order")
+            self.neighbours.build(xs, np.full(self.n_sub, reach, dtype=np.float32), grid._replace(order=None))
+            self._changed = False
+        else:
+            self._changed = True
+        self._update_solid()
+
+    # -- pieces of a substep -------------------------------------------------------------------------
+
+    def _classify(self) -> None:
+        g = self.grid
+        hi = g.origin + np.array(g.shape) * g.cell
+        classify(self.particles.x, self.n_sub, self.interface, self.model.h, g.origin[0], g.origin[1], g.origin[2],
+                 hi[0], hi[1], self.kind)
+
+    def _fill(self, k0: int, k1: int) -> None:
+        """Rows k0..k1 of the grid from the SPH particles around them (seed 000 eq. 9)."""
+        if self.ktop <= 0:
+            return
+        m, g, pt = self.model, self.grid, self.particles
+        h = m.h
+        zlo = g.origin[2] + k0 * g.cell - 2.0 * h
+        zhi = g.origin[2] + (k1 + 1) * g.cell + 2.0 * h
+        ns = self.n_sub
+        x = pt.x[:ns]
+        sel = np.flatnonzero((x[:, 2] >= zlo) & (x[:, 2] <= zhi))
+        # particles binned in columns of edge 2h (the kernel support): each node searches 3 x 3 columns
+        ni, nj, _ = g.shape
+        bs = 2.0 * h
+        nbx = max(int(math.ceil(ni * g.cell / bs)), 1)
+        nby = max(int(math.ceil(nj * g.cell / bs)), 1)
+        ci = np.clip(np.floor((x[sel, 0] - g.origin[0]) / bs).astype(np.int64), 0, nbx - 1)
+        cj = np.clip(np.floor((x[sel, 1] - g.origin[1]) / bs).astype(np.int64), 0, nby - 1)
+        col = ci * nby + cj
+        order = np.argsort(col, kind="stable")
+        sel = sel[order]
+        col_start = np.searchsorted(col[order], np.arange(nbx * nby + 1)).astype(np.int64)
+        xs = np.ascontiguousarray(pt.x[sel], dtype=np.float64)
+        vs = np.ascontiguousarray(pt.v[sel], dtype=np.float64)
+        rho = pt.rho[sel].astype(np.float64)
+        qs = pt.p[sel].astype(np.float64) / rho
+        vol = m.sph.mass / rho
+        fill_rows(xs, vs, qs, vol, col_start, g.origin[0], g.origin[1], 1.0 / bs, nbx, nby, 1, h, int(k0),
+                  int(k1), g.origin[0], g.origin[1], g.origin[2], g.cell, g.solid, g.u, g.v, g.w, g.p)
+
+    def _evaluate(self) -> None:
+        """Density and pressure of SPH and MIXA particles, then their accelerations."""
+        s, pt = self.model.sph, self.particles
+        ns = self.n_sub
+        if ns == 0:
+            return
+        nl = self.neighbours
+        x, v = pt.x[:ns], pt.v[:ns]
+        density_pressure(x, self.kind[:ns], nl.start, nl.count, nl.nbr, s.h, s.mass, s.rho0, s.pressure_constant,
+                         s.boxes, s.table_d0, s.table_step, s.psi, s.dpsi, self._cset,
+                         pt.rho[:ns], pt.p[:ns], self._pr[:ns], self._wall_grad[:ns])
+        accelerations(x, v, self.kind[:ns], pt.rho[:ns], pt.p[:ns], self._pr[:ns], nl.start, nl.count, nl.nbr, s.h,
+                      s.mass, s.rho0, s.c0, s.alpha, s.nu, s.gravity[0], s.gravity[1], s.gravity[2], s.boxes,
+                      s.table_d0, s.table_step, s.tau_n, s.tau_t, self._wall_grad[:ns], pt.a[:ns])
+
+    def _ensure_capacity(self) -> None:
+        n = len(self.particles)
+        if self.kind.shape[0] != n:
+            self.kind = np.zeros(n, dtype=np.int8)
+            self._pr = np.zeros(n, dtype=np.float32)
+            self._wall_grad = np.zeros((n, 3), dtype=np.float32)
+
+    # -- public ------------------------------------------------------------------------------------
+
+    def step(self, dt: float) -> None:
+        """One substep of length dt in the order of seed 000 §4.2 (see the module docstring)."""
+        m, pt, g = self.model, self.particles, self.grid
+        s = m.sph
+        if len(pt) == 0:
+            self.time += dt
+            return
+        self._ensure_capacity()
+        if m.interface_mode == "AUTO" and self.steps % INTERFACE_EVERY == 0 and self.steps > 0:
+            self._set_interface(self._interface_target())
+        self._rebuild()
+        inv = 1.0 / g.cell
+        ox, oy, oz = g.origin
+        hi = g.origin + np.array(g.shape) * g.cell
+        use_grid = self.ktop > 0
+        # 1-2: boundary row from SPH (eq. 9), MAC step (eq. 2-4)
+        if use_grid:
+            self._fill(self.ktop, self.ktop)
+            for old, new in zip(self._old, (g.u, g.v, g.w)):
+                old[:] = new
+            self.pressure_iterations, self.pressure_residual = mac.step(
+                g, self.scratch, self.ktop, dt, m.nu, s.gravity, m.pressure_solver, m.omega, m.tolerance,
+                m.max_iterations)
+            for old, new in zip(self._old, (g.u, g.v, g.w)):
+                old += new
+                old *= 0.5  # now (u^n + u^(n+1)) / 2, the half-step field of eq. 10
+        # 3-4: kinds; MAC part of MIXA (eq. 11), half-step velocities of MIXB and markers (eq. 10); SPH
+        # and MIXA half kick; everything drifts
+        x_start = pt.x.copy() if self.collision is not None else pt.x
+        disp = np.empty(max((len(pt) + 4095) // 4096, 1), dtype=np.float64)
+        disp[:] = 0.0
+        advance(pt.x, pt.v, pt.a, self._x_ref, self.n_sub, self.interface, m.h, g.origin[0], g.origin[1], g.origin[2],
+                hi[0], hi[1], dt, use_grid, ox, oy, oz, inv, *self._old, g.u, g.v, g.w, s.boxes, 2.0 * m.h, s.box_friction,
+                s.box_bounce, self.kind, disp)
+        self._disp2 = float(disp.max())
+        self.time += dt
+        if self.collision is not None:
+            self.collision.update(self.time)
+            project(x_start, pt.x, pt.v, SWEEP_STEP * s.dx, 0.0, 1.0 / dt, True, self._cset)
+            self._disp2 = None  # the push-out moved particles after the measurement
+            if self.collision.max_speed() > 0.0:
+                self._update_solid()
+        # 4: SPH sums of SPH and MIXA particles (MIXB neighbours with their old p and rho)
+        self._evaluate()
+        # 4-5: closing half kick; pressure and density of MIXA, MIXB and markers from the grid
+        finish(pt.x, pt.a, self.kind, self.interface, m.h, s.rho0, s.pressure_constant, dt, use_grid, ox, oy, oz,
+               inv, g.p, pt.v, pt.p, pt.rho)
+        self.steps += 1
+
+    def stable_dt(self) -> float:
+        """Largest time step for the current state, s: the WCSPH criteria (CFL with the speed of sound,
+        force and viscous limits) over SPH and MIXA particles, and the grid's CFL."""
+        s, pt = self.model.sph, self.particles
+        if len(pt) == 0:
+            return math.inf
+        vmax = float(np.sqrt(np.max(np.einsum("ij,ij->i", pt.v, pt.v))))
+        sph = (self.kind == SPH) | (self.kind == MIXA)
+        amax = float(np.sqrt(np.max(np.einsum("ij,ij->i", pt.a[sph], pt.a[sph])))) if sph.any() else 0.0
+        dt = s.cfl * s.h / (s.c0 + vmax)
+        if amax > 0.0:
+            dt = min(dt, 0.25 * math.sqrt(s.h / amax))
+        if s.nu > 0.0:
+            dt = min(dt, 0.125 * s.h * s.h / s.nu, self.grid.cell ** 2 / (6.0 * s.nu))
+        if vmax > 0.0:
+            dt = min(dt, 0.5 * self.grid.cell / vmax)
+        if self.collision is not None:
+            dt = min(dt, self.collision.dt_limit(self.time))
+        return dt
+
+    def add_particles(self, x: np.ndarray, v: np.ndarray, level: int | np.ndarray = 0, **kwargs) -> np.ndarray:
+        """Append particles between substeps (they join as SPH particles or markers by height at the
+        next substep); returns their ids. The hybrid has a single resolution."""
+        if np.any(np.asarray(level) != 0):
+            raise ValueError("the hybrid solver has a single resolution; every particle has level 0")
+        n = len(self.particles)
+        ids = self.particles.add(x, v, **kwargs)
+        self.particles.a[n:] = self.model.sph.gravity
+        self._changed = True
+        self._ensure_capacity()
+        return ids
+
+    def remove_particles(self, mask: np.ndarray) -> int:
+        """Delete the particles where ``mask`` is True between substeps; returns how many."""
+        removed = self.particles.remove(mask)
+        if removed:
+            self._changed = True
+            self.n_sub = 0
+        self._ensure_capacity()
+        return removed
+
+    def kind_counts(self) -> dict:
+        """Particles of each kind at the last substep."""
+        counts = np.bincount(self.kind, minlength=4)
+        return {name: int(c) for name, c in zip(KIND_NAMES, counts)}
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the particle buffers, the grid, its work arrays and the neighbour list."""
+        return (self.particles.nbytes() + self.grid.nbytes() + self.scratch.nbytes()
+                + sum(a.nbytes for a in self._old) + self.neighbours.nbytes() + self.kind.nbytes
+                + self._pr.nbytes + self._wall_grad.nbytes)
+
+
+_NO_COLLIDERS = empty_world_args()

@@ -1,0 +1,545 @@
+"""Marker-and-cell (MAC) solver on a staggered grid, for the deep part of the hybrid solver.
+
+Seed ``000_bc671f202909ba52.txt`` §2 (Suarez & Susin 2006, after Harlow & Welch 1965 and Griebel,
+Dornseifer & Neunhoeffer 1998):
+
+* staggered grid (Fig. 1): the kinematic pressure P = p / rho at cell centres, the velocity
+  components on the faces (u on the faces normal to i, v normal to j, w normal to k);
+* eq. 2-3, explicit predictor: F = u + dt (nu lap u - (u . grad) u + g) (and G, H for v, w), the
+  advection terms as a blend of centred and donor-cell differences of the conservative form
+  (weight ``gamma`` of the donor cell, GDN98 §3.1.1), the viscous term with the 7-point Laplacian;
+* eq. 4, the pressure Poisson equation lap P^(n+1) = div(F, G, H) / dt, solved by SOR
+  (:func:`sor_solve`, lexicographic, as in the paper) or by red-black SOR over both colours in
+  parallel (:func:`rbsor_solve`, the faster choice on several cores);
+* eq. 3, the projection u^(n+1) = F - dt dP/dx (and likewise for v, w).
+
+Axis k is vertical (Surge's Z, the paper's y). The grid only has to hold the liquid below the
+hybrid interface: cells of rows ``k < ktop`` are computed; row ``ktop`` is a boundary row whose
+P, u and v, and w on its upper face, are given (the hybrid solver fills them from SPH particles,
+seed 000 eq. 9); rows above are unused. There is no free surface in the MAC part (seed 000 §2.3).
+
+Solid cells (``solid == 1``) and everything outside the grid are walls: the velocity through
+their faces is zero and the pressure has a zero normal gradient there (Neumann). A tangential
+neighbour outside the grid takes the value of the face itself (free slip); a face next to a solid
+cell inside the grid holds 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+#: fastmath of every kernel of this module (one flag, see STYLE.md).
+FASTMATH = False
+
+#: Weight of the donor-cell part of the advection differences (GDN98 recommend 0 < gamma <= 1 and
+#: gamma >= max |u dt / dx|); 0.5 keeps most of the centred scheme's accuracy.
+DONOR_CELL_WEIGHT = 0.5
+
+POISSON_SOLVERS = ("SOR", "RBSOR")
+
+
+@dataclass
+class MACGrid:
+    """State of a staggered grid of cubic cells (axis names i, j, k; k vertical).
+
+    Attributes
+    ----------
+    origin : ndarray, shape (3,), float64, metres
+        Lower corner of cell (0, 0, 0).
+    cell : float
+        Edge of a cell, metres.
+    u : ndarray, shape (ni + 1, nj, nk), float64, m/s
+        Velocity along i on the faces normal to i (face i lies at origin_x + i cell).
+    v : ndarray, shape (ni, nj + 1, nk), float64, m/s
+    w : ndarray, shape (ni, nj, nk + 1), float64, m/s
+    p : ndarray, shape (ni, nj, nk), float64, m^2/s^2
+        Kinematic pressure p / rho at the cell centres.
+    solid : ndarray, shape (ni, nj, nk), uint8
+        1 where the cell is solid.
+    """
+
+    origin: np.ndarray
+    cell: float
+    u: np.ndarray
+    v: np.ndarray
+    w: np.ndarray
+    p: np.ndarray
+    solid: np.ndarray
+
+    @classmethod
+    def create(cls, origin, cell: float, shape) -> "MACGrid":
+        ni, nj, nk = (int(s) for s in shape)
+        if min(ni, nj, nk) < 1:
+            raise ValueError(f"a MAC grid needs at least one cell along each axis, got {shape}")
+        return cls(origin=np.asarray(origin, dtype=np.float64).reshape(3).copy(), cell=float(cell),
+                   u=np.zeros((ni + 1, nj, nk)), v=np.zeros((ni, nj + 1, nk)), w=np.zeros((ni, nj, nk + 1)),
+                   p=np.zeros((ni, nj, nk)), solid=np.zeros((ni, nj, nk), dtype=np.uint8))
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.p.shape
+
+    def cell_centres(self) -> np.ndarray:
+        """Centres of every cell, shape (ni * nj * nk, 3), float64, metres, in C order of (i, j, k)."""
+        ni, nj, nk = self.shape
+        axes = [self.origin[a] + (np.arange(n) + 0.5) * self.cell for a, n in enumerate((ni, nj, nk))]
+        gi, gj, gk = np.meshgrid(*axes, indexing="ij")
+        return np.stack([gi.ravel(), gj.ravel(), gk.ravel()], axis=1)
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.u, self.v, self.w, self.p, self.solid))
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+@njit(inline="always", cache=True)
+def _fluid(solid, i, j, k, ktop):
+    """True for a computed cell (inside the grid, below the boundary row, not solid)."""
+    ni, nj, nk = solid.shape
+    return 0 <= i < ni and 0 <= j < nj and 0 <= k < ktop and solid[i, j, k] == 0
+
+
+@njit(inline="always", cache=True)
+def _open(solid, i, j, k, ktop):
+    """True for a computed cell or a non-solid cell of the boundary row."""
+    ni, nj, nk = solid.shape
+    return 0 <= i < ni and 0 <= j < nj and 0 <= k <= ktop and solid[i, j, k] == 0
+
+
+@njit(inline="always", cache=True)
+def _at(a, i, j, k, ci, cj, ck):
+    """a[i, j, k], or a[ci, cj, ck] (the face itself, free slip) where (i, j, k) is outside the array."""
+    if 0 <= i < a.shape[0] and 0 <= j < a.shape[1] and 0 <= k < a.shape[2]:
+        return a[i, j, k]
+    return a[ci, cj, ck]
+
+
+@njit(inline="always", cache=True)
+def _d_product(a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, d_lo, d_hi, dx, gamma):
+    """d(ab)/ds from face values: centred part ((a_hi + b_hi)/2 (c_hi + d_hi)/2 - ...) / dx and the
+    donor-cell part gamma (|a+b|/2 (c-d)/2 ...) / dx (GDN98 eq. 3.19-3.20)."""
+    s_hi = 0.5 * (a_hi + b_hi)
+    s_lo = 0.5 * (a_lo + b_lo)
+    cen = s_hi * 0.5 * (c_hi + d_hi) - s_lo * 0.5 * (c_lo + d_lo)
+    don = abs(s_hi) * 0.5 * (c_hi - d_hi) - abs(s_lo) * 0.5 * (c_lo - d_lo)
+    return (cen + gamma * don) / dx
+
+
+# --------------------------------------------------------------------------------------------
+# eq. 2-3: explicit predictor
+
+
+def _predictor_body(u, v, w, solid, ktop, dx, dt, nu, gamma, gx, gy, gz,
+              # outputs
+              f, g, hh):
+    """F, G, H of seed 000 eq. 3: u + dt (nu lap u - (u . grad) u + g), for every face of a computed cell.
+
+    Faces on a wall (the grid's sides or a solid cell) get 0; faces of the boundary row and above
+    keep the velocity (they are not computed).
+    """
+    ni, nj, nk = solid.shape
+    inv2 = 1.0 / (dx * dx)
+    f[:] = u
+    g[:] = v
+    hh[:] = w
+    for i in prange(ni + 1):
+        for j in range(nj + 1):
+            for k in range(min(ktop + 1, nk + 1)):
+                # ---- u face (i, j, k): between cells (i-1, j, k) and (i, j, k)
+                if j < nj and k < ktop:
+                    if _fluid(solid, i - 1, j, k, ktop) and _fluid(solid, i, j, k, ktop):
+                        c = u[i, j, k]
+                        du2 = _d_product(_at(u, i - 1, j, k, i, j, k), c, c, _at(u, i + 1, j, k, i, j, k),
+                                         _at(u, i - 1, j, k, i, j, k), c, c, _at(u, i + 1, j, k, i, j, k),
+                                         dx, gamma)
+                        duv = _d_product(v[i - 1, j, k], v[i - 1, j + 1, k], v[i, j, k], v[i, j + 1, k],
+                                         _at(u, i, j - 1, k, i, j, k), c, c, _at(u, i, j + 1, k, i, j, k),
+                                         dx, gamma)
+                        duw = _d_product(w[i - 1, j, k], w[i - 1, j, k + 1], w[i, j, k], w[i, j, k + 1],
+                                         _at(u, i, j, k - 1, i, j, k), c, c, _at(u, i, j, k + 1, i, j, k),
+                                         dx, gamma)
+                        lap = (_at(u, i + 1, j, k, i, j, k) + _at(u, i - 1, j, k, i, j, k)
+                               + _at(u, i, j + 1, k, i, j, k) + _at(u, i, j - 1, k, i, j, k)
+                               + _at(u, i, j, k + 1, i, j, k) + _at(u, i, j, k - 1, i, j, k) - 6.0 * c) * inv2
+                        f[i, j, k] = c + dt * (nu * lap - du2 - duv - duw + gx)
+                    elif i <= ni:
+                        f[i, j, k] = 0.0
+                # ---- v face (i, j, k): between cells (i, j-1, k) and (i, j, k)
+                if i < ni and k < ktop:
+                    if _fluid(solid, i, j - 1, k, ktop) and _fluid(solid, i, j, k, ktop):
+                        c = v[i, j, k]
+                        dvu = _d_product(u[i, j - 1, k], u[i + 1, j - 1, k], u[i, j, k], u[i + 1, j, k],
+                                         _at(v, i - 1, j, k, i, j, k), c, c, _at(v, i + 1, j, k, i, j, k),
+                                         dx, gamma)
+                        dv2 = _d_product(_at(v, i, j - 1, k, i, j, k), c, c, _at(v, i, j + 1, k, i, j, k),
+                                         _at(v, i, j - 1, k, i, j, k), c, c, _at(v, i, j + 1, k, i, j, k),
+                                         dx, gamma)
+                        dvw = _d_product(w[i, j - 1, k], w[i, j - 1, k + 1], w[i, j, k], w[i, j, k + 1],
+                                         _at(v, i, j, k - 1, i, j, k), c, c, _at(v, i, j, k + 1, i, j, k),
+                                         dx, gamma)
+                        lap = (_at(v, i + 1, j, k, i, j, k) + _at(v, i - 1, j, k, i, j, k)
+                               + _at(v, i, j + 1, k, i, j, k) + _at(v, i, j - 1, k, i, j, k)
+                               + _at(v, i, j, k + 1, i, j, k) + _at(v, i, j, k - 1, i, j, k) - 6.0 * c) * inv2
+                        g[i, j, k] = c + dt * (nu * lap - dvu - dv2 - dvw + gy)
+                    else:
+                        g[i, j, k] = 0.0
+                # ---- w face (i, j, k): between cells (i, j, k-1) and (i, j, k); k = ktop borders the boundary row
+                if i < ni and j < nj and k <= ktop:
+                    if _fluid(solid, i, j, k - 1, ktop) and _open(solid, i, j, k, ktop):
+                        c = w[i, j, k]
+                        dwu = _d_product(u[i, j, k - 1], u[i + 1, j, k - 1], u[i, j, k], u[i + 1, j, k],
+                                         _at(w, i - 1, j, k, i, j, k), c, c, _at(w, i + 1, j, k, i, j, k),
+                                         dx, gamma)
+                        dwv = _d_product(v[i, j, k - 1], v[i, j + 1, k - 1], v[i, j, k], v[i, j + 1, k],
+                                         _at(w, i, j - 1, k, i, j, k), c, c, _at(w, i, j + 1, k, i, j, k),
+                                         dx, gamma)
+                        dw2 = _d_product(w[i, j, k - 1], c, c, _at(w, i, j, k + 1, i, j, k),
+                                         w[i, j, k - 1], c, c, _at(w, i, j, k + 1, i, j, k), dx, gamma)
+                        lap = (_at(w, i + 1, j, k, i, j, k) + _at(w, i - 1, j, k, i, j, k)
+                               + _at(w, i, j + 1, k, i, j, k) + _at(w, i, j - 1, k, i, j, k)
+                               + _at(w, i, j, k + 1, i, j, k) + w[i, j, k - 1] - 6.0 * c) * inv2
+                        hh[i, j, k] = c + dt * (nu * lap - dwu - dwv - dw2 + gz)
+                    else:
+                        hh[i, j, k] = 0.0
+
+
+predictor_parallel = njit(parallel=True, cache=True, fastmath=FASTMATH)(_predictor_body)
+predictor_serial = njit(cache=True, fastmath=FASTMATH)(_predictor_body)
+
+
+# --------------------------------------------------------------------------------------------
+# eq. 4: pressure Poisson equation
+
+
+def _poisson_rhs_body(f, g, hh, solid, ktop, dx, dt,
+                # outputs
+                rhs):
+    """Right-hand side of seed 000 eq. 4: div(F, G, H) / dt at every computed cell, 1/s^2 (0 elsewhere)."""
+    ni, nj, nk = solid.shape
+    s = 1.0 / (dx * dt)
+    for i in prange(ni):
+        for j in range(nj):
+            for k in range(nk):
+                if k < ktop and solid[i, j, k] == 0:
+                    rhs[i, j, k] = (f[i + 1, j, k] - f[i, j, k] + g[i, j + 1, k] - g[i, j, k]
+                                    + hh[i, j, k + 1] - hh[i, j, k]) * s
+                else:
+                    rhs[i, j, k] = 0.0
+
+
+poisson_rhs_parallel = njit(parallel=True, cache=True, fastmath=FASTMATH)(_poisson_rhs_body)
+poisson_rhs_serial = njit(cache=True, fastmath=FASTMATH)(_poisson_rhs_body)
+
+
+@njit(cache=True)
+def neighbour_mask(solid, ktop,
+                   # outputs
+                   mask):
+    """Which of the 7-point stencil's neighbours take part in each computed cell's equation: bits
+    0-5 for i-1, i+1, j-1, j+1, k-1 (computed cells) and k+1 (a computed cell or the boundary row,
+    Dirichlet); walls (solid or outside the grid) are left out, a zero normal gradient (Neumann).
+    Built once per solve so that the sweeps test one byte instead of six bounds and solid checks."""
+    ni, nj, nk = solid.shape
+    for i in range(ni):
+        for j in range(nj):
+            for k in range(nk):
+                m = 0
+                if k < ktop and solid[i, j, k] == 0:
+                    if _fluid(solid, i - 1, j, k, ktop):
+                        m |= 1
+                    if _fluid(solid, i + 1, j, k, ktop):
+                        m |= 2
+                    if _fluid(solid, i, j - 1, k, ktop):
+                        m |= 4
+                    if _fluid(solid, i, j + 1, k, ktop):
+                        m |= 8
+                    if _fluid(solid, i, j, k - 1, ktop):
+                        m |= 16
+                    if _open(solid, i, j, k + 1, ktop):
+                        m |= 32
+                mask[i, j, k] = m
+
+
+@njit(inline="always", cache=True)
+def _relax(p, rhs, mask, dx2, omega, i, j, k):
+    """One SOR update of cell (i, j, k) (seed 000 eq. 4, 7-point Laplacian over the neighbours of
+    :func:`neighbour_mask`); returns the residual before the update, 1/s^2."""
+    m = mask[i, j, k]
+    if m == 0:
+        return 0.0
+    total = 0.0
+    n = 0
+    if m & 1:
+        total += p[i - 1, j, k]
+        n += 1
+    if m & 2:
+        total += p[i + 1, j, k]
+        n += 1
+    if m & 4:
+        total += p[i, j - 1, k]
+        n += 1
+    if m & 8:
+        total += p[i, j + 1, k]
+        n += 1
+    if m & 16:
+        total += p[i, j, k - 1]
+        n += 1
+    if m & 32:
+        total += p[i, j, k + 1]
+        n += 1
+    c = p[i, j, k]
+    r = (total - n * c) / dx2 - rhs[i, j, k]
+    p[i, j, k] = c + omega * r * dx2 / n
+    return r
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _sor_sweeps(p, rhs, mask, ktop, dx, omega, tol, max_iter):
+    ni, nj, nk = mask.shape
+    dx2 = dx * dx
+    r_max = 0.0
+    for it in range(max_iter):
+        r_max = 0.0
+        for k in range(min(ktop, nk)):
+            for j in range(nj):
+                for i in range(ni):
+                    r = abs(_relax(p, rhs, mask, dx2, omega, i, j, k))
+                    if r > r_max:
+                        r_max = r
+        if r_max <= tol:
+            return it + 1, r_max
+    return max_iter, r_max
+
+
+def _rbsor_body(p, rhs, mask, ktop, dx, omega, tol, max_iter):
+    """Red-black SOR iterations in one compiled loop (one parallel region per colour, no Python
+    round trip between them); per-row residual maxima avoid a shared reduction. The cells of one
+    colour do not neighbour each other, so the serial and parallel builds give identical results."""
+    ni, nj, nk = mask.shape
+    kmax = min(ktop, nk)
+    dx2 = dx * dx
+    rows = np.zeros((2, max(kmax, 1)), dtype=np.float64)
+    r_max = 0.0
+    for it in range(max_iter):
+        for colour in range(2):
+            for k in prange(kmax):
+                r_row = 0.0
+                for j in range(nj):
+                    i0 = (colour + j + k) % 2
+                    for i in range(i0, ni, 2):
+                        r = abs(_relax(p, rhs, mask, dx2, omega, i, j, k))
+                        if r > r_row:
+                            r_row = r
+                rows[colour, k] = r_row
+        r_max = rows.max()
+        if r_max <= tol:
+            return it + 1, r_max
+    return max_iter, r_max
+
+
+_rbsor_parallel = njit(parallel=True, cache=True, fastmath=FASTMATH)(_rbsor_body)
+_rbsor_serial = njit(cache=True, fastmath=FASTMATH)(_rbsor_body)
+
+#: The grid kernels run in parallel from this many computed cells up; below, the cost of waking
+#: the threads (twice per iteration for red-black SOR) exceeds the work (same result either way).
+PARALLEL_MIN_CELLS = 32768
+
+
+def is_large(shape, ktop: int) -> bool:
+    """True if a grid of ``shape`` computed up to row ``ktop`` is worth the parallel kernels."""
+    return shape[0] * shape[1] * min(int(ktop), shape[2]) >= PARALLEL_MIN_CELLS
+
+
+def sor_solve(p: np.ndarray, rhs: np.ndarray, solid: np.ndarray, ktop: int, dx: float, omega: float, tol: float,
+              max_iter: int) -> tuple[int, float]:
+    """Solve seed 000 eq. 4 by lexicographic SOR (the paper's method), in place.
+
+    Parameters
+    ----------
+    p : ndarray, shape (ni, nj, nk), float64, m^2/s^2
+        Initial guess (warm start); row ``ktop`` holds the Dirichlet values.
+    rhs : ndarray, shape (ni, nj, nk), float64, 1/s^2
+    tol : float, 1/s^2
+        Stop once the largest residual |lap P - rhs| of a sweep is at most this.
+
+    Returns
+    -------
+    (iterations, largest residual of the last sweep)
+    """
+    if ktop <= 0:
+        return 0, 0.0
+    mask = np.empty(solid.shape, dtype=np.uint8)
+    neighbour_mask(solid, int(ktop), mask)
+    it, r = _sor_sweeps(p, rhs, mask, int(ktop), float(dx), float(omega), float(tol), int(max_iter))
+    return int(it), float(r)
+
+
+def rbsor_solve(p: np.ndarray, rhs: np.ndarray, solid: np.ndarray, ktop: int, dx: float, omega: float, tol: float,
+                max_iter: int) -> tuple[int, float]:
+    """Red-black SOR: the cells of one colour do not neighbour each other, so each half sweep runs in
+    parallel over the rows k (same arguments and result as :func:`sor_solve`)."""
+    if ktop <= 0:
+        return 0, 0.0
+    kernel = _rbsor_parallel if is_large(p.shape, ktop) else _rbsor_serial
+    mask = np.empty(solid.shape, dtype=np.uint8)
+    neighbour_mask(solid, int(ktop), mask)
+    it, r = kernel(p, rhs, mask, int(ktop), float(dx), float(omega), float(tol), int(max_iter))
+    return int(it), float(r)
+
+
+def solve_pressure(method: str, *args) -> tuple[int, float]:
+    """Dispatch to :func:`sor_solve` ('SOR') or :func:`rbsor_solve` ('RBSOR')."""
+    if method == "SOR":
+        return sor_solve(*args)
+    if method == "RBSOR":
+        return rbsor_solve(*args)
+    raise ValueError(f"unknown pressure solver {method!r}; choose one of {', '.join(POISSON_SOLVERS)}")
+
+
+# --------------------------------------------------------------------------------------------
+# eq. 3: projection
+
+
+def _project_body(f, g, hh, p, solid, ktop, dx, dt,
+            # outputs
+            u, v, w):
+    """u^(n+1) = F - dt dP/dx on faces between computed cells (seed 000 eq. 3); w on the faces under
+    the boundary row uses its Dirichlet pressure. Wall faces get 0; boundary-row faces are kept."""
+    ni, nj, nk = solid.shape
+    s = dt / dx
+    for i in prange(ni + 1):
+        for j in range(nj + 1):
+            for k in range(min(ktop + 1, nk + 1)):
+                if j < nj and k < ktop:
+                    if _fluid(solid, i - 1, j, k, ktop) and _fluid(solid, i, j, k, ktop):
+                        u[i, j, k] = f[i, j, k] - s * (p[i, j, k] - p[i - 1, j, k])
+                    else:
+                        u[i, j, k] = 0.0
+                if i < ni and k < ktop:
+                    if _fluid(solid, i, j - 1, k, ktop) and _fluid(solid, i, j, k, ktop):
+                        v[i, j, k] = g[i, j, k] - s * (p[i, j, k] - p[i, j - 1, k])
+                    else:
+                        v[i, j, k] = 0.0
+                if i < ni and j < nj and k <= ktop:
+                    if _fluid(solid, i, j, k - 1, ktop) and _open(solid, i, j, k, ktop):
+                        w[i, j, k] = hh[i, j, k] - s * (p[i, j, k] - p[i, j, k - 1])
+                    elif k < ktop or not _open(solid, i, j, k, ktop):
+                        w[i, j, k] = 0.0
+
+
+project_parallel = njit(parallel=True, cache=True, fastmath=FASTMATH)(_project_body)
+project_serial = njit(cache=True, fastmath=FASTMATH)(_project_body)
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def divergence(u, v, w, solid, ktop, dx,
+               # outputs
+               div):
+    """Discrete divergence of the face velocities in every computed cell, 1/s (0 elsewhere)."""
+    ni, nj, nk = solid.shape
+    for i in prange(ni):
+        for j in range(nj):
+            for k in range(nk):
+                if k < ktop and solid[i, j, k] == 0:
+                    div[i, j, k] = (u[i + 1, j, k] - u[i, j, k] + v[i, j + 1, k] - v[i, j, k]
+                                    + w[i, j, k + 1] - w[i, j, k]) / dx
+                else:
+                    div[i, j, k] = 0.0
+
+
+class MACScratch:
+    """Work arrays of :func:`step`, sized for one grid."""
+
+    def __init__(self, grid: MACGrid):
+        self.f = np.zeros_like(grid.u)
+        self.g = np.zeros_like(grid.v)
+        self.h = np.zeros_like(grid.w)
+        self.rhs = np.zeros_like(grid.p)
+
+    def nbytes(self) -> int:
+        return self.f.nbytes + self.g.nbytes + self.h.nbytes + self.rhs.nbytes
+
+
+def step(grid: MACGrid, scratch: MACScratch, ktop: int, dt: float, nu: float, gravity, method: str, omega: float,
+         tol: float, max_iter: int, gamma: float = DONOR_CELL_WEIGHT) -> tuple[int, float]:
+    """One MAC time step in place (seed 000 eq. 2-4): predictor, Poisson solve, projection.
+
+    ``tol`` is in 1/s (the largest velocity divergence the solve may leave, tolerance times dt is
+    compared with the residual of eq. 4). Returns the solver's (iterations, residual in 1/s^2).
+    """
+    if ktop <= 0:
+        return 0, 0.0
+    gx, gy, gz = (float(c) for c in gravity)
+    large = is_large(grid.shape, ktop)
+    (predictor_parallel if large else predictor_serial)(
+        grid.u, grid.v, grid.w, grid.solid, int(ktop), grid.cell, dt, nu, gamma, gx, gy, gz,
+        scratch.f, scratch.g, scratch.h)
+    (poisson_rhs_parallel if large else poisson_rhs_serial)(
+        scratch.f, scratch.g, scratch.h, grid.solid, int(ktop), grid.cell, dt, scratch.rhs)
+    result = solve_pressure(method, grid.p, scratch.rhs, grid.solid, int(ktop), grid.cell, omega, tol / dt,
+                            max_iter)
+    (project_parallel if large else project_serial)(
+        scratch.f, scratch.g, scratch.h, grid.p, grid.solid, int(ktop), grid.cell, dt, grid.u, grid.v, grid.w)
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# sampling at particles
+
+
+@njit(inline="always", cache=True)
+def _trilinear(a, fx, fy, fz):
+    """Trilinear interpolation of array ``a`` at fractional index (fx, fy, fz), clamped to the array."""
+    n0, n1, n2 = a.shape
+    fx = min(max(fx, 0.0), n0 - 1.0)
+    fy = min(max(fy, 0.0), n1 - 1.0)
+    fz = min(max(fz, 0.0), n2 - 1.0)
+    i = min(int(fx), n0 - 2) if n0 > 1 else 0
+    j = min(int(fy), n1 - 2) if n1 > 1 else 0
+    k = min(int(fz), n2 - 2) if n2 > 1 else 0
+    tx = fx - i
+    ty = fy - j
+    tz = fz - k
+    i1 = min(i + 1, n0 - 1)
+    j1 = min(j + 1, n1 - 1)
+    k1 = min(k + 1, n2 - 1)
+    c00 = a[i, j, k] * (1.0 - tx) + a[i1, j, k] * tx
+    c10 = a[i, j1, k] * (1.0 - tx) + a[i1, j1, k] * tx
+    c01 = a[i, j, k1] * (1.0 - tx) + a[i1, j, k1] * tx
+    c11 = a[i, j1, k1] * (1.0 - tx) + a[i1, j1, k1] * tx
+    c0 = c00 * (1.0 - ty) + c10 * ty
+    c1 = c01 * (1.0 - ty) + c11 * ty
+    return c0 * (1.0 - tz) + c1 * tz
+
+
+@njit(inline="always", cache=True)
+def velocity_at(u, v, w, ox, oy, oz, inv, px, py, pz):
+    """Velocity of the staggered field at a point (each component interpolated from its own faces)."""
+    fx = (px - ox) * inv
+    fy = (py - oy) * inv
+    fz = (pz - oz) * inv
+    return (_trilinear(u, fx, fy - 0.5, fz - 0.5), _trilinear(v, fx - 0.5, fy, fz - 0.5),
+            _trilinear(w, fx - 0.5, fy - 0.5, fz))
+
+
+@njit(inline="always", cache=True)
+def pressure_at(p, ox, oy, oz, inv, px, py, pz):
+    """Kinematic pressure at a point, trilinear between cell centres, m^2/s^2."""
+    return _trilinear(p, (px - ox) * inv - 0.5, (py - oy) * inv - 0.5, (pz - oz) * inv - 0.5)
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def sample_velocity(u, v, w, ox, oy, oz, inv, x,
+                    # outputs
+                    out):
+    """Velocity of the grid at every point of ``x`` (N, 3), m/s."""
+    for n in prange(x.shape[0]):
+        a, b, c = velocity_at(u, v, w, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
+        out[n, 0] = a
+        out[n, 1] = b
+        out[n, 2] = c
