@@ -77,7 +77,7 @@ from .wcsph import GAMMA, WCSPHModel
 log = logging.getLogger(__name__)
 
 #: fastmath of every kernel of this module (one flag, see STYLE.md).
-FASTMATH = False
+FASTMATH = True
 
 #: Particle kinds (``HybridSolver.kind``), seed 000 §4.2 and Fig. 3.
 SPH, MIXA, MIXB, MAC = 0, 1, 2, 3
@@ -493,44 +493,87 @@ def finish(x, a, kind, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, pg,
 # SPH part (seed 000 §3), with kinds
 
 
+@njit(inline="always", cache=True)
+def _w32(q):
+    """Cubic spline shape w(q), W = w / (pi h^3), in single precision and without branches."""
+    t = max(np.float32(2.0) - q, np.float32(0.0))
+    s = max(np.float32(1.0) - q, np.float32(0.0))
+    return np.float32(0.25) * t * t * t - s * s * s
+
+
+@njit(inline="always", cache=True)
+def _dw32(q):
+    """dw/dq of :func:`_w32`."""
+    t = max(np.float32(2.0) - q, np.float32(0.0))
+    s = max(np.float32(1.0) - q, np.float32(0.0))
+    return np.float32(-0.75) * t * t + np.float32(3.0) * s * s
+
+
+@njit(inline="always", cache=True)
+def _near_walls(x0, x1, x2, boxes, support):
+    """True if a wall of some box lies within ``support``: elsewhere the wall terms vanish exactly."""
+    for b in range(boxes.shape[0]):
+        if _near_box(x0, x1, x2, boxes[b, 0], boxes[b, 1], support):
+            if (x0 - boxes[b, 0, 0] < support or boxes[b, 1, 0] - x0 < support
+                    or x1 - boxes[b, 0, 1] < support or boxes[b, 1, 1] - x1 < support
+                    or x2 - boxes[b, 0, 2] < support or boxes[b, 1, 2] - x2 < support):
+                return True
+    return False
+
+
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def density_pressure(x, kind, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
                      boxes, t0, step, psi, dpsi, cset,
                      # outputs
-                     rho, p, pr, wall_grad):
+                     rho, p, pr, near, wall_grad):
     """SPH and MIXA particles: rho_i = sum_j m W_ij + rho0 (1 - F_walls), p from Tait (eq. 6) clamped
-    at 0; MIXB particles keep the density and pressure they carry (§4.2). pr = p / rho^2; wall_grad
-    receives grad(1 - F_walls)."""
+    at 0; MIXB particles keep the density and pressure they carry (§4.2). pr = p / rho^2.
+
+    As in :func:`engine.solvers.wcsph.density_pressure`: the pair sum in single precision (positions
+    are float32), and only particles with a wall or collider within the support (``near[i]`` = 1)
+    query the walls; ``wall_grad`` receives grad(1 - F_walls) for them.
+    """
     support = 2.0 * h
-    r2max = support * support
-    w_self = cubic_w(0.0, h)
+    r2max = np.float32(support * support)
+    inv_h = np.float32(1.0 / h)
+    unit = mass / (math.pi * h * h * h)  # m W = unit * w(q)
+    n_col = cset[5].shape[0]
     for i in prange(nbr_start.shape[0]):
         if kind[i] == MIXB or kind[i] == MAC:
             pr[i] = p[i] / (rho[i] * rho[i])
-            wall_grad[i, 0] = 0.0
-            wall_grad[i, 1] = 0.0
-            wall_grad[i, 2] = 0.0
+            near[i] = False
             continue
-        s = w_self
+        xi = x[i, 0]
+        yi = x[i, 1]
+        zi = x[i, 2]
+        acc = np.float32(1.0)  # w(0): the particle itself
         for t in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
             j = nbr[t]
-            d0 = x[i, 0] - x[j, 0]
-            d1 = x[i, 1] - x[j, 1]
-            d2 = x[i, 2] - x[j, 2]
+            d0 = xi - x[j, 0]
+            d1 = yi - x[j, 1]
+            d2 = zi - x[j, 2]
             r2 = d0 * d0 + d1 * d1 + d2 * d2
-            if r2 < r2max:
-                s += cubic_w(math.sqrt(r2), h)
-        fb, b0, b1, b2 = _box_walls(np.float64(x[i, 0]), np.float64(x[i, 1]), np.float64(x[i, 2]), boxes, support,
-                                    t0, step, psi, dpsi)
-        fc, c0, c1, c2 = collider_free(np.float64(x[i, 0]), np.float64(x[i, 1]), np.float64(x[i, 2]), support, 1.0,
-                                       t0, step, psi, dpsi, cset)
-        r = mass * s + rho0 * (1.0 - fb * fc)
-        # gradient of the wall mass 1 - F_b F_c
-        wall_grad[i, 0] = -(b0 * fc + fb * c0)
-        wall_grad[i, 1] = -(b1 * fc + fb * c1)
-        wall_grad[i, 2] = -(b2 * fc + fb * c2)
+            if r2 < r2max:  # the list reaches a skin further
+                acc += _w32(math.sqrt(r2) * inv_h)
+        r = unit * np.float64(acc)
+        x0 = np.float64(xi)
+        x1 = np.float64(yi)
+        x2 = np.float64(zi)
+        flag = _near_walls(x0, x1, x2, boxes, support)
+        if flag or n_col > 0:
+            fb, b0, b1, b2 = _box_walls(x0, x1, x2, boxes, support, t0, step, psi, dpsi)
+            fc, c0, c1, c2 = collider_free(x0, x1, x2, support, 1.0, t0, step, psi, dpsi, cset)
+            flag = flag or fc < 1.0
+            r += rho0 * (1.0 - fb * fc)
+            # gradient of the wall mass 1 - F_b F_c
+            wall_grad[i, 0] = -(b0 * fc + fb * c0)
+            wall_grad[i, 1] = -(b1 * fc + fb * c1)
+            wall_grad[i, 2] = -(b2 * fc + fb * c2)
+        near[i] = flag
         rho[i] = r
-        pi_ = p0 * ((r / rho0) ** 7 - 1.0)
+        ratio = r / rho0
+        r2_ = ratio * ratio
+        pi_ = p0 * (r2_ * r2_ * r2_ * ratio - 1.0)  # (rho / rho0)^7
         if pi_ < 0.0:
             pi_ = 0.0
         p[i] = pi_
@@ -538,18 +581,26 @@ def density_pressure(x, kind, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def accelerations(x, v, kind, rho, p, pr, nbr_start, nbr_count, nbr, h, mass, rho0, c0, alpha, nu,
+def accelerations(x, v, kind, rho, p, pr, near, nbr_start, nbr_count, nbr, h, mass, rho0, c0, alpha, nu,
                   gx, gy, gz, boxes, t0, step, tau_n, tau_t, wall_grad,
                   # outputs
                   a):
     """SPH and MIXA particles: pressure force (seed 000 eq. 5), Monaghan's artificial and Morris'
     laminar viscosity, gravity, and the wall pressure -(p_i + p_w) / rho_i^2 rho0 grad psi - G (as in
     WCSPH). MIXB neighbours enter with their carried p, rho and half-step velocity; MIXB and MAC
-    rows are left alone (the grid moves them)."""
+    rows are left alone (the grid moves them).
+
+    The pair terms in single precision, as in :func:`engine.solvers.wcsph.accelerations`; only
+    particles near a wall (``near``) take the Shepard average of the pressure the wall terms need.
+    """
     support = 2.0 * h
-    r2max = support * support
-    eta2 = 0.01 * h * h
-    w_self = cubic_w(0.0, h)
+    r2max = np.float32(support * support)
+    inv_h = np.float32(1.0 / h)
+    eta2 = np.float32(0.01 * h * h)
+    cg = np.float32(mass / (math.pi * h * h * h * h))  # m dW/dr = cg * dw/dq
+    av = np.float32(2.0 * alpha * c0 * h)  # Monaghan 1992: Pi_ij = -alpha c0 mu_ij / rho_bar
+    nu32 = np.float32(nu)
+    zero = np.float32(0.0)
     gnorm = math.sqrt(gx * gx + gy * gy + gz * gz)
     inv_g2h = 1.0 / (gnorm * support) if gnorm > 0.0 else 0.0
     for i in prange(nbr_start.shape[0]):
@@ -558,51 +609,64 @@ def accelerations(x, v, kind, rho, p, pr, nbr_start, nbr_count, nbr, h, mass, rh
         xi = x[i, 0]
         yi = x[i, 1]
         zi = x[i, 2]
-        rhoi = rho[i]
-        pi_term = pr[i]
-        ax = 0.0
-        ay = 0.0
-        az = 0.0
-        sw = w_self
-        spw = w_self * p[i]
+        vxi = v[i, 0]
+        vyi = v[i, 1]
+        vzi = v[i, 2]
+        rhoi = np.float32(rho[i])
+        inv_rhoi = np.float32(1.0) / rhoi
+        pi_term = np.float32(pr[i])
+        wall_i = near[i]
+        ax = zero
+        ay = zero
+        az = zero
+        sw = np.float32(1.0)  # Shepard average of the pressure around i (i included, w(0) = 1)
+        spw = np.float32(p[i])
         for t in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
             j = nbr[t]
             d0 = xi - x[j, 0]
             d1 = yi - x[j, 1]
             d2 = zi - x[j, 2]
             r2 = d0 * d0 + d1 * d1 + d2 * d2
-            if r2 >= r2max or r2 == 0.0:
+            if r2 >= r2max or r2 == zero:
                 continue
             r = math.sqrt(r2)
-            g = cubic_dwdr(r, h) / r
-            wv = cubic_w(r, h)
-            sw += wv
-            spw += wv * p[j]
-            dv0 = v[i, 0] - v[j, 0]
-            dv1 = v[i, 1] - v[j, 1]
-            dv2 = v[i, 2] - v[j, 2]
-            coef = pi_term + pr[j]
+            q = r * inv_h
+            g = cg * _dw32(q) / r  # m grad_i W = g * (x_i - x_j)
+            if wall_i:
+                w = _w32(q)
+                sw += w
+                spw += w * np.float32(p[j])
+            dv0 = vxi - v[j, 0]
+            dv1 = vyi - v[j, 1]
+            dv2 = vzi - v[j, 2]
+            rhoj = np.float32(rho[j])
+            coef = pi_term + np.float32(pr[j])
             vr = dv0 * d0 + dv1 * d1 + dv2 * d2
-            visc = 0.0
-            if vr < 0.0 or nu > 0.0:
-                inv = 1.0 / (r2 + eta2)
-                rhoj = rho[j]
-                if vr < 0.0 and alpha > 0.0:
-                    coef -= 2.0 * alpha * c0 * h * vr * inv / (rhoi + rhoj)
-                if nu > 0.0:
-                    visc = mass * nu * (rhoi + rhoj) / (rhoi * rhoj) * g * r2 * inv
-            f = -mass * coef * g
+            inv = np.float32(1.0) / (r2 + eta2)
+            if vr < zero:
+                coef -= av * vr * inv / (rhoi + rhoj)
+            # Morris 1997: m_j (mu_i + mu_j) / (rho_i rho_j) (r . grad W) / (r^2 + eta^2) v_ij
+            visc = nu32 * (inv_rhoi + np.float32(1.0) / rhoj) * g * r2 * inv
+            f = -coef * g
             ax += f * d0 + visc * dv0
             ay += f * d1 + visc * dv1
             az += f * d2 + visc * dv2
-        p_w = spw / sw
-        fade = min(p_w * inv_g2h / rhoi, 1.0)
-        G0, G1, G2 = _box_hydrostatic(np.float64(xi), np.float64(yi), np.float64(zi), boxes, support, t0, step,
-                                      tau_n, tau_t, gx, gy, gz)
-        wall = -(pi_term + p_w / (rhoi * rhoi)) * rho0
-        a[i, 0] = ax + wall * wall_grad[i, 0] - fade * G0 + gx
-        a[i, 1] = ay + wall * wall_grad[i, 1] - fade * G1 + gy
-        a[i, 2] = az + wall * wall_grad[i, 2] - fade * G2 + gz
+        a0 = np.float64(ax) + gx
+        a1 = np.float64(ay) + gy
+        a2 = np.float64(az) + gz
+        if wall_i:
+            r64 = np.float64(rhoi)
+            p_w = np.float64(spw) / np.float64(sw)
+            fade = min(p_w * inv_g2h / r64, 1.0)
+            G0, G1, G2 = _box_hydrostatic(np.float64(xi), np.float64(yi), np.float64(zi), boxes, support, t0, step,
+                                          tau_n, tau_t, gx, gy, gz)
+            wall = -(np.float64(pi_term) + p_w / (r64 * r64)) * rho0
+            a0 += wall * wall_grad[i, 0] - fade * G0
+            a1 += wall * wall_grad[i, 1] - fade * G1
+            a2 += wall * wall_grad[i, 2] - fade * G2
+        a[i, 0] = a0
+        a[i, 1] = a1
+        a[i, 2] = a2
 
 
 # --------------------------------------------------------------------------------------------
@@ -654,6 +718,7 @@ class HybridSolver:
         n = len(particles)
         self.kind = np.zeros(n, dtype=np.int8)
         self._pr = np.zeros(n, dtype=np.float32)
+        self._near = np.zeros(n, dtype=np.bool_)
         self._wall_grad = np.zeros((n, 3), dtype=np.float32)
         self._update_solid()
         if n:
@@ -864,8 +929,9 @@ class HybridSolver:
         x, v = pt.x[:ns], pt.v[:ns]
         density_pressure(x, self.kind[:ns], nl.start, nl.count, nl.nbr, s.h, s.mass, s.rho0, s.pressure_constant,
                          s.boxes, s.table_d0, s.table_step, s.psi, s.dpsi, self._cset,
-                         pt.rho[:ns], pt.p[:ns], self._pr[:ns], self._wall_grad[:ns])
-        accelerations(x, v, self.kind[:ns], pt.rho[:ns], pt.p[:ns], self._pr[:ns], nl.start, nl.count, nl.nbr, s.h,
+                         pt.rho[:ns], pt.p[:ns], self._pr[:ns], self._near[:ns], self._wall_grad[:ns])
+        accelerations(x, v, self.kind[:ns], pt.rho[:ns], pt.p[:ns], self._pr[:ns], self._near[:ns], nl.start,
+                      nl.count, nl.nbr, s.h,
                       s.mass, s.rho0, s.c0, s.alpha, s.nu, s.gravity[0], s.gravity[1], s.gravity[2], s.boxes,
                       s.table_d0, s.table_step, s.tau_n, s.tau_t, self._wall_grad[:ns], pt.a[:ns])
 
@@ -874,6 +940,7 @@ class HybridSolver:
         if self.kind.shape[0] != n:
             self.kind = np.zeros(n, dtype=np.int8)
             self._pr = np.zeros(n, dtype=np.float32)
+            self._near = np.zeros(n, dtype=np.bool_)
             self._wall_grad = np.zeros((n, 3), dtype=np.float32)
 
     # -- public ------------------------------------------------------------------------------------
@@ -977,7 +1044,7 @@ class HybridSolver:
         """Bytes held by the particle buffers, the grid, its work arrays and the neighbour list."""
         return (self.particles.nbytes() + self.grid.nbytes() + self.scratch.nbytes()
                 + sum(a.nbytes for a in self._old) + self.neighbours.nbytes() + self.kind.nbytes
-                + self._pr.nbytes + self._wall_grad.nbytes)
+                + self._pr.nbytes + self._near.nbytes + self._wall_grad.nbytes)
 
 
 _NO_COLLIDERS = empty_world_args()

@@ -265,50 +265,56 @@ def neighbour_mask(solid, ktop,
                 mask[i, j, k] = m
 
 
-@njit(inline="always", cache=True)
-def _relax(p, rhs, mask, dx2, omega, i, j, k):
-    """One SOR update of cell (i, j, k) (seed 000 eq. 4, 7-point Laplacian over the neighbours of
-    :func:`neighbour_mask`); returns the residual before the update, 1/s^2."""
-    m = mask[i, j, k]
-    if m == 0:
-        return 0.0
-    total = 0.0
-    n = 0
-    if m & 1:
-        total += p[i - 1, j, k]
-        n += 1
-    if m & 2:
-        total += p[i + 1, j, k]
-        n += 1
-    if m & 4:
-        total += p[i, j - 1, k]
-        n += 1
-    if m & 8:
-        total += p[i, j + 1, k]
-        n += 1
-    if m & 16:
-        total += p[i, j, k - 1]
-        n += 1
-    if m & 32:
-        total += p[i, j, k + 1]
-        n += 1
-    c = p[i, j, k]
-    r = (total - n * c) / dx2 - rhs[i, j, k]
-    p[i, j, k] = c + omega * r * dx2 / n
-    return r
+@njit(cache=True)
+def _stencil_tables():
+    """Neighbour count n and 1/n (0 for no neighbour) of every 6-bit mask of :func:`neighbour_mask`."""
+    count = np.zeros(64, dtype=np.float64)
+    inv = np.zeros(64, dtype=np.float64)
+    for m in range(1, 64):
+        c = 0
+        for b in range(6):
+            c += (m >> b) & 1
+        count[m] = c
+        inv[m] = 1.0 / c
+    return count, inv
+
+
+# One SOR update of a cell (i, j, k) with neighbour mask m (seed 000 eq. 4, 7-point Laplacian over
+# the neighbours of neighbour_mask), written out in both sweep kernels below:
+#
+#     total = sum over the six neighbours of bit(m) * p[neighbour]   (indices clamped into the grid)
+#     r = (total - n(m) p[i, j, k]) / dx^2 - rhs[i, j, k]            (0 where m = 0)
+#     p[i, j, k] += omega r dx^2 / n(m)
+#
+# Branch-free (every neighbour read, weighted by its bit): testing the six bits one by one made a
+# sweep 4x slower (22 against 5 ns per cell), and so did an inline helper taking the arrays (numba
+# updates their reference counts on every call).
 
 
 @njit(cache=True, fastmath=FASTMATH)
 def _sor_sweeps(p, rhs, mask, ktop, dx, omega, tol, max_iter):
     ni, nj, nk = mask.shape
     dx2 = dx * dx
+    inv_dx2 = 1.0 / dx2
+    count, inv_count = _stencil_tables()
     r_max = 0.0
     for it in range(max_iter):
         r_max = 0.0
         for k in range(min(ktop, nk)):
+            km = max(k - 1, 0)
+            kp = min(k + 1, nk - 1)
             for j in range(nj):
+                jm = max(j - 1, 0)
+                jp = min(j + 1, nj - 1)
                 for i in range(ni):
-                    r = abs(_relax(p, rhs, mask, dx2, omega, i, j, k))
+                    m = np.int64(mask[i, j, k])
+                    total = ((m & 1) * p[max(i - 1, 0), j, k] + ((m >> 1) & 1) * p[min(i + 1, ni - 1), j, k]
+                             + ((m >> 2) & 1) * p[i, jm, k] + ((m >> 3) & 1) * p[i, jp, k]
+                             + ((m >> 4) & 1) * p[i, j, km] + ((m >> 5) & 1) * p[i, j, kp])
+                    c = p[i, j, k]
+                    r = (total - count[m] * c) * inv_dx2 - rhs[i, j, k] if m != 0 else 0.0
+                    p[i, j, k] = c + omega * r * inv_count[m] * dx2
+                    r = abs(r)
                     if r > r_max:
                         r_max = r
         if r_max <= tol:
@@ -323,19 +329,35 @@ def _rbsor_body(p, rhs, mask, ktop, dx, omega, tol, max_iter):
     ni, nj, nk = mask.shape
     kmax = min(ktop, nk)
     dx2 = dx * dx
-    rows = np.zeros((2, max(kmax, 1)), dtype=np.float64)
+    inv_dx2 = 1.0 / dx2
+    count, inv_count = _stencil_tables()
+    rows = np.zeros((2, max(ni, 1)), dtype=np.float64)
     r_max = 0.0
     for it in range(max_iter):
         for colour in range(2):
-            for k in prange(kmax):
+            # k, the last axis, innermost: the cells of one colour are every other element of a
+            # contiguous run (an i-innermost walk jumps nj * nk elements per cell: 4x slower)
+            for i in prange(ni):
+                im = max(i - 1, 0)
+                ip = min(i + 1, ni - 1)
                 r_row = 0.0
                 for j in range(nj):
-                    i0 = (colour + j + k) % 2
-                    for i in range(i0, ni, 2):
-                        r = abs(_relax(p, rhs, mask, dx2, omega, i, j, k))
+                    jm = max(j - 1, 0)
+                    jp = min(j + 1, nj - 1)
+                    k0 = (colour + i + j) % 2  # colour of (i, j, k) = (i + j + k) mod 2
+                    for k in range(k0, kmax, 2):
+                        m = np.int64(mask[i, j, k])
+                        total = ((m & 1) * p[im, j, k] + ((m >> 1) & 1) * p[ip, j, k]
+                                 + ((m >> 2) & 1) * p[i, jm, k] + ((m >> 3) & 1) * p[i, jp, k]
+                                 + ((m >> 4) & 1) * p[i, j, max(k - 1, 0)]
+                                 + ((m >> 5) & 1) * p[i, j, min(k + 1, nk - 1)])
+                        c = p[i, j, k]
+                        r = (total - count[m] * c) * inv_dx2 - rhs[i, j, k] if m != 0 else 0.0
+                        p[i, j, k] = c + omega * r * inv_count[m] * dx2
+                        r = abs(r)
                         if r > r_row:
                             r_row = r
-                rows[colour, k] = r_row
+                rows[colour, i] = r_row
         r_max = rows.max()
         if r_max <= tol:
             return it + 1, r_max
