@@ -82,3 +82,21 @@ def test_wall_table_completes_a_resting_lattice():
     liquid = sum(kernels.cubic_w(float(x), h) for x in r) / kernels.lattice_sum("cubic", h, dx)
     assert_allclose(liquid + np.interp(dx / 2, d, psi), 1.0, rtol=0, atol=2e-4)
     assert psi[-1] == 0.0 and np.all(np.diff(psi) <= 1e-12) and np.all(dpsi <= 1e-9)  # monotone: walls only push
+
+
+def test_single_precision_shapes_match_the_cubic_spline():
+    """cubic_shape32 / cubic_dshape32 (the solvers' float32 pair loops) against cubic_w / cubic_dwdr:
+    W = w(q) / (pi h^3), dW/dr = dw/dq / (pi h^4); float32 rounding of values of order 1 (rtol 1e-6,
+    atol 1e-6 of the peak value 1), zero beyond the support, w(0) = 1 exactly (the PBF padding relies on it)."""
+    from engine.kernels import cubic_dshape32, cubic_dwdr, cubic_shape32, cubic_w
+
+    h = 0.03
+    r = np.linspace(0.0, 2.2 * h, 67)
+    w = np.array([cubic_shape32(np.float32(ri / h)) for ri in r], dtype=np.float64)
+    dw = np.array([cubic_dshape32(np.float32(ri / h)) for ri in r], dtype=np.float64)
+    np.testing.assert_allclose(w / (np.pi * h ** 3), [cubic_w(ri, h) for ri in r],
+                               rtol=1e-6, atol=1e-6 / (np.pi * h ** 3))
+    np.testing.assert_allclose(dw / (np.pi * h ** 4), [cubic_dwdr(ri, h) for ri in r],
+                               rtol=1e-6, atol=1e-6 / (np.pi * h ** 4))
+    assert cubic_shape32(np.float32(0.0)) == 1.0 and cubic_dshape32(np.float32(0.0)) == 0.0
+    assert cubic_shape32(np.float32(2.0)) == 0.0 and cubic_dshape32(np.float32(2.5)) == 0.0

@@ -68,7 +68,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..collision import SWEEP_STEP, CollisionWorld, collider_free, empty_world_args, project
-from ..kernels import cubic_dwdr, cubic_w
+from ..kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32, cubic_w
 from ..neighbors import NeighbourList, build_grid
 from ..particles import Particles
 from . import mac
@@ -491,22 +491,6 @@ def finish(x, a, kind, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, pg,
 
 # --------------------------------------------------------------------------------------------
 # SPH part (seed 000 §3), with kinds
-
-
-@njit(inline="always", cache=True)
-def _w32(q):
-    """Cubic spline shape w(q), W = w / (pi h^3), in single precision and without branches."""
-    t = max(np.float32(2.0) - q, np.float32(0.0))
-    s = max(np.float32(1.0) - q, np.float32(0.0))
-    return np.float32(0.25) * t * t * t - s * s * s
-
-
-@njit(inline="always", cache=True)
-def _dw32(q):
-    """dw/dq of :func:`_w32`."""
-    t = max(np.float32(2.0) - q, np.float32(0.0))
-    s = max(np.float32(1.0) - q, np.float32(0.0))
-    return np.float32(-0.75) * t * t + np.float32(3.0) * s * s
 
 
 @njit(inline="always", cache=True)

@@ -64,7 +64,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..collision import CollisionWorld, SWEEP_STEP, collider_free, collider_near, empty_world_args, project
-from ..kernels import half_space_tables, lattice_sum
+from ..kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32, half_space_tables, lattice_sum
 from ..neighbors import NBR_BLOCK, CellGrid, NeighbourList, build_grid
 from ..walls import near_box, wall_gradient, wall_mass
 from ..particles import Particles
@@ -304,22 +304,6 @@ def predict(x, v, gx, gy, gz, dt, boxes, bounce, margin,
                     x[i, k] = hi[k]
                     if v[i, k] > 0.0:
                         v[i, k] *= -bounce[b]
-
-
-@njit(inline="always", cache=True)
-def _w32(q):
-    """:func:`_w_shape` in single precision (the iteration kernels run in float32)."""
-    t = max(np.float32(2.0) - q, np.float32(0.0))
-    s = max(np.float32(1.0) - q, np.float32(0.0))
-    return np.float32(0.25) * t * t * t - s * s * s
-
-
-@njit(inline="always", cache=True)
-def _dw32(q):
-    """:func:`_dw_shape` in single precision."""
-    t = max(np.float32(2.0) - q, np.float32(0.0))
-    s = max(np.float32(1.0) - q, np.float32(0.0))
-    return np.float32(-0.75) * t * t + np.float32(3.0) * s * s
 
 
 @njit(parallel=True, cache=True)

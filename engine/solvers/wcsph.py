@@ -51,7 +51,8 @@ import numpy as np
 from numba import njit, prange
 
 from ..collision import CollisionWorld, SWEEP_STEP, collider_free, empty_world_args, project
-from ..kernels import cubic_dwdr, cubic_w, half_space_tables, lattice_sum, wall_moment_tables
+from ..kernels import (cubic_dshape32 as _dw32, cubic_shape32 as _w32, half_space_tables, lattice_sum,
+                       wall_moment_tables)
 from ..neighbors import CellGrid, NeighbourList, build_grid
 from ..particles import Particles
 from ..walls import near_box, wall_gradient, wall_hydrostatic, wall_mass
@@ -110,23 +111,6 @@ def make_model(*, dx, h_factor, rho0, c0, alpha, nu, gravity, boxes, friction=0.
                       box_friction=np.broadcast_to(np.asarray(friction, dtype=np.float64), (k,)).copy(),
                       box_bounce=np.broadcast_to(np.asarray(bounce, dtype=np.float64), (k,)).copy(), cfl=cfl, table_d0=float(d[0]), table_step=float(d[1] - d[0]),
                       psi=psi, dpsi=dpsi, tau_n=tau_n, tau_t=tau_t)
-
-
-@njit(inline="always", cache=True)
-def _w32(q):
-    """Shape of the cubic spline (Monaghan 1992), W = w(q) / (pi h^3), q = r / h, in single precision;
-    branch-free like :func:`engine.kernels.cubic_w`; w(0) = 1."""
-    t = max(np.float32(2.0) - q, np.float32(0.0))
-    s = max(np.float32(1.0) - q, np.float32(0.0))
-    return np.float32(0.25) * t * t * t - s * s * s
-
-
-@njit(inline="always", cache=True)
-def _dw32(q):
-    """dw/dq of :func:`_w32` (dW/dr = dw/dq / (pi h^4)), <= 0."""
-    t = max(np.float32(2.0) - q, np.float32(0.0))
-    s = max(np.float32(1.0) - q, np.float32(0.0))
-    return np.float32(-0.75) * t * t + np.float32(3.0) * s * s
 
 
 @njit(inline="always", cache=True)
