@@ -408,7 +408,14 @@ def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, lo2, hi0, hi1, dt, use_grid, 
             pz = x[n, 2]
             kd = _kind_of(x[n, 0], x[n, 1], pz, n, n_sub, l, h, lo0, lo1, lo2, hi0, hi1)
             kind[n] = kd
-            if use_grid and kd != SPH:
+            if use_grid and kd == MAC:
+                # markers only drift with u^(n+1/2) (one sample of the averaged face field); their
+                # acceleration is needed only once they are MIXB, whose branch below computes it
+                c0, c1, c2 = mac.velocity_at(uh, vh, wh, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
+                v[n, 0] = c0
+                v[n, 1] = c1
+                v[n, 2] = c2
+            elif use_grid and kd != SPH:
                 b0, b1, b2 = mac.velocity_at(u1, v1, w1, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
                 if kd == MIXA:
                     beta = min(max((l - pz) / (2.0 * h), 0.0), 1.0)
