@@ -525,12 +525,13 @@ def _near_walls(x0, x1, x2, boxes, support):
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def density_pressure(x, kind, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
+def density_pressure(x, rows, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
                      boxes, t0, step, psi, dpsi, cset,
                      # outputs
                      rho, p, pr, near, wall_grad):
-    """SPH and MIXA particles: rho_i = sum_j m W_ij + rho0 (1 - F_walls), p from Tait (eq. 6) clamped
-    at 0; MIXB particles keep the density and pressure they carry (§4.2). pr = p / rho^2.
+    """SPH and MIXA particles (``rows``): rho_i = sum_j m W_ij + rho0 (1 - F_walls), p from Tait (eq. 6)
+    clamped at 0, pr = p / rho^2. The other rows (MIXB particles keep the density and pressure they
+    carry, §4.2) are left to the caller.
 
     As in :func:`engine.solvers.wcsph.density_pressure`: the pair sum in single precision (positions
     are float32), and only particles with a wall or collider within the support (``near[i]`` = 1)
@@ -541,11 +542,8 @@ def density_pressure(x, kind, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
     inv_h = np.float32(1.0 / h)
     unit = mass / (math.pi * h * h * h)  # m W = unit * w(q)
     n_col = cset[5].shape[0]
-    for i in prange(nbr_start.shape[0]):
-        if kind[i] == MIXB or kind[i] == MAC:
-            pr[i] = p[i] / (rho[i] * rho[i])
-            near[i] = False
-            continue
+    for t_row in prange(rows.shape[0]):  # an equal share of the SPH and MIXA rows per thread
+        i = rows[t_row]
         xi = x[i, 0]
         yi = x[i, 1]
         zi = x[i, 2]
@@ -584,7 +582,7 @@ def density_pressure(x, kind, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def accelerations(x, v, kind, rho, p, pr, near, nbr_start, nbr_count, nbr, h, mass, rho0, c0, alpha, nu,
+def accelerations(x, v, rows, rho, p, pr, near, nbr_start, nbr_count, nbr, h, mass, rho0, c0, alpha, nu,
                   gx, gy, gz, boxes, t0, step, tau_n, tau_t, wall_grad,
                   # outputs
                   a):
@@ -606,9 +604,10 @@ def accelerations(x, v, kind, rho, p, pr, near, nbr_start, nbr_count, nbr, h, ma
     zero = np.float32(0.0)
     gnorm = math.sqrt(gx * gx + gy * gy + gz * gz)
     inv_g2h = 1.0 / (gnorm * support) if gnorm > 0.0 else 0.0
-    for i in prange(nbr_start.shape[0]):
-        if kind[i] == MIXB or kind[i] == MAC:
-            continue
+    # ``rows``: the SPH and MIXA rows only, so that both threads get an equal share of them (the
+    # MIXB rows lie together in Morton order; skipping them inside the loop left one thread idle)
+    for t_row in prange(rows.shape[0]):
+        i = rows[t_row]
         xi = x[i, 0]
         yi = x[i, 1]
         zi = x[i, 2]
@@ -930,10 +929,15 @@ class HybridSolver:
             return
         nl = self.neighbours
         x, v = pt.x[:ns], pt.v[:ns]
-        density_pressure(x, self.kind[:ns], nl.start, nl.count, nl.nbr, s.h, s.mass, s.rho0, s.pressure_constant,
+        kind = self.kind[:ns]
+        rows = np.flatnonzero(kind <= MIXA).astype(np.int32)  # SPH and MIXA
+        carried = kind > MIXA  # MIXB (and markers not yet moved out of the list): p and rho from the grid
+        self._pr[:ns][carried] = pt.p[:ns][carried] / (pt.rho[:ns][carried] * pt.rho[:ns][carried])
+        self._near[:ns][carried] = False
+        density_pressure(x, rows, nl.start, nl.count, nl.nbr, s.h, s.mass, s.rho0, s.pressure_constant,
                          s.boxes, s.table_d0, s.table_step, s.psi, s.dpsi, self._cset,
                          pt.rho[:ns], pt.p[:ns], self._pr[:ns], self._near[:ns], self._wall_grad[:ns])
-        accelerations(x, v, self.kind[:ns], pt.rho[:ns], pt.p[:ns], self._pr[:ns], self._near[:ns], nl.start,
+        accelerations(x, v, rows, pt.rho[:ns], pt.p[:ns], self._pr[:ns], self._near[:ns], nl.start,
                       nl.count, nl.nbr, s.h,
                       s.mass, s.rho0, s.c0, s.alpha, s.nu, s.gravity[0], s.gravity[1], s.gravity[2], s.boxes,
                       s.table_d0, s.table_step, s.tau_n, s.tau_t, self._wall_grad[:ns], pt.a[:ns])
