@@ -36,6 +36,20 @@ def near_box(x0, x1, x2, lo, hi, margin):
 
 
 @njit(inline="always", cache=True)
+def near_walls(x0, x1, x2, boxes, support):
+    """True if a wall of some box lies within ``support`` of the point (elsewhere every wall term is
+    exactly zero, so only such particles need the wall queries)."""
+    for b in range(boxes.shape[0]):
+        lo = boxes[b, 0]
+        hi = boxes[b, 1]
+        if near_box(x0, x1, x2, lo, hi, support):
+            if (x0 - lo[0] < support or hi[0] - x0 < support or x1 - lo[1] < support or hi[1] - x1 < support
+                    or x2 - lo[2] < support or hi[2] - x2 < support):
+                return True
+    return False
+
+
+@njit(inline="always", cache=True)
 def wall_mass(x0, x1, x2, boxes, support, inv_scale, t0, step, psi):
     """1 - prod_k (1 - psi_k) over the walls of every box within ``support`` (dimensionless)."""
     free = 1.0

@@ -71,6 +71,7 @@ from ..collision import SWEEP_STEP, CollisionWorld, collider_free, empty_world_a
 from ..kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32, cubic_w
 from ..neighbors import NeighbourList, build_grid
 from ..particles import Particles
+from ..walls import near_box, near_walls, table, wall_hydrostatic
 from . import mac
 from .wcsph import GAMMA, WCSPHModel
 
@@ -177,27 +178,8 @@ def make_model(sph: WCSPHModel, *, lower, upper, cell_factor: float = 2.0, inter
 
 
 # --------------------------------------------------------------------------------------------
-# box walls (kernel mass of the solid half-space, as in WCSPH; own helpers so the hybrid does not
-# depend on the WCSPH kernels' private signatures)
-
-
-@njit(inline="always", cache=True)
-def _table(values, t0, step, t):
-    u = (t - t0) / step
-    if u <= 0.0:
-        return values[0]
-    last = values.shape[0] - 1
-    if u >= last:
-        return values[last]
-    k = int(u)
-    f = u - k
-    return values[k] * (1.0 - f) + values[k + 1] * f
-
-
-@njit(inline="always", cache=True)
-def _near_box(x0, x1, x2, lo, hi, margin):
-    return (lo[0] - margin <= x0 <= hi[0] + margin and lo[1] - margin <= x1 <= hi[1] + margin
-            and lo[2] - margin <= x2 <= hi[2] + margin)
+# box walls (kernel mass of the solid half-space, as in WCSPH, with the helpers of engine.walls; the
+# free fraction's gradient here takes the product rule across boxes too)
 
 
 @njit(inline="always", cache=True)
@@ -210,48 +192,24 @@ def _box_walls(x0, x1, x2, boxes, support, t0, step, psi, dpsi):
     for b in range(boxes.shape[0]):
         lo = boxes[b, 0]
         hi = boxes[b, 1]
-        if not _near_box(x0, x1, x2, lo, hi, support):
+        if not near_box(x0, x1, x2, lo, hi, support):
             continue
-        l0 = 1.0 - _table(psi, t0, step, x0 - lo[0])
-        l1 = 1.0 - _table(psi, t0, step, x1 - lo[1])
-        l2 = 1.0 - _table(psi, t0, step, x2 - lo[2])
-        u0 = 1.0 - _table(psi, t0, step, hi[0] - x0)
-        u1 = 1.0 - _table(psi, t0, step, hi[1] - x1)
-        u2 = 1.0 - _table(psi, t0, step, hi[2] - x2)
+        l0 = 1.0 - table(psi, t0, step, x0 - lo[0])
+        l1 = 1.0 - table(psi, t0, step, x1 - lo[1])
+        l2 = 1.0 - table(psi, t0, step, x2 - lo[2])
+        u0 = 1.0 - table(psi, t0, step, hi[0] - x0)
+        u1 = 1.0 - table(psi, t0, step, hi[1] - x1)
+        u2 = 1.0 - table(psi, t0, step, hi[2] - x2)
         fb = l0 * u0 * l1 * u1 * l2 * u2
         # d/dx of l_k = -dpsi(x - lo), of u_k = +dpsi(hi - x)
-        d0 = (-_table(dpsi, t0, step, x0 - lo[0]) * u0 + l0 * _table(dpsi, t0, step, hi[0] - x0)) * l1 * u1 * l2 * u2
-        d1 = (-_table(dpsi, t0, step, x1 - lo[1]) * u1 + l1 * _table(dpsi, t0, step, hi[1] - x1)) * l0 * u0 * l2 * u2
-        d2 = (-_table(dpsi, t0, step, x2 - lo[2]) * u2 + l2 * _table(dpsi, t0, step, hi[2] - x2)) * l0 * u0 * l1 * u1
+        d0 = (-table(dpsi, t0, step, x0 - lo[0]) * u0 + l0 * table(dpsi, t0, step, hi[0] - x0)) * l1 * u1 * l2 * u2
+        d1 = (-table(dpsi, t0, step, x1 - lo[1]) * u1 + l1 * table(dpsi, t0, step, hi[1] - x1)) * l0 * u0 * l2 * u2
+        d2 = (-table(dpsi, t0, step, x2 - lo[2]) * u2 + l2 * table(dpsi, t0, step, hi[2] - x2)) * l0 * u0 * l1 * u1
         g0 = g0 * fb + free * d0
         g1 = g1 * fb + free * d1
         g2 = g2 * fb + free * d2
         free *= fb
     return free, g0, g1, g2
-
-
-@njit(inline="always", cache=True)
-def _box_hydrostatic(x0, x1, x2, boxes, support, t0, step, tau_n, tau_t, gx, gy, gz):
-    """Hydrostatic part G of the wall pressure (Adami, Hu & Adams 2012, eq. 27), m/s^2, from the
-    wall-lattice gradient moments of the WCSPH model (normal tau_n, tangential tau_t per wall)."""
-    G0 = 0.0
-    G1 = 0.0
-    G2 = 0.0
-    for b in range(boxes.shape[0]):
-        lo = boxes[b, 0]
-        hi = boxes[b, 1]
-        if not _near_box(x0, x1, x2, lo, hi, support):
-            continue
-        n0 = _table(tau_n, t0, step, x0 - lo[0]) + _table(tau_n, t0, step, hi[0] - x0)
-        s0 = _table(tau_t, t0, step, x0 - lo[0]) + _table(tau_t, t0, step, hi[0] - x0)
-        n1 = _table(tau_n, t0, step, x1 - lo[1]) + _table(tau_n, t0, step, hi[1] - x1)
-        s1 = _table(tau_t, t0, step, x1 - lo[1]) + _table(tau_t, t0, step, hi[1] - x1)
-        n2 = _table(tau_n, t0, step, x2 - lo[2]) + _table(tau_n, t0, step, hi[2] - x2)
-        s2 = _table(tau_t, t0, step, x2 - lo[2]) + _table(tau_t, t0, step, hi[2] - x2)
-        G0 += gx * (n0 + s1 + s2)
-        G1 += gy * (s0 + n1 + s2)
-        G2 += gz * (s0 + s1 + n2)
-    return G0, G1, G2
 
 
 # --------------------------------------------------------------------------------------------
@@ -440,7 +398,7 @@ def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, lo2, hi0, hi1, dt, use_grid, 
             for b in range(boxes.shape[0]):
                 lo = boxes[b, 0]
                 hi = boxes[b, 1]
-                if not _near_box(x[n, 0], x[n, 1], x[n, 2], lo, hi, margin):
+                if not near_box(x[n, 0], x[n, 1], x[n, 2], lo, hi, margin):
                     continue
                 hit = False
                 for k in range(3):
@@ -512,18 +470,6 @@ def finish(x, a, kind, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, pg,
 # SPH part (seed 000 §3), with kinds
 
 
-@njit(inline="always", cache=True)
-def _near_walls(x0, x1, x2, boxes, support):
-    """True if a wall of some box lies within ``support``: elsewhere the wall terms vanish exactly."""
-    for b in range(boxes.shape[0]):
-        if _near_box(x0, x1, x2, boxes[b, 0], boxes[b, 1], support):
-            if (x0 - boxes[b, 0, 0] < support or boxes[b, 1, 0] - x0 < support
-                    or x1 - boxes[b, 0, 1] < support or boxes[b, 1, 1] - x1 < support
-                    or x2 - boxes[b, 0, 2] < support or boxes[b, 1, 2] - x2 < support):
-                return True
-    return False
-
-
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def density_pressure(x, rows, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
                      boxes, t0, step, psi, dpsi, cset,
@@ -560,7 +506,7 @@ def density_pressure(x, rows, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
         x0 = np.float64(xi)
         x1 = np.float64(yi)
         x2 = np.float64(zi)
-        flag = _near_walls(x0, x1, x2, boxes, support)
+        flag = near_walls(x0, x1, x2, boxes, support)
         if flag or n_col > 0:
             fb, b0, b1, b2 = _box_walls(x0, x1, x2, boxes, support, t0, step, psi, dpsi)
             fc, c0, c1, c2 = collider_free(x0, x1, x2, support, 1.0, t0, step, psi, dpsi, cset)
@@ -660,7 +606,7 @@ def accelerations(x, v, rows, rho, p, pr, near, nbr_start, nbr_count, nbr, h, ma
             r64 = np.float64(rhoi)
             p_w = np.float64(spw) / np.float64(sw)
             fade = min(p_w * inv_g2h / r64, 1.0)
-            G0, G1, G2 = _box_hydrostatic(np.float64(xi), np.float64(yi), np.float64(zi), boxes, support, t0, step,
+            G0, G1, G2 = wall_hydrostatic(np.float64(xi), np.float64(yi), np.float64(zi), boxes, support, t0, step,
                                           tau_n, tau_t, gx, gy, gz)
             wall = -(np.float64(pi_term) + p_w / (r64 * r64)) * rho0
             a0 += wall * wall_grad[i, 0] - fade * G0

@@ -55,7 +55,7 @@ from ..kernels import (cubic_dshape32 as _dw32, cubic_shape32 as _w32, half_spac
                        wall_moment_tables)
 from ..neighbors import CellGrid, NeighbourList, build_grid
 from ..particles import Particles
-from ..walls import near_box, wall_gradient, wall_hydrostatic, wall_mass
+from ..walls import near_box, near_walls, wall_gradient, wall_hydrostatic, wall_mass
 
 GAMMA = 7.0
 #: Verlet skin of the neighbour list, in smoothing lengths: the list holds pairs within 2h + SKIN h
@@ -113,19 +113,6 @@ def make_model(*, dx, h_factor, rho0, c0, alpha, nu, gravity, boxes, friction=0.
                       psi=psi, dpsi=dpsi, tau_n=tau_n, tau_t=tau_t)
 
 
-@njit(inline="always", cache=True)
-def _near_wall(x0, x1, x2, boxes, support):
-    """True if a wall of some box lies within ``support`` of the point (its wall terms are non-zero)."""
-    for b in range(boxes.shape[0]):
-        lo = boxes[b, 0]
-        hi = boxes[b, 1]
-        if near_box(x0, x1, x2, lo, hi, support):
-            if (x0 - lo[0] < support or hi[0] - x0 < support or x1 - lo[1] < support or hi[1] - x1 < support
-                    or x2 - lo[2] < support or hi[2] - x2 < support):
-                return True
-    return False
-
-
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def density_pressure(x, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
                      boxes, table_d0, table_step, psi, dpsi, cset,
@@ -163,7 +150,7 @@ def density_pressure(x, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
         x0 = np.float64(xi)
         x1 = np.float64(yi)
         x2 = np.float64(zi)
-        flag = _near_wall(x0, x1, x2, boxes, support)
+        flag = near_walls(x0, x1, x2, boxes, support)
         if flag or n_col > 0:
             free_box = 1.0 - wall_mass(x0, x1, x2, boxes, support, 1.0, table_d0, table_step, psi) if flag else 1.0
             free_col = 1.0
