@@ -426,6 +426,9 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
                     raise SimulationDivergedError(
                         f"Frame {frame} needed more than {settings.max_substeps} substeps (Max Substeps). The "
                         f"liquid is moving too fast for the particle spacing; raise Max Substeps or the spacing.")
+            flush = getattr(solver, "flush", None)
+            if flush is not None:
+                flush()  # particles a solver moves every few substeps (the hybrid's markers) catch up
             writer.write_frame(frame, solver.particles.frame_arrays())
             if checkpoint.is_due(frame, scene.frame_start, checkpoint_every):
                 checkpoint.save(cache_dir, frame, solver, sources)

@@ -48,7 +48,10 @@ Beyond the paper (its §5 future work):
 
 The neighbour search covers only SPH, MIXA and MIXB particles (a Verlet list with a skin, as in
 WCSPH); after each rebuild they occupy the first ``n_sub`` rows of the particle arrays in Morton
-order, the markers follow. The free surface is measured every :data:`INTERFACE_EVERY` substeps.
+order, the markers follow. Those markers move every few substeps (:data:`MARKER_EVERY`), with the
+time they waited and the current half-step grid velocity, and always before a rebuild or a frame
+(:meth:`HybridSolver.flush`): nothing reads them in between, and moving them every substep cost
+as much as a tenth of the substep. The free surface is measured every :data:`INTERFACE_EVERY` substeps.
 
 Where this differs from the paper: density is the kernel sum (as in Surge's WCSPH) rather than the
 continuity equation of §3; eq. 9 is normalised by the kernel sum of the particle volumes (exact for
@@ -68,7 +71,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..collision import SWEEP_STEP, CollisionWorld, collider_free, empty_world_args, project
-from ..kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32, cubic_w
+from ..kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32
 from ..neighbors import NeighbourList, build_grid
 from ..particles import Particles
 from ..walls import near_box, near_walls, table, wall_hydrostatic
@@ -94,10 +97,26 @@ INTERFACE_EVERY = 10
 #: columns, a splash landing on a dry floor, do not pull the interface down).
 SURFACE_PERCENTILE = 10.0
 
+#: Most substeps the markers outside the neighbour search (rows from ``n_sub`` on, deeper than the
+#: MIXB band and its skin) wait before they move, all at once with the time they waited
+#: (:func:`move_markers`); they also move once that time at their last speed would reach
+#: MARKER_REACH smoothing lengths, before every neighbour-list rebuild, and on
+#: :meth:`HybridSolver.flush` (before a frame is written). Nothing reads them in between: they have
+#: no neighbours, and their p and rho are set again from the grid when they move.
+MARKER_EVERY = 4
+MARKER_REACH = 0.05
+
 #: Fewest computed grid rows under the MIXB band for the MAC part to be used at all.
 MIN_MAC_ROWS = 2
 
 INTERFACE_MODES = ("AUTO", "FIXED")
+
+#: Rows of the boundary row's particle bins (:func:`bin_band`): position, m / rho, velocity, p / rho.
+BIN_X, BIN_M, BIN_U, BIN_Q = 0, 3, 4, 7
+#: Edges of those bins in smoothing lengths: columns (x, y) and layers (z). A node reads the 3 x 3
+#: columns within its support and in each one contiguous run of the layers within 2h of it.
+COLUMN_EDGE = 2.0
+LAYER_EDGE = 0.5
 
 
 @dataclass(frozen=True)
@@ -262,66 +281,131 @@ def max_displacement2(x, x_ref):
 # eq. 9: grid boundary row from SPH particles
 
 
+@njit(cache=True)
+def bin_band(x, v, p, rho, n_sub, mass, zlo, zhi, cx0, cy0, cinv, zinv, ncx, ncy, ncz,
+             # outputs
+             start, bins):
+    """Counting sort of the first ``n_sub`` particles with zlo <= z <= zhi into bins of
+    ``ncx`` x ``ncy`` columns and ``ncz`` layers (edge 1 / cinv, bin (a, b, c) at a ncy ncz + b ncz + c):
+    the particles of a column lie in z order of their layers, so a node reads the layers within
+    its kernel support as one contiguous range per column. ``bins`` (8, N) float32 receives, per
+    binned particle, x, y, z, m / rho, u, v, w and p / rho (rows :data:`BIN_X` ... :data:`BIN_Q`);
+    returns how many particles were binned."""
+    nb = ncx * ncy * ncz
+    start[:] = 0
+    key = np.empty(n_sub, dtype=np.int64)
+    for n in range(n_sub):
+        z = x[n, 2]
+        if z < zlo or z > zhi:
+            key[n] = -1
+            continue
+        a = min(max(int(math.floor((x[n, 0] - cx0) * cinv)), 0), ncx - 1)
+        b = min(max(int(math.floor((x[n, 1] - cy0) * cinv)), 0), ncy - 1)
+        c = min(max(int((z - zlo) * zinv), 0), ncz - 1)
+        k = (a * ncy + b) * ncz + c
+        key[n] = k
+        start[k + 1] += 1
+    for k in range(nb):
+        start[k + 1] += start[k]
+    fill = start[:nb].copy()
+    for n in range(n_sub):
+        k = key[n]
+        if k < 0:
+            continue
+        t = fill[k]
+        fill[k] = t + 1
+        r = rho[n]
+        for d in range(3):
+            bins[d, t] = x[n, d]
+            bins[4 + d, t] = v[n, d]
+        bins[BIN_M, t] = mass / r
+        bins[BIN_Q, t] = p[n] / r
+    return start[nb]
+
+
 @njit(inline="always", cache=True)
-def _node_sum(px, py, pz, xs, vs, qs, vol, col_start, cx0, cy0, cinv, ncx, ncy, reach, h, comp):
-    """Shepard-normalised kernel interpolation at a node (seed 000 eq. 9): comp 0-2 a velocity
-    component, 3 the kinematic pressure. Returns (value, weight sum)."""
-    ci = int(math.floor((px - cx0) * cinv))
-    cj = int(math.floor((py - cy0) * cinv))
-    r2max = 4.0 * h * h
-    s = 0.0
-    sw = 0.0
-    for a in range(max(ci - reach, 0), min(ci + reach + 1, ncx)):
-        for b in range(max(cj - reach, 0), min(cj + reach + 1, ncy)):
-            c = a * ncy + b
-            for t in range(col_start[c], col_start[c + 1]):
-                d0 = px - xs[t, 0]
-                d1 = py - xs[t, 1]
-                d2 = pz - xs[t, 2]
-                r2 = d0 * d0 + d1 * d1 + d2 * d2
-                if r2 >= r2max:
-                    continue
-                wv = vol[t] * cubic_w(math.sqrt(r2), h)
+def _node_sum(px, py, pz, bins, comp, start, cx0, cy0, zlo, cinv, zinv, ncx, ncy, ncz, h):
+    """Shepard-normalised kernel interpolation at a node (seed 000 eq. 9) of row ``comp`` of
+    ``bins`` (a velocity component or p / rho), over the bins of :func:`bin_band` within 2h.
+    Returns (value, weight sum). Each column's candidates are one contiguous range read without a
+    branch (the kernel clamped to 0 outside its support), in single precision, so the loop runs in
+    vector lanes."""
+    support = 2.0 * h
+    edge = 1.0 / cinv
+    a0 = max(int(math.floor((px - support - cx0) * cinv)), 0)
+    a1 = min(int(math.floor((px + support - cx0) * cinv)), ncx - 1)
+    b0 = max(int(math.floor((py - support - cy0) * cinv)), 0)
+    b1 = min(int(math.floor((py + support - cy0) * cinv)), ncy - 1)
+    c0 = max(int(math.floor((pz - support - zlo) * zinv)), 0)
+    c1 = min(int(math.floor((pz + support - zlo) * zinv)), ncz - 1)
+    if c0 > c1:
+        return 0.0, 0.0
+    r2max = support * support
+    inv_h = np.float32(1.0 / h)
+    fx = np.float32(px)
+    fy = np.float32(py)
+    fz = np.float32(pz)
+    two = np.float32(2.0)
+    one = np.float32(1.0)
+    quarter = np.float32(0.25)
+    zero = np.float32(0.0)
+    s = np.float32(0.0)
+    sw = np.float32(0.0)
+    for a in range(a0, a1 + 1):
+        ex = max(cx0 + a * edge - px, 0.0, px - (cx0 + (a + 1) * edge))
+        for b in range(b0, b1 + 1):
+            ey = max(cy0 + b * edge - py, 0.0, py - (cy0 + (b + 1) * edge))
+            if ex * ex + ey * ey >= r2max:
+                continue  # the column lies outside the support
+            base = (a * ncy + b) * ncz
+            for t in range(start[base + c0], start[base + c1 + 1]):
+                d0 = fx - bins[BIN_X, t]
+                d1 = fy - bins[BIN_X + 1, t]
+                d2 = fz - bins[BIN_X + 2, t]
+                q = math.sqrt(d0 * d0 + d1 * d1 + d2 * d2) * inv_h
+                k2 = max(two - q, zero)
+                k1 = max(one - q, zero)
+                # the kernel without its normalisation, which the Shepard ratio cancels
+                wv = bins[BIN_M, t] * (quarter * k2 * k2 * k2 - k1 * k1 * k1)
                 sw += wv
-                s += wv * (qs[t] if comp == 3 else vs[t, comp])
-    if sw > 0.0:
-        return s / sw, sw
+                s += wv * bins[comp, t]
+    if sw > zero:
+        return np.float64(s) / np.float64(sw), np.float64(sw)
     return 0.0, 0.0
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def fill_rows(xs, vs, qs, vol, col_start, cx0, cy0, cinv, ncx, ncy, reach, h, k0, k1, ox, oy, oz, cell, solid,
+def fill_rows(bins, start, cx0, cy0, zlo, cinv, zinv, ncx, ncy, ncz, h, k0, k1, ox, oy, oz, cell, solid,
               # outputs
               u, v, w, p):
     """Rows k0..k1 of the grid from particles (seed 000 eq. 9): P = p / rho at the cell centres, u and
-    v on the row's faces, w on the face above each cell. ``xs`` are the particles binned by column
-    (``col_start``), ``qs`` their p / rho, ``vol`` m / rho. Nodes without a particle keep their value,
-    except P, which becomes 0 (the free surface is above them)."""
+    v on the row's faces, w on the face above each cell, from the particles binned by
+    :func:`bin_band` (``bins``, ``start``). Nodes without a particle keep their value, except P,
+    which becomes 0 (the free surface is above them)."""
     ni, nj, nk = solid.shape
     for i in prange(ni + 1):
         for j in range(nj + 1):
             for k in range(k0, k1 + 1):
                 zc = oz + (k + 0.5) * cell
                 if j < nj:
-                    val, sw = _node_sum(ox + i * cell, oy + (j + 0.5) * cell, zc, xs, vs, qs, vol, col_start,
-                                        cx0, cy0, cinv, ncx, ncy, reach, h, 0)
+                    val, sw = _node_sum(ox + i * cell, oy + (j + 0.5) * cell, zc, bins, BIN_U, start,
+                                        cx0, cy0, zlo, cinv, zinv, ncx, ncy, ncz, h)
                     if sw > 0.0:
                         u[i, j, k] = val
                 if i < ni:
-                    val, sw = _node_sum(ox + (i + 0.5) * cell, oy + j * cell, zc, xs, vs, qs, vol, col_start,
-                                        cx0, cy0, cinv, ncx, ncy, reach, h, 1)
+                    val, sw = _node_sum(ox + (i + 0.5) * cell, oy + j * cell, zc, bins, BIN_U + 1, start,
+                                        cx0, cy0, zlo, cinv, zinv, ncx, ncy, ncz, h)
                     if sw > 0.0:
                         v[i, j, k] = val
                 if i < ni and j < nj:
                     px = ox + (i + 0.5) * cell
                     py = oy + (j + 0.5) * cell
                     if k + 1 <= nk:
-                        val, sw = _node_sum(px, py, zc + 0.5 * cell, xs, vs, qs, vol, col_start, cx0, cy0, cinv,
-                                            ncx, ncy, reach, h, 2)
+                        val, sw = _node_sum(px, py, zc + 0.5 * cell, bins, BIN_U + 2, start, cx0, cy0, zlo, cinv,
+                                            zinv, ncx, ncy, ncz, h)
                         if sw > 0.0:
                             w[i, j, k + 1] = val
-                    val, sw = _node_sum(px, py, zc, xs, vs, qs, vol, col_start, cx0, cy0, cinv, ncx, ncy, reach,
-                                        h, 3)
+                    val, sw = _node_sum(px, py, zc, bins, BIN_Q, start, cx0, cy0, zlo, cinv, zinv, ncx, ncy, ncz, h)
                     p[i, j, k] = val
                     if solid[i, j, k]:
                         p[i, j, k] = 0.0
@@ -357,8 +441,9 @@ def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, lo2, hi0, hi1, dt, use_grid, 
     leap-frog half kick of SPH and MIXA particles (eq. 8); the drift, particles that crossed a box
     wall put back on it (normal velocity reversed and scaled by the bounce, tangential by 1 -
     friction). ``disp[c]`` receives the largest squared move from ``x_ref`` in chunk c of 4096
-    particles (for the neighbour list)."""
-    n_all = x.shape[0]
+    particles (for the neighbour list). Only the first ``n_sub`` rows: the markers after them move
+    in :func:`move_markers`."""
+    n_all = n_sub
     chunks = (n_all + 4095) // 4096
     for c in prange(chunks):
         m = 0.0
@@ -436,15 +521,16 @@ def _tait_density_ratio(x):
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def finish(x, a, kind, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, pg,
+def finish(x, a, kind, n_sub, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, pg,
            # outputs
            v, p, rho):
     """After the SPH sums: the closing half kick of SPH and MIXA particles (eq. 8); then (seed 000
     §4.2) MIXB and MAC markers take p = rho0 P_grid at their new position, MIXA p = beta rho0 P_grid
     + (1 - beta) p_SPH (eq. 11's blend), and the density follows from the Tait equation inverted,
     rho = rho0 (1 + p / P0)^(1/7) (eq. 6). Markers keep the velocity they moved with, u^(n+1/2)
-    (the next substep sets it again from the grid before anything reads it)."""
-    for n in prange(x.shape[0]):
+    (the next substep sets it again from the grid before anything reads it). Rows from ``n_sub`` on
+    are left to :func:`move_markers`."""
+    for n in prange(n_sub):
         kd = kind[n]
         if kd == SPH or kd == MIXA:
             for k in range(3):
@@ -466,8 +552,84 @@ def finish(x, a, kind, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, pg,
         rho[n] = rho0 * _tait_density_ratio(pn / p0)
 
 
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def move_markers(x, x_ref, n_sub, dt, ox, oy, oz, inv, uh, vh, wh, pg, rho0, p0, boxes, margin, friction, bounce,
+                 # outputs
+                 v, p, rho, disp):
+    """The markers outside the neighbour search (rows ``n_sub`` on) drift for ``dt`` (one or more
+    substeps' time) with the half-step grid velocity at their position (eq. 10), are put back into
+    the boxes like every particle, and take p = rho0 P_grid and rho from the equation of state
+    inverted (eq. 6), as MIXB markers do in :func:`finish`. ``disp[c]`` receives the largest
+    squared move from ``x_ref`` in chunk c of 4096 markers and ``disp[chunks + c]`` their largest
+    squared speed."""
+    n_all = x.shape[0]
+    count = n_all - n_sub
+    chunks = (count + 4095) // 4096
+    for c in prange(chunks):
+        far = 0.0
+        fast = 0.0
+        for n in range(n_sub + c * 4096, min(n_all, n_sub + (c + 1) * 4096)):
+            c0, c1, c2 = mac.velocity_at(uh, vh, wh, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
+            v[n, 0] = c0
+            v[n, 1] = c1
+            v[n, 2] = c2
+            fast = max(fast, c0 * c0 + c1 * c1 + c2 * c2)
+            for k in range(3):
+                x[n, k] += v[n, k] * dt
+            for b in range(boxes.shape[0]):
+                lo = boxes[b, 0]
+                hi = boxes[b, 1]
+                if not near_box(x[n, 0], x[n, 1], x[n, 2], lo, hi, margin):
+                    continue
+                hit = False
+                for k in range(3):
+                    if x[n, k] < lo[k]:
+                        x[n, k] = lo[k]
+                        if v[n, k] < 0.0:
+                            v[n, k] *= -bounce[b]
+                        hit = True
+                    elif x[n, k] > hi[k]:
+                        x[n, k] = hi[k]
+                        if v[n, k] > 0.0:
+                            v[n, k] *= -bounce[b]
+                        hit = True
+                if hit and friction[b] > 0.0:
+                    for k in range(3):
+                        if not (x[n, k] == lo[k] or x[n, k] == hi[k]):
+                            v[n, k] *= 1.0 - friction[b]
+            pn = rho0 * mac.pressure_at(pg, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
+            if pn < 0.0:
+                pn = 0.0
+            p[n] = pn
+            rho[n] = rho0 * _tait_density_ratio(pn / p0)
+            d0 = x[n, 0] - x_ref[n, 0]
+            d1 = x[n, 1] - x_ref[n, 1]
+            d2 = x[n, 2] - x_ref[n, 2]
+            far = max(far, d0 * d0 + d1 * d1 + d2 * d2)
+        disp[c] = far
+        disp[chunks + c] = fast
+
+
 # --------------------------------------------------------------------------------------------
 # SPH part (seed 000 §3), with kinds
+
+
+@njit(cache=True)
+def sph_rows(kind, p, rho, n_sub,
+             # outputs
+             rows, pr):
+    """The rows of SPH and MIXA particles among the first ``n_sub`` (into ``rows``; returns how
+    many), and pr = p / rho^2 of the others, which carry the grid's p and rho into the SPH sums (a
+    serial pass: a few microseconds, less than the temporaries of the numpy equivalent)."""
+    count = 0
+    for n in range(n_sub):
+        if kind[n] <= MIXA:
+            rows[count] = n
+            count += 1
+        else:
+            r = rho[n]
+            pr[n] = p[n] / (r * r)
+    return count
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
@@ -657,6 +819,10 @@ class HybridSolver:
         self.n_sub = 0
         self._x_ref: np.ndarray | None = None
         self._disp2: float | None = None  # largest squared move since the last build, from advance()
+        self._marker_dt = 0.0      # time the markers outside the neighbour search still have to move
+        self._marker_steps = 0     # substeps that time spans
+        self._marker_speed = 0.0   # their fastest speed when they last moved, m/s
+        self._marker_disp2 = 0.0   # their largest squared move since the last build
         self._l_built = None
         self._changed = True
         self.interface = -math.inf
@@ -665,15 +831,19 @@ class HybridSolver:
         self.pressure_residual = 0.0
         n = len(particles)
         self.kind = np.zeros(n, dtype=np.int8)
+        self._rows = np.zeros(n, dtype=np.int32)  # scratch: the rows of SPH and MIXA particles
         self._pr = np.zeros(n, dtype=np.float32)
         self._near = np.zeros(n, dtype=np.bool_)
         self._wall_grad = np.zeros((n, 3), dtype=np.float32)
+        # work arrays of the boundary row's binning (_fill)
+        self._bin_start = np.zeros(1, dtype=np.int64)
+        self._bins = np.empty((8, 0), dtype=np.float32)
         self._update_solid()
         if n:
             self._set_interface(self._interface_target(), force=True)
             self._rebuild()
             self._classify()
-            self._fill(0, self.ktop)
+            self._fill(0, self.ktop, every_particle=True)
             self._evaluate()
 
     # -- set-up ----------------------------------------------------------------------------------
@@ -763,6 +933,7 @@ class HybridSolver:
             disp2 = self._disp2 if self._disp2 is not None else max_displacement2(pt.x, self._x_ref)
             if disp2 <= (0.5 * skin) ** 2:
                 return
+        self.flush()  # the markers catch up before the subset is chosen again
         g = self.grid
         hi = g.origin + np.array(g.shape) * g.cell
         x = pt.x
@@ -785,8 +956,10 @@ class HybridSolver:
                                   grid._replace(order=None))
         else:
             self.neighbours = NeighbourList()
+        self.kind[self.n_sub:] = MAC
         self._x_ref = pt.x.copy()
         self._disp2 = 0.0
+        self._marker_disp2 = 0.0
         self._l_built = self.interface
         self._changed = False
         self.rebuilds += 1
@@ -802,7 +975,9 @@ class HybridSolver:
         g = self.grid
         return {"grid_u": g.u, "grid_v": g.v, "grid_w": g.w, "grid_p": g.p, "interface": np.float64(self.interface),
                 "steps": np.int64(self.steps), "n_sub": np.int64(self.n_sub),
-                "l_built": np.float64(self._l_built if self._l_built is not None else math.nan)}
+                "l_built": np.float64(self._l_built if self._l_built is not None else math.nan),
+                "marker_dt": np.float64(self._marker_dt), "marker_steps": np.int64(self._marker_steps),
+                "marker_speed": np.float64(self._marker_speed), "marker_disp2": np.float64(self._marker_disp2)}
 
     def restore_checkpoint_state(self, state: dict) -> None:
         """Continue from :meth:`checkpoint_state`'s arrays, the particles being those of the checkpoint."""
@@ -817,6 +992,11 @@ class HybridSolver:
         self.n_sub = int(state["n_sub"])
         l_built = float(state["l_built"])
         self._l_built = None if math.isnan(l_built) else l_built
+        if "marker_dt" in state:  # caches from before the markers moved every few substeps have none
+            self._marker_dt = float(state["marker_dt"])
+            self._marker_steps = int(state["marker_steps"])
+            self._marker_speed = float(state["marker_speed"])
+            self._marker_disp2 = float(state["marker_disp2"])
         if self._x_ref is not None and self._x_ref.shape[0] == n and self.n_sub:
             reach = self._reach()
             xs = self._x_ref[:self.n_sub]
@@ -837,34 +1017,32 @@ class HybridSolver:
         classify(self.particles.x, self.n_sub, self.interface, self.model.h, g.origin[0], g.origin[1], g.origin[2],
                  hi[0], hi[1], self.kind)
 
-    def _fill(self, k0: int, k1: int) -> None:
-        """Rows k0..k1 of the grid from the SPH particles around them (seed 000 eq. 9)."""
+    def _fill(self, k0: int, k1: int, every_particle: bool = False) -> None:
+        """Rows k0..k1 of the grid from the SPH particles around them (seed 000 eq. 9); with
+        ``every_particle`` from the markers too (the first fill of the whole grid: the liquid's
+        initial velocity reaches the deep rows)."""
         if self.ktop <= 0:
             return
         m, g, pt = self.model, self.grid, self.particles
         h = m.h
         zlo = g.origin[2] + k0 * g.cell - 2.0 * h
         zhi = g.origin[2] + (k1 + 1) * g.cell + 2.0 * h
-        ns = self.n_sub
-        x = pt.x[:ns]
-        sel = np.flatnonzero((x[:, 2] >= zlo) & (x[:, 2] <= zhi))
-        # particles binned in columns of edge 2h (the kernel support): each node searches 3 x 3 columns
+        # bins of edge h: a node reads 5 x 5 columns (fewer, those that reach its support), and in
+        # each only the layers within 2h of it
         ni, nj, _ = g.shape
-        bs = 2.0 * h
-        nbx = max(int(math.ceil(ni * g.cell / bs)), 1)
-        nby = max(int(math.ceil(nj * g.cell / bs)), 1)
-        ci = np.clip(np.floor((x[sel, 0] - g.origin[0]) / bs).astype(np.int64), 0, nbx - 1)
-        cj = np.clip(np.floor((x[sel, 1] - g.origin[1]) / bs).astype(np.int64), 0, nby - 1)
-        col = ci * nby + cj
-        order = np.argsort(col, kind="stable")
-        sel = sel[order]
-        col_start = np.searchsorted(col[order], np.arange(nbx * nby + 1)).astype(np.int64)
-        xs = np.ascontiguousarray(pt.x[sel], dtype=np.float64)
-        vs = np.ascontiguousarray(pt.v[sel], dtype=np.float64)
-        rho = pt.rho[sel].astype(np.float64)
-        qs = pt.p[sel].astype(np.float64) / rho
-        vol = m.sph.mass / rho
-        fill_rows(xs, vs, qs, vol, col_start, g.origin[0], g.origin[1], 1.0 / bs, nbx, nby, 1, h, int(k0),
+        inv = 1.0 / (COLUMN_EDGE * h)
+        zinv = 1.0 / (LAYER_EDGE * h)
+        ncx = max(int(math.ceil(ni * g.cell * inv)), 1)
+        ncy = max(int(math.ceil(nj * g.cell * inv)), 1)
+        ncz = max(int(math.ceil((zhi - zlo) * zinv)), 1)
+        ns = len(pt) if every_particle else self.n_sub
+        if self._bin_start.shape[0] != ncx * ncy * ncz + 1:
+            self._bin_start = np.zeros(ncx * ncy * ncz + 1, dtype=np.int64)
+        if self._bins.shape[1] < ns:
+            self._bins = np.empty((8, ns), dtype=np.float32)
+        bin_band(pt.x, pt.v, pt.p, pt.rho, ns, m.sph.mass, zlo, zhi, g.origin[0], g.origin[1], inv, zinv, ncx, ncy, ncz,
+                 self._bin_start, self._bins)
+        fill_rows(self._bins, self._bin_start, g.origin[0], g.origin[1], zlo, inv, zinv, ncx, ncy, ncz, h, int(k0),
                   int(k1), g.origin[0], g.origin[1], g.origin[2], g.cell, g.solid, g.u, g.v, g.w, g.p)
 
     def _evaluate(self) -> None:
@@ -875,11 +1053,8 @@ class HybridSolver:
             return
         nl = self.neighbours
         x, v = pt.x[:ns], pt.v[:ns]
-        kind = self.kind[:ns]
-        rows = np.flatnonzero(kind <= MIXA).astype(np.int32)  # SPH and MIXA
-        carried = kind > MIXA  # MIXB (and markers not yet moved out of the list): p and rho from the grid
-        self._pr[:ns][carried] = pt.p[:ns][carried] / (pt.rho[:ns][carried] * pt.rho[:ns][carried])
-        self._near[:ns][carried] = False
+        # SPH and MIXA rows; MIXB (and markers not yet moved out of the list) carry p and rho from the grid
+        rows = self._rows[:sph_rows(self.kind, pt.p, pt.rho, ns, self._rows, self._pr)]
         density_pressure(x, rows, nl.start, nl.count, nl.nbr, s.h, s.mass, s.rho0, s.pressure_constant,
                          s.boxes, s.table_d0, s.table_step, s.psi, s.dpsi, self._cset,
                          pt.rho[:ns], pt.p[:ns], self._pr[:ns], self._near[:ns], self._wall_grad[:ns])
@@ -892,6 +1067,7 @@ class HybridSolver:
         n = len(self.particles)
         if self.kind.shape[0] != n:
             self.kind = np.zeros(n, dtype=np.int8)
+            self._rows = np.zeros(n, dtype=np.int32)
             self._pr = np.zeros(n, dtype=np.float32)
             self._near = np.zeros(n, dtype=np.bool_)
             self._wall_grad = np.zeros((n, 3), dtype=np.float32)
@@ -934,6 +1110,14 @@ class HybridSolver:
                 s.box_bounce, self.kind, disp)
         self._disp2 = float(disp.max())
         self.time += dt
+        self._marker_dt += dt
+        self._marker_steps += 1
+        # the first substep's half-step field holds the projection of the initial velocity (which
+        # need not be divergence-free): the markers take that substep with it
+        if (self._marker_steps >= MARKER_EVERY or self.steps == 0
+                or (self._marker_dt + dt) * self._marker_speed > MARKER_REACH * m.h):
+            self.flush()
+        self._disp2 = max(self._disp2, self._marker_disp2)
         if self.collision is not None:
             self.collision.update(self.time)
             project(x_start, pt.x, pt.v, SWEEP_STEP * s.dx, 0.0, 1.0 / dt, True, self._cset)
@@ -943,9 +1127,28 @@ class HybridSolver:
         # 4: SPH sums of SPH and MIXA particles (MIXB neighbours with their old p and rho)
         self._evaluate()
         # 4-5: closing half kick; pressure and density of MIXA, MIXB and markers from the grid
-        finish(pt.x, pt.a, self.kind, self.interface, m.h, s.rho0, s.pressure_constant, dt, use_grid, ox, oy, oz,
+        finish(pt.x, pt.a, self.kind, self.n_sub, self.interface, m.h, s.rho0, s.pressure_constant, dt, use_grid, ox, oy, oz,
                inv, g.p, pt.v, pt.p, pt.rho)
         self.steps += 1
+
+    def flush(self) -> None:
+        """Move the markers outside the neighbour search by the time they still owe (see
+        :data:`MARKER_EVERY`), with the last half-step grid velocity; their p and rho from the grid.
+        The bake calls it before it writes a frame; it changes nothing when they are up to date."""
+        if self._marker_dt == 0.0:
+            return
+        pt, g, s = self.particles, self.grid, self.model.sph
+        count = len(pt) - self.n_sub
+        if count > 0 and self._x_ref is not None and self._x_ref.shape[0] == len(pt):
+            chunks = (count + 4095) // 4096
+            out = np.zeros(2 * chunks, dtype=np.float64)
+            move_markers(pt.x, self._x_ref, self.n_sub, self._marker_dt, g.origin[0], g.origin[1], g.origin[2],
+                         1.0 / g.cell, *self._old, g.p, s.rho0, s.pressure_constant, s.boxes, 2.0 * self.model.h,
+                         s.box_friction, s.box_bounce, pt.v, pt.p, pt.rho, out)
+            self._marker_disp2 = max(self._marker_disp2, float(out[:chunks].max()))
+            self._marker_speed = math.sqrt(float(out[chunks:].max()))
+        self._marker_dt = 0.0
+        self._marker_steps = 0
 
     def stable_dt(self) -> float:
         """Largest time step for the current state, s: the WCSPH criteria (CFL with the speed of sound,
@@ -972,6 +1175,7 @@ class HybridSolver:
         next substep); returns their ids. The hybrid has a single resolution."""
         if np.any(np.asarray(level) != 0):
             raise ValueError("the hybrid solver has a single resolution; every particle has level 0")
+        self.flush()  # the new rows come after the markers, which must not lend them their debt
         n = len(self.particles)
         ids = self.particles.add(x, v, **kwargs)
         self.particles.a[n:] = self.model.sph.gravity
@@ -981,6 +1185,8 @@ class HybridSolver:
 
     def remove_particles(self, mask: np.ndarray) -> int:
         """Delete the particles where ``mask`` is True between substeps; returns how many."""
+        if np.any(mask):
+            self.flush()
         removed = self.particles.remove(mask)
         if removed:
             self._changed = True
@@ -997,7 +1203,7 @@ class HybridSolver:
         """Bytes held by the particle buffers, the grid, its work arrays and the neighbour list."""
         return (self.particles.nbytes() + self.grid.nbytes() + self.scratch.nbytes()
                 + sum(a.nbytes for a in self._old) + self.neighbours.nbytes() + self.kind.nbytes
-                + self._pr.nbytes + self._near.nbytes + self._wall_grad.nbytes)
+                + self._rows.nbytes + self._pr.nbytes + self._near.nbytes + self._wall_grad.nbytes)
 
 
 _NO_COLLIDERS = empty_world_args()
