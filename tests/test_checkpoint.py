@@ -22,6 +22,8 @@ FRAMES = (1, 8)
 
 
 def _settings(solver):
+    if solver == "WCSPH-SUMMATION":
+        return SimulationSettings(solver="WCSPH", particle_spacing=0.02, wcsph_density="SUMMATION")
     return SimulationSettings(solver=solver, particle_spacing=0.02)
 
 
@@ -50,7 +52,7 @@ def _assert_same_frames(a, b, frames):
             np.testing.assert_array_equal(fa[name], fb[name], err_msg=f"frame {f} {name}")
 
 
-@pytest.mark.parametrize("solver", ["WCSPH", "PBF"])
+@pytest.mark.parametrize("solver", ["WCSPH", "WCSPH-SUMMATION", "PBF"])
 def test_resume_after_cancel_equals_an_uninterrupted_bake(tmp_path, solver):
     scene, settings = _scene(FRAMES), _settings(solver)
     whole, parts = str(tmp_path / "whole"), str(tmp_path / "parts")
