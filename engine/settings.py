@@ -114,8 +114,8 @@ class SimulationSettings:
     wcsph_density: str = _param(
         "CONTINUITY", label="Density", items=WCSPH_DENSITY_MODES, group="WCSPH",
         tooltip="How each particle's density is found: by the continuity equation, which keeps the free "
-                "surface at full density and a resting tank calm, or by summing over the neighbours "
-                "(the Hybrid solver always sums)")
+                "surface at full density and the pressure right up to it, or by summing over the neighbours, "
+                "cheaper by a fifth (the Hybrid solver always sums)")
     # --- Position-Based Fluids (solver 'PBF'; Alduan, Tena & Otaduy 2015) ---
     pbf_iterations: int = _param(
         4, label="PBF Iterations", min=1, max=100, soft_max=20, group="PBF",
