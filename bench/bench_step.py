@@ -3,7 +3,8 @@
 Scene: a cube block of liquid at spacing dx = 0.025 m in the corner of a box container of
 4 x 3 x 1.5 block edges (a dam break). PBF at dt = 2 ms with 4 iterations, WCSPH at dt = 0.5 ms.
 Both use the kernel support 2 dx of the common scene (cubic spline, h = dx, ~28 neighbours in the
-bulk); ``--wcsph-h 1.2`` times WCSPH at the add-on's default smoothing length instead.
+bulk); ``--wcsph-h 1.2`` times WCSPH at the add-on's default smoothing length instead, and
+``--wcsph-density summation`` WCSPH with kernel-summation density (default: continuity).
 
     .venv/bin/python bench/bench_step.py            # N = 64,000 and 125,000; 10 warm-up + 100 timed steps, median of 3
     .venv/bin/python bench/bench_step.py --quick    # 3 + 15 steps, one run
@@ -49,10 +50,10 @@ def make_pbf(x, box, iterations):
     return pbf.PBFSolver(model, Particles.create(x, np.zeros_like(x), 1000.0))
 
 
-def make_wcsph(x, box, h_factor=1.0):
+def make_wcsph(x, box, h_factor=1.0, density=wcsph.DEFAULT_DENSITY):
     c0 = wcsph.auto_sound_speed(x, np.zeros_like(x), G, box)
     model = wcsph.make_model(dx=DX, h_factor=h_factor, rho0=1000.0, c0=c0, alpha=0.02, nu=1e-6, gravity=G,
-                             boxes=box, friction=0.0, cfl=0.3)
+                             boxes=box, friction=0.0, cfl=0.3, density=density)
     return wcsph.WCSPHSolver(model, Particles.create(x, np.zeros_like(x), 1000.0))
 
 
@@ -117,11 +118,11 @@ def neighbours_within_support(s) -> float:
     return float(np.count_nonzero(d2 < (2.0 * s.model.h) ** 2)) / len(x)
 
 
-def bench_wcsph(n, warm, steps, repeats, h_factor):
+def bench_wcsph(n, warm, steps, repeats, h_factor, density=wcsph.DEFAULT_DENSITY):
     x, box = scene(n)
 
     def run():
-        s = make_wcsph(x, box, h_factor)
+        s = make_wcsph(x, box, h_factor, density)
         for _ in range(warm):
             s.step(0.0005)
         s.timings = dict.fromkeys(s.timings, 0.0)
@@ -137,7 +138,8 @@ def bench_wcsph(n, warm, steps, repeats, h_factor):
 
     (total, phases, extra), totals = _median_run(run, repeats)
     npart = extra["n"]
-    print(f"WCSPH N={npart:,}  dt=0.5 ms  h = {h_factor:g} dx (support {2 * h_factor:g} dx)  median of {repeats}"
+    print(f"WCSPH N={npart:,}  dt=0.5 ms  h = {h_factor:g} dx (support {2 * h_factor:g} dx)  {density} density"
+          f"  median of {repeats}"
           f"  (stable_dt now {extra['stable'] * 1e3:.3f} ms)")
     print(f"  particle-steps/s          {npart * steps / total / 1e6:8.3f} M   "
           f"(runs: {', '.join(f'{npart * steps / t / 1e6:.3f}' for t in totals)})")
@@ -176,6 +178,8 @@ def main(argv=None):
     ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--wcsph-h", type=float, default=1.0, metavar="FACTOR",
                     help="WCSPH smoothing length in particle spacings (1.0: the common scene's support 2 dx)")
+    ap.add_argument("--wcsph-density", choices=wcsph.DENSITY_MODES, default=wcsph.DEFAULT_DENSITY,
+                    help="WCSPH density: continuity equation or kernel summation")
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure; the median is printed")
     ap.add_argument("--memory", type=int, default=0, metavar="N",
                     help="also run N particles (e.g. 1000000) for a few steps and print the memory per particle")
@@ -190,7 +194,7 @@ def main(argv=None):
             bench_pbf(n, warm, steps, args.iterations, tolerance_stop=False, repeats=repeats)
             bench_pbf(n, warm, steps, args.iterations, tolerance_stop=True, repeats=repeats)
         if args.solver in ("WCSPH", "both"):
-            bench_wcsph(n, warm, steps, repeats, args.wcsph_h)
+            bench_wcsph(n, warm, steps, repeats, args.wcsph_h, args.wcsph_density)
     if args.memory:
         bench_memory(args.memory, 5)
 

@@ -20,7 +20,9 @@ next_id     ()           int64    id the next emitted particle gets
 level       (N,)         uint8    resolution level (PBF only)
 x_ref       (N, 3)       float32  positions of the last neighbour-list build (WCSPH, HYBRID)
 solver_*    various      various  a solver's own state (HYBRID: grid velocities and pressure,
-                                  interface height, substep count, neighbour-search subset size)
+                                  interface height, substep count, neighbour-search subset size;
+                                  WCSPH with continuity density: ``rho_liquid`` (N,) float64, the
+                                  liquid's part of the density, kg/m^3)
 owed_K      (P_K,)       float64  particles inflow K's points owe (surface inflows)
 emitted     ()           int64    particles emitted so far
 removed     ()           int64    particles removed so far
@@ -172,7 +174,7 @@ def restore(solver, state: dict):
         fresh.restore_neighbours(np.ascontiguousarray(state["x_ref"]))
     if hasattr(fresh, "restore_checkpoint_state"):
         own = {k[len("solver_"):]: v for k, v in state.items() if k.startswith("solver_")}
-        if not own:
+        if not own and getattr(fresh, "requires_checkpoint_state", True):
             raise CacheFormatError(f"The checkpoint at frame {int(state['frame'])} lacks the {solver.name} solver's "
                                    f"state; bake again from the start")
         fresh.restore_checkpoint_state(own)

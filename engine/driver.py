@@ -192,10 +192,13 @@ def _make_solver(scene: SceneDescription, settings: settings_mod.SimulationSetti
     model = wcsph.make_model(dx=settings.particle_spacing, h_factor=settings.smoothing_length_factor,
                              rho0=settings.rest_density, c0=c0, alpha=settings.artificial_viscosity,
                              nu=settings.viscosity, gravity=scene.gravity, boxes=boxes,
-                             friction=friction, bounce=bounce, cfl=settings.cfl_number)
+                             friction=friction, bounce=bounce, cfl=settings.cfl_number,
+                             # the hybrid mirrors the summation kernels (engine.solvers.hybrid)
+                             density="summation" if settings.solver == "HYBRID" else settings.wcsph_density.lower())
     if settings.solver == "HYBRID":
         return _make_hybrid(settings, model, boxes, particles, collision)
-    log.info("WCSPH: %d particles, h=%.4g m, c0=%.4g m/s, mass=%.4g kg", len(particles), model.h, c0, model.mass)
+    log.info("WCSPH: %d particles, h=%.4g m, c0=%.4g m/s, mass=%.4g kg, %s density", len(particles), model.h, c0,
+             model.mass, model.density)
     return wcsph.WCSPHSolver(model, particles, collision=collision)
 
 

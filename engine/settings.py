@@ -38,6 +38,13 @@ HYBRID_PRESSURE_SOLVERS = (
     ("SOR", "SOR", "Successive over-relaxation in grid order, as in Suarez & Susin 2006 (one core)"),
 )
 
+WCSPH_DENSITY_MODES = (
+    ("CONTINUITY", "Continuity", "Each particle's density follows the flow around it (the continuity equation), "
+                                 "smoothed by a little density diffusion; the free surface keeps full density"),
+    ("SUMMATION", "Summation", "Each particle's density is the kernel sum over its neighbours; surface particles "
+                               "read low and close up until it reaches the rest density"),
+)
+
 #: Solvers this engine version can bake. The others are refused with a clear message.
 SUPPORTED_SOLVERS = ("WCSPH", "PBF", "HYBRID")
 
@@ -103,6 +110,12 @@ class SimulationSettings:
         0.5, label="Collider Resolution", min=0.1, max=2.0, group="Colliders",
         tooltip="Cell size of the distance fields sampled from collider meshes, as a fraction of the particle "
                 "spacing; smaller follows fine detail more closely and costs more memory and build time")
+    # --- Weakly-compressible SPH (solver 'WCSPH'; Suarez & Susin 2006) ---
+    wcsph_density: str = _param(
+        "CONTINUITY", label="Density", items=WCSPH_DENSITY_MODES, group="WCSPH",
+        tooltip="How each particle's density is found: by the continuity equation, which keeps the free "
+                "surface at full density and the pressure right up to it, or by summing over the neighbours, "
+                "cheaper by a fifth (the Hybrid solver always sums)")
     # --- Position-Based Fluids (solver 'PBF'; Alduan, Tena & Otaduy 2015) ---
     pbf_iterations: int = _param(
         4, label="PBF Iterations", min=1, max=100, soft_max=20, group="PBF",

@@ -22,6 +22,8 @@ FRAMES = (1, 8)
 
 
 def _settings(solver):
+    if solver == "WCSPH-SUMMATION":
+        return SimulationSettings(solver="WCSPH", particle_spacing=0.02, wcsph_density="SUMMATION")
     return SimulationSettings(solver=solver, particle_spacing=0.02)
 
 
@@ -50,7 +52,7 @@ def _assert_same_frames(a, b, frames):
             np.testing.assert_array_equal(fa[name], fb[name], err_msg=f"frame {f} {name}")
 
 
-@pytest.mark.parametrize("solver", ["WCSPH", "PBF"])
+@pytest.mark.parametrize("solver", ["WCSPH", "WCSPH-SUMMATION", "PBF"])
 def test_resume_after_cancel_equals_an_uninterrupted_bake(tmp_path, solver):
     scene, settings = _scene(FRAMES), _settings(solver)
     whole, parts = str(tmp_path / "whole"), str(tmp_path / "parts")
@@ -130,3 +132,21 @@ def test_a_bake_killed_mid_frame_leaves_a_readable_cache_that_resumes(tmp_path):
     assert reader.frames == list(range(1, last + 4)) and reader.manifest["status"] == "complete"
     for f, arrays in kept.items():
         np.testing.assert_array_equal(reader.read_frame(f)["position"], arrays["position"], err_msg=str(f))
+
+
+def test_a_summation_checkpoint_resumes_with_continuity_density(tmp_path):
+    # The checkpoint of a summation bake holds no liquid density of its own: the continuity solver
+    # takes it from the saved density, less the walls' part, and carries on.
+    scene = _scene((1, 8))
+    settings = _settings("WCSPH-SUMMATION")
+    cache = str(tmp_path / "cache")
+    driver.bake(scene, settings, cache, checkpoint_every=3)
+    assert "solver_rho_liquid" not in checkpoint.load(cache, 4)
+    driver.bake(scene, dataclasses.replace(settings, wcsph_density="CONTINUITY"), cache, resume_from=4,
+                checkpoint_every=3)
+    reader = CacheReader(cache)
+    assert reader.frames == list(range(1, 9))
+    rho = reader.read_frame(8)["density"]
+    assert np.all(np.isfinite(rho))
+    # the continuity bake's own checkpoint holds the liquid's density, one value per particle
+    assert checkpoint.load(cache, 7)["solver_rho_liquid"].shape == rho.shape
