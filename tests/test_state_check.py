@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.state_check import BLOCK, max_speed
+from engine.state_check import BLOCK, max_speed, max_speed_and_acceleration
 
 
 @pytest.mark.parametrize("n", [1, 5, BLOCK, 3 * BLOCK + 17])
@@ -31,3 +31,16 @@ def test_no_particles_and_bad_shapes():
     assert max_speed(np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32)) == 0.0
     with pytest.raises(ValueError):
         max_speed(np.zeros((4, 3), np.float32), np.zeros((3, 3), np.float32))
+
+
+@pytest.mark.parametrize("n", [1, BLOCK - 1, 3 * BLOCK + 5])
+def test_largest_speed_and_acceleration_equal_numpy(n):
+    rng = np.random.default_rng(n)
+    v = rng.normal(size=(n, 3)).astype(np.float32)
+    a = (50.0 * rng.normal(size=(n, 3))).astype(np.float32)
+    a[n // 2] = [0.0, 0.0, 900.0]  # the largest acceleration on another particle than the fastest
+    vmax, amax = max_speed_and_acceleration(v, a)
+    # both reductions in float64 over the same float32 values: equal to rounding
+    assert vmax == pytest.approx(np.linalg.norm(v.astype(np.float64), axis=1).max(), rel=1e-12, abs=0.0)
+    assert amax == pytest.approx(np.linalg.norm(a.astype(np.float64), axis=1).max(), rel=1e-12, abs=0.0)
+    assert max_speed_and_acceleration(v[:0], a[:0]) == (0.0, 0.0)

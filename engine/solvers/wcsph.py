@@ -79,6 +79,7 @@ from ..kernels import (cubic_dshape32 as _dw32, cubic_shape32 as _w32, half_spac
                        wall_moment_tables)
 from ..neighbors import CellGrid, NeighbourList, build_grid
 from ..particles import Particles
+from ..state_check import max_speed_and_acceleration
 from ..walls import near_box, near_walls, wall_gradient, wall_hydrostatic, wall_mass
 
 GAMMA = 7.0
@@ -663,8 +664,7 @@ class WCSPHSolver:
         m, pt = self.model, self.particles
         if len(pt) == 0:
             return math.inf
-        vmax = float(np.sqrt(np.max(np.einsum("ij,ij->i", pt.v, pt.v))))
-        amax = float(np.sqrt(np.max(np.einsum("ij,ij->i", pt.a, pt.a))))
+        vmax, amax = max_speed_and_acceleration(pt.v, pt.a)
         dt = m.cfl * m.h / (m.c0 + vmax)
         if amax > 0.0:
             dt = min(dt, 0.25 * math.sqrt(m.h / amax))
