@@ -22,6 +22,7 @@ interleaved so that both see the same machine load; the figure is the mean time 
     .venv/bin/python bench/bench_hybrid.py                 # all three scenes
     .venv/bin/python bench/bench_hybrid.py --scene deep --solver SOR
     .venv/bin/python bench/bench_hybrid.py --quick         # 2 cm spacing, a smoke test
+    .venv/bin/python bench/bench_hybrid.py --scene blocks --phases   # + the hybrid's time per kernel
 """
 
 from __future__ import annotations
@@ -115,6 +116,49 @@ def run(name, dx, depth, solver, warm, steps, blocks):
     return saving
 
 
+def phases(name, dx, depth, solver, warm, steps):
+    """The hybrid's time per substep in each compiled kernel (each wrapped in a timer; the rest is
+    Python between them)."""
+    from engine.solvers import mac
+    x, box = scene(name, dx)
+    hyb = make("HYBRID", x, box, dx, depth, solver)
+    dt = make("WCSPH", x, box, dx, depth, solver).stable_dt()
+    spent = {}
+
+    def timed(module, fname):
+        f = getattr(module, fname)
+
+        def wrapper(*args):
+            t0 = time.perf_counter()
+            out = f(*args)
+            spent[fname] = spent.get(fname, 0.0) + time.perf_counter() - t0
+            return out
+        setattr(module, fname, wrapper)
+        return module, fname, f
+
+    wrapped = [timed(hybrid, f) for f in ("bin_band", "fill_rows", "advance", "sph_rows", "density_pressure",
+                                          "accelerations", "finish", "move_markers")]
+    wrapped += [timed(mac, f) for f in ("predictor_serial", "predictor_parallel", "poisson_rhs_serial",
+                                        "poisson_rhs_parallel", "solve_pressure", "project_serial",
+                                        "project_parallel")]
+    try:
+        for _ in range(warm):
+            hyb.step(dt)
+        spent.clear()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            hyb.step(dt)
+        total = time.perf_counter() - t0
+    finally:
+        for module, fname, f in wrapped:
+            setattr(module, fname, f)
+    print(f"\n{name}: hybrid, ms per substep by kernel ({steps} substeps)")
+    for fname, t in sorted(spent.items(), key=lambda kv: -kv[1]):
+        print(f"  {fname:22s} {1e3 * t / steps:7.3f}")
+    print(f"  {'Python between them':22s} {1e3 * (total - sum(spent.values())) / steps:7.3f}")
+    print(f"  {'total':22s} {1e3 * total / steps:7.3f}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scene", choices=("drop", "blocks", "deep", "all"), default="all")
@@ -125,6 +169,7 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--blocks", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="2 cm spacing, 3 warm-up and 2 x 5 timed substeps")
+    ap.add_argument("--phases", action="store_true", help="also time the hybrid's kernels one by one")
     args = ap.parse_args(argv)
     if args.quick:
         args.dx, args.warm, args.steps, args.blocks = 0.02, 3, 5, 2
@@ -132,6 +177,8 @@ def main(argv=None):
     print(f"numba threads: {os.environ.get('NUMBA_NUM_THREADS', 'default')}, cpus: {os.cpu_count()}")
     for name in names:
         run(name, args.dx, args.depth, args.solver, args.warm, args.steps, args.blocks)
+        if args.phases:
+            phases(name, args.dx, args.depth, args.solver, args.warm, args.steps * args.blocks)
 
 
 if __name__ == "__main__":

@@ -53,8 +53,8 @@ time they waited and the current half-step grid velocity, and always before a re
 (:meth:`HybridSolver.flush`): nothing reads them in between, and moving them every substep cost
 as much as a tenth of the substep. The free surface is measured every :data:`INTERFACE_EVERY` substeps.
 
-Where this differs from the paper: density is the kernel sum (as in Surge's WCSPH) rather than the
-continuity equation of §3; eq. 9 is normalised by the kernel sum of the particle volumes (exact for
+Where this differs from the paper: density is the kernel sum (WCSPH's "summation" mode; WCSPH's
+default now follows the continuity equation of §3, which the hybrid does not yet); eq. 9 is normalised by the kernel sum of the particle volumes (exact for
 linear fields, and the nodes' neighbourhoods are full anyway); the boundary row's nodes are its own
 staggered positions rather than nodes averaged onto them; markers keep the half-step velocity
 they moved with between substeps (the cache shows it); grid walls are free-slip at the grid's
