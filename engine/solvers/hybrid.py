@@ -51,7 +51,7 @@ WCSPH); after each rebuild they occupy the first ``n_sub`` rows of the particle 
 order, the markers follow. Those markers move every few substeps (:data:`MARKER_EVERY`), with the
 time they waited and the current half-step grid velocity, and always before a rebuild or a frame
 (:meth:`HybridSolver.flush`): nothing reads them in between, and moving them every substep cost
-as much as a tenth of the substep. The free surface is measured every :data:`INTERFACE_EVERY` substeps.
+about 5 % of the substep. The free surface is measured every :data:`INTERFACE_EVERY` substeps.
 
 Where this differs from the paper: density is the kernel sum (WCSPH's "summation" mode; WCSPH's
 default now follows the continuity equation of §3, which the hybrid does not yet); eq. 9 is normalised by the kernel sum of the particle volumes (exact for
