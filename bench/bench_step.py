@@ -9,6 +9,7 @@ bulk); ``--wcsph-h 1.2`` times WCSPH at the add-on's default smoothing length in
     .venv/bin/python bench/bench_step.py            # N = 64,000 and 125,000; 10 warm-up + 100 timed steps, median of 3
     .venv/bin/python bench/bench_step.py --quick    # 3 + 15 steps, one run
     .venv/bin/python bench/bench_step.py --n 125000 --solver PBF --memory 1000000
+    .venv/bin/python bench/bench_step.py --n --solver WCSPH --memory 1000000   # WCSPH at 1M (h = dx)
     .venv/bin/python bench/bench_step.py --solver WCSPH --wcsph-h 1.2
 
 Targets (not asserted): PBF <= 80 ns per particle per iteration and >= 1.6 M
@@ -153,19 +154,23 @@ def bench_wcsph(n, warm, steps, repeats, h_factor, density=wcsph.DEFAULT_DENSITY
     print(f"  bytes per particle        {extra['bytes']:8.1f}   (state + neighbour list + solver buffers + grid)")
 
 
-def bench_memory(n, steps):
-    """A dam break of about n particles for a few PBF steps: bytes per particle and the process's peak."""
+def bench_memory(n, steps, solver="PBF", h_factor=1.0, density=wcsph.DEFAULT_DENSITY):
+    """A dam break of about n particles for a few steps of ``solver``: bytes per particle and the
+    process's peak."""
     import resource
     x, box = scene(n)
-    s = make_pbf(x, box, 4)
+    if solver == "PBF":
+        s, dt, label = make_pbf(x, box, 4), 0.002, "PBF"
+    else:
+        s, dt, label = make_wcsph(x, box, h_factor, density), 0.0005, f"WCSPH ({density}, h = {h_factor:g} dx)"
     s.particles.fit()  # no spare rows, as the driver leaves a scene without inflows (driver.fill_fluids)
     t0 = time.perf_counter()
     for _ in range(steps):
-        s.step(0.002)
+        s.step(dt)
     total = time.perf_counter() - t0
     npart = len(s.particles)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(f"PBF memory  N={npart:,}  {steps} steps in {total:.1f} s ({npart * steps / total / 1e6:.3f} M particle-steps/s)")
+    print(f"{label} memory  N={npart:,}  {steps} steps in {total:.1f} s ({npart * steps / total / 1e6:.3f} M particle-steps/s)")
     print(f"  bytes per particle        {s.memory_bytes() / npart:8.1f}   (engine arrays: state + solver buffers + grid)")
     print(f"  process peak RSS          {peak / 2**20:8.0f} MiB   ({peak / npart:.0f} B/particle incl. Python, numba, numpy)")
 
@@ -196,7 +201,9 @@ def main(argv=None):
         if args.solver in ("WCSPH", "both"):
             bench_wcsph(n, warm, steps, repeats, args.wcsph_h, args.wcsph_density)
     if args.memory:
-        bench_memory(args.memory, 5)
+        for solver in ("PBF", "WCSPH"):
+            if args.solver in (solver, "both"):
+                bench_memory(args.memory, 5, solver, args.wcsph_h, args.wcsph_density)
 
 
 if __name__ == "__main__":
