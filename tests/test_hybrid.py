@@ -181,6 +181,27 @@ def test_markers_moved_every_few_substeps_match_markers_moved_every_substep(monk
     assert_allclose(x4[deep], x1[deep], rtol=0, atol=1.0e-5)
 
 
+def test_extrapolated_start_guess_saves_pressure_sweeps_and_keeps_the_solution(monkeypatch):
+    """The pressure solve starts from p^n + beta (p^n - p^(n-1)): fewer sweeps than from p^n alone,
+    the same flow (both stop at the same tolerance)."""
+    runs = {}
+    for beta in (0.0, hybrid.PRESSURE_EXTRAPOLATION):
+        monkeypatch.setattr(hybrid, "PRESSURE_EXTRAPOLATION", beta)
+        s = _stirred_tank()
+        sweeps = []
+        for _ in range(100):
+            s.step(1.0e-4)
+            sweeps.append(s.pressure_iterations)
+        runs[beta] = (np.mean(sweeps[10:]), s.grid.w[:, :, :s.ktop].copy(), s.grid.p[:, :, :s.ktop].copy())
+    (plain, w0, p0), (guess, w1, p1) = runs[0.0], runs[hybrid.PRESSURE_EXTRAPOLATION]
+    # seen: 21.2 sweeps per substep from p^n, 15.4 with the extrapolated guess
+    assert guess < 0.85 * plain, (plain, guess)
+    # the solutions differ by what the tolerance (1e-3 1/s of divergence) leaves: seen 3e-6 m/s of a
+    # vortex of 0.36 m/s, and 8e-4 of a kinematic pressure of 2.2 m^2/s^2; atol ten times those
+    assert_allclose(w1, w0, rtol=0, atol=3e-5)
+    assert_allclose(p1, p0, rtol=0, atol=8e-3)
+
+
 # ------------------------------------------------------------------------------------------------
 # drop scene
 
