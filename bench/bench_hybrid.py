@@ -136,7 +136,7 @@ def phases(name, dx, depth, solver, warm, steps):
         setattr(module, fname, wrapper)
         return module, fname, f
 
-    wrapped = [timed(hybrid, f) for f in ("bin_band", "fill_rows", "advance", "sph_rows", "density_pressure",
+    wrapped = [timed(hybrid, f) for f in ("bin_band", "fill_rows", "fill_row_listed", "advance", "sph_rows", "density_pressure",
                                           "accelerations", "finish", "move_markers")]
     wrapped += [timed(mac, f) for f in ("predictor_serial", "predictor_parallel", "poisson_rhs_serial",
                                         "poisson_rhs_parallel", "solve_pressure", "project_serial",

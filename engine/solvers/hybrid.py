@@ -51,11 +51,16 @@ WCSPH); after each rebuild they occupy the first ``n_sub`` rows of the particle 
 order, the markers follow. Those markers move every few substeps (:data:`MARKER_EVERY`), with the
 time they waited and the current half-step grid velocity, and always before a rebuild or a frame
 (:meth:`HybridSolver.flush`): nothing reads them in between, and moving them every substep cost
-about 5 % of the substep. The free surface is measured every :data:`INTERFACE_EVERY` substeps.
+about 5 % of the substep. The boundary row's nodes keep, from one neighbour-list build to the
+next, the list of particles within 2h + SKIN h / 2 of them (:meth:`HybridSolver._build_node_lists`),
+so eq. 9 needs no search each substep. The pressure solve starts from an extrapolation in time of the
+grid pressure (:func:`extrapolate_pressure`). The free surface is measured every
+:data:`INTERFACE_EVERY` substeps.
 
 Where this differs from the paper: density is the kernel sum (WCSPH's "summation" mode; WCSPH's
-default now follows the continuity equation of §3, which the hybrid does not yet); eq. 9 is normalised by the kernel sum of the particle volumes (exact for
-linear fields, and the nodes' neighbourhoods are full anyway); the boundary row's nodes are its own
+default now follows the continuity equation of §3, which the hybrid does not yet); eq. 9 is
+normalised by the kernel sum of the particle volumes (exact for linear fields, and the nodes'
+neighbourhoods are full anyway); the boundary row's nodes are its own
 staggered positions rather than nodes averaged onto them; markers keep the half-step velocity
 they moved with between substeps (the cache shows it); grid walls are free-slip at the grid's
 sides and have zero face velocity next to a solid cell.
@@ -109,6 +114,9 @@ MARKER_REACH = 0.05
 #: Weight of the last change of the grid pressure in the pressure solve's start guess
 #: (:func:`extrapolate_pressure`).
 PRESSURE_EXTRAPOLATION = 0.5
+
+#: Particles per chunk of the pass before the SPH sums (:func:`advance`).
+CHUNK = 1024
 
 #: Fewest computed grid rows under the MIXB band for the MAC part to be used at all.
 MIN_MAC_ROWS = 2
@@ -288,13 +296,13 @@ def max_displacement2(x, x_ref):
 @njit(cache=True)
 def bin_band(x, v, p, rho, n_sub, mass, zlo, zhi, cx0, cy0, cinv, zinv, ncx, ncy, ncz,
              # outputs
-             start, bins):
+             start, bins, ids):
     """Counting sort of the first ``n_sub`` particles with zlo <= z <= zhi into bins of
     ``ncx`` x ``ncy`` columns and ``ncz`` layers (edge 1 / cinv, bin (a, b, c) at a ncy ncz + b ncz + c):
     the particles of a column lie in z order of their layers, so a node reads the layers within
     its kernel support as one contiguous range per column. ``bins`` (8, N) float32 receives, per
-    binned particle, x, y, z, m / rho, u, v, w and p / rho (rows :data:`BIN_X` ... :data:`BIN_Q`);
-    returns how many particles were binned."""
+    binned particle, x, y, z, m / rho, u, v, w and p / rho (rows :data:`BIN_X` ... :data:`BIN_Q`),
+    ``ids`` its row; returns how many particles were binned."""
     nb = ncx * ncy * ncz
     start[:] = 0
     key = np.empty(n_sub, dtype=np.int64)
@@ -324,6 +332,7 @@ def bin_band(x, v, p, rho, n_sub, mass, zlo, zhi, cx0, cy0, cinv, zinv, ncx, ncy
             bins[4 + d, t] = v[n, d]
         bins[BIN_M, t] = mass / r
         bins[BIN_Q, t] = p[n] / r
+        ids[t] = n
     return start[nb]
 
 
@@ -415,6 +424,141 @@ def fill_rows(bins, start, cx0, cy0, zlo, cinv, zinv, ncx, ncy, ncz, h, k0, k1, 
                         p[i, j, k] = 0.0
 
 
+@njit(cache=True)
+def row_nodes(ox, oy, oz, cell, ni, nj, nk, k):
+    """The nodes of boundary row k (seed 000 eq. 9): u faces ((ni + 1) nj), v faces (ni (nj + 1)), the
+    w faces on the row's top (ni nj, if the grid has them) and the cell centres for P (ni nj), in
+    that order. Returns positions (M, 3) and, per node, its component (0-2: u, v, w; 3: P) and
+    its face or cell (i, j)."""
+    zc = oz + (k + 0.5) * cell
+    top = k + 1 <= nk
+    m = (ni + 1) * nj + ni * (nj + 1) + (ni * nj if top else 0) + ni * nj
+    pos = np.empty((m, 3), dtype=np.float64)
+    comp = np.empty(m, dtype=np.int8)
+    ij = np.empty((m, 2), dtype=np.int32)
+    t = 0
+    for i in range(ni + 1):
+        for j in range(nj):
+            pos[t, 0] = ox + i * cell
+            pos[t, 1] = oy + (j + 0.5) * cell
+            pos[t, 2] = zc
+            comp[t] = 0
+            ij[t, 0] = i
+            ij[t, 1] = j
+            t += 1
+    for i in range(ni):
+        for j in range(nj + 1):
+            pos[t, 0] = ox + (i + 0.5) * cell
+            pos[t, 1] = oy + j * cell
+            pos[t, 2] = zc
+            comp[t] = 1
+            ij[t, 0] = i
+            ij[t, 1] = j
+            t += 1
+    for c in range(2 if top else 1):
+        for i in range(ni):
+            for j in range(nj):
+                pos[t, 0] = ox + (i + 0.5) * cell
+                pos[t, 1] = oy + (j + 0.5) * cell
+                pos[t, 2] = zc + 0.5 * cell if (top and c == 0) else zc
+                comp[t] = 2 if (top and c == 0) else 3
+                ij[t, 0] = i
+                ij[t, 1] = j
+                t += 1
+    return pos, comp, ij
+
+
+@njit(parallel=True, cache=True)
+def node_candidates(pos, bins_start, bins, ids, cx0, cy0, zlo, cinv, zinv, ncx, ncy, ncz, reach, count_only,
+                    # outputs
+                    start, nbr):
+    """For every node of ``pos``, the binned particles (:func:`bin_band`; ``ids`` their rows) within
+    ``reach``: counts into start[m + 1] when ``count_only``, else
+    their rows into nbr[start[m]:start[m + 1]], in bin order (the same order on every build from
+    the same positions)."""
+    r2max = reach * reach
+    edge = 1.0 / cinv
+    for m in prange(pos.shape[0]):
+        px = pos[m, 0]
+        py = pos[m, 1]
+        pz = pos[m, 2]
+        a0 = max(int(math.floor((px - reach - cx0) * cinv)), 0)
+        a1 = min(int(math.floor((px + reach - cx0) * cinv)), ncx - 1)
+        b0 = max(int(math.floor((py - reach - cy0) * cinv)), 0)
+        b1 = min(int(math.floor((py + reach - cy0) * cinv)), ncy - 1)
+        c0 = max(int(math.floor((pz - reach - zlo) * zinv)), 0)
+        c1 = min(int(math.floor((pz + reach - zlo) * zinv)), ncz - 1)
+        n = 0
+        out = 0 if count_only else start[m]
+        for a in range(a0, a1 + 1):
+            ex = max(cx0 + a * edge - px, 0.0, px - (cx0 + (a + 1) * edge))
+            for b in range(b0, b1 + 1):
+                ey = max(cy0 + b * edge - py, 0.0, py - (cy0 + (b + 1) * edge))
+                if ex * ex + ey * ey >= r2max or c0 > c1:
+                    continue
+                base = (a * ncy + b) * ncz
+                for t in range(bins_start[base + c0], bins_start[base + c1 + 1]):
+                    d0 = px - bins[BIN_X, t]
+                    d1 = py - bins[BIN_X + 1, t]
+                    d2 = pz - bins[BIN_X + 2, t]
+                    if d0 * d0 + d1 * d1 + d2 * d2 < r2max:
+                        if not count_only:
+                            nbr[out + n] = ids[t]
+                        n += 1
+        if count_only:
+            start[m + 1] = n
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def fill_row_listed(x, v, p, rho, mass, h, pos, comp, ij, start, nbr, k, solid,
+                    # outputs
+                    u, vv, w, pg):
+    """The boundary row from each node's listed particles (:func:`node_candidates`, built with a
+    skin at the last neighbour-list build): the same Shepard-normalised sums as :func:`fill_rows`
+    (seed 000 eq. 9), without searching bins every substep."""
+    inv_h = np.float32(1.0 / h)
+    r2max = np.float32(4.0 * h * h)
+    two = np.float32(2.0)
+    one = np.float32(1.0)
+    quarter = np.float32(0.25)
+    zero = np.float32(0.0)
+    for m in prange(pos.shape[0]):
+        fx = np.float32(pos[m, 0])
+        fy = np.float32(pos[m, 1])
+        fz = np.float32(pos[m, 2])
+        c = comp[m]
+        s = zero
+        sw = zero
+        for t in range(start[m], start[m + 1]):
+            n = nbr[t]
+            d0 = fx - x[n, 0]
+            d1 = fy - x[n, 1]
+            d2 = fz - x[n, 2]
+            r2 = d0 * d0 + d1 * d1 + d2 * d2
+            if r2 >= r2max:
+                continue
+            q = math.sqrt(r2) * inv_h
+            k2 = two - q
+            k1 = max(one - q, zero)
+            r = rho[n]
+            wt = np.float32(mass) / r * (quarter * k2 * k2 * k2 - k1 * k1 * k1)
+            sw += wt
+            s += wt * (p[n] / r if c == 3 else v[n, c])
+        i = ij[m, 0]
+        j = ij[m, 1]
+        if c == 3:
+            val = np.float64(s) / np.float64(sw) if sw > zero else 0.0
+            pg[i, j, k] = 0.0 if solid[i, j, k] else val
+        elif sw > zero:
+            val = np.float64(s) / np.float64(sw)
+            if c == 0:
+                u[i, j, k] = val
+            elif c == 1:
+                vv[i, j, k] = val
+            else:
+                w[i, j, k + 1] = val
+
+
 # --------------------------------------------------------------------------------------------
 # one pass over the particles before and one after the SPH sums (each parallel region costs a
 # thread wake-up, which on a loaded machine outweighs the work of a light per-particle loop)
@@ -444,14 +588,19 @@ def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, lo2, hi0, hi1, dt, use_grid, 
     a = (u^(n+1) - u^n) / dt sampled at the particle (eq. 10; MIXB carry it into the SPH sums); the
     leap-frog half kick of SPH and MIXA particles (eq. 8); the drift, particles that crossed a box
     wall put back on it (normal velocity reversed and scaled by the bounce, tangential by 1 -
-    friction). ``disp[c]`` receives the largest squared move from ``x_ref`` in chunk c of 4096
+    friction). ``disp[c]`` receives the largest squared move from ``x_ref`` in chunk c of :data:`CHUNK`
     particles (for the neighbour list). Only the first ``n_sub`` rows: the markers after them move
     in :func:`move_markers`."""
     n_all = n_sub
-    chunks = (n_all + 4095) // 4096
-    for c in prange(chunks):
+    chunks = (n_all + CHUNK - 1) // CHUNK
+    half = (chunks + 1) // 2
+    for t in prange(chunks):
+        # each thread's contiguous share of t takes every other chunk: the MIXA and MIXB rows, which
+        # sample the grid, are not spread evenly along the Morton order (seen 8,200 against 3,800
+        # in the two halves of the blocks scene)
+        c = 2 * t if t < half else 2 * (t - half) + 1
         m = 0.0
-        for n in range(c * 4096, min(n_all, (c + 1) * 4096)):
+        for n in range(c * CHUNK, min(n_all, (c + 1) * CHUNK)):
             pz = x[n, 2]
             kd = _kind_of(x[n, 0], x[n, 1], pz, n, n_sub, l, h, lo0, lo1, lo2, hi0, hi1)
             kind[n] = kd
@@ -462,23 +611,24 @@ def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, lo2, hi0, hi1, dt, use_grid, 
                 v[n, 0] = c0
                 v[n, 1] = c1
                 v[n, 2] = c2
-            elif use_grid and kd != SPH:
+            elif use_grid and kd == MIXA:
                 b0, b1, b2 = mac.velocity_at(u1, v1, w1, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
-                if kd == MIXA:
-                    beta = min(max((l - pz) / (2.0 * h), 0.0), 1.0)
-                    v[n, 0] = beta * b0 + (1.0 - beta) * v[n, 0]
-                    v[n, 1] = beta * b1 + (1.0 - beta) * v[n, 1]
-                    v[n, 2] = beta * b2 + (1.0 - beta) * v[n, 2]
-                else:
-                    # u^(n+1/2) from the averaged face field: trilinear sampling is linear, so this
-                    # equals (u^n(x) + u^(n+1)(x)) / 2 with one sample instead of two
-                    c0, c1, c2 = mac.velocity_at(uh, vh, wh, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
-                    a[n, 0] = 2.0 * (b0 - c0) / dt
-                    a[n, 1] = 2.0 * (b1 - c1) / dt
-                    a[n, 2] = 2.0 * (b2 - c2) / dt
-                    v[n, 0] = c0
-                    v[n, 1] = c1
-                    v[n, 2] = c2
+                beta = min(max((l - pz) / (2.0 * h), 0.0), 1.0)
+                v[n, 0] = beta * b0 + (1.0 - beta) * v[n, 0]
+                v[n, 1] = beta * b1 + (1.0 - beta) * v[n, 1]
+                v[n, 2] = beta * b2 + (1.0 - beta) * v[n, 2]
+            elif use_grid and kd == MIXB:
+                # u^(n+1/2) from the averaged face field: trilinear sampling is linear, so this
+                # equals (u^n(x) + u^(n+1)(x)) / 2 with one sample instead of two; both fields
+                # share the interpolation weights
+                b0, b1, b2, c0, c1, c2 = mac.velocity_pair_at(u1, v1, w1, uh, vh, wh, ox, oy, oz, inv, x[n, 0],
+                                                              x[n, 1], pz)
+                a[n, 0] = 2.0 * (b0 - c0) / dt
+                a[n, 1] = 2.0 * (b1 - c1) / dt
+                a[n, 2] = 2.0 * (b2 - c2) / dt
+                v[n, 0] = c0
+                v[n, 1] = c1
+                v[n, 2] = c2
             if kd == SPH or kd == MIXA:
                 for k in range(3):
                     v[n, k] += a[n, k] * (0.5 * dt)
@@ -510,6 +660,22 @@ def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, lo2, hi0, hi1, dt, use_grid, 
             d2 = x[n, 2] - x_ref[n, 2]
             m = max(m, d0 * d0 + d1 * d1 + d2 * d2)
         disp[c] = m
+
+
+@njit(cache=True)
+def half_step_fields(u, v, w, ou, ov, ow, average):
+    """The half-step field of eq. 10 around the MAC step: before it (``average`` False) o = u^n;
+    after it, o = (u^n + u^(n+1)) / 2. One compiled pass per call instead of numpy's three
+    temporaries-free passes per component."""
+    for a, o in ((u, ou), (v, ov), (w, ow)):
+        fa = a.ravel()
+        fo = o.ravel()
+        if average:
+            for n in range(fa.shape[0]):
+                fo[n] = 0.5 * (fo[n] + fa[n])
+        else:
+            for n in range(fa.shape[0]):
+                fo[n] = fa[n]
 
 
 @njit(cache=True)
@@ -574,27 +740,31 @@ def finish(x, a, kind, n_sub, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, pg,
     + (1 - beta) p_SPH (eq. 11's blend), and the density follows from the Tait equation inverted,
     rho = rho0 (1 + p / P0)^(1/7) (eq. 6). Markers keep the velocity they moved with, u^(n+1/2)
     (the next substep sets it again from the grid before anything reads it). Rows from ``n_sub`` on
-    are left to :func:`move_markers`."""
-    for n in prange(n_sub):
-        kd = kind[n]
-        if kd == SPH or kd == MIXA:
-            for k in range(3):
-                v[n, k] += a[n, k] * (0.5 * dt)
-        if kd == SPH or not use_grid:
-            continue
-        px = x[n, 0]
-        py = x[n, 1]
-        pz = x[n, 2]
-        pgrid = rho0 * mac.pressure_at(pg, ox, oy, oz, inv, px, py, pz)
-        if kd == MIXA:
-            beta = min(max((l - pz) / (2.0 * h), 0.0), 1.0)
-            pn = beta * pgrid + (1.0 - beta) * p[n]
-        else:
-            pn = pgrid
-        if pn < 0.0:
-            pn = 0.0
-        p[n] = pn
-        rho[n] = rho0 * _tait_density_ratio(pn / p0)
+    are left to :func:`move_markers`. Chunks are shared between the threads as in :func:`advance`."""
+    chunks = (n_sub + CHUNK - 1) // CHUNK
+    half = (chunks + 1) // 2
+    for t in prange(chunks):
+        c = 2 * t if t < half else 2 * (t - half) + 1
+        for n in range(c * CHUNK, min(n_sub, (c + 1) * CHUNK)):
+            kd = kind[n]
+            if kd == SPH or kd == MIXA:
+                for k in range(3):
+                    v[n, k] += a[n, k] * (0.5 * dt)
+            if kd == SPH or not use_grid:
+                continue
+            px = x[n, 0]
+            py = x[n, 1]
+            pz = x[n, 2]
+            pgrid = rho0 * mac.pressure_at(pg, ox, oy, oz, inv, px, py, pz)
+            if kd == MIXA:
+                beta = min(max((l - pz) / (2.0 * h), 0.0), 1.0)
+                pn = beta * pgrid + (1.0 - beta) * p[n]
+            else:
+                pn = pgrid
+            if pn < 0.0:
+                pn = 0.0
+            p[n] = pn
+            rho[n] = rho0 * _tait_density_ratio(pn / p0)
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
@@ -885,6 +1055,11 @@ class HybridSolver:
         # work arrays of the boundary row's binning (_fill)
         self._bin_start = np.zeros(1, dtype=np.int64)
         self._bins = np.empty((8, 0), dtype=np.float32)
+        self._bin_ids = np.empty(0, dtype=np.int32)
+        # the boundary row's nodes and, per node, the particles within 2h + SKIN h / 2 at the last
+        # neighbour-list build (_build_node_lists); _node_row: the row they are for (-1: none)
+        self._nodes = None
+        self._node_row = -1
         self._update_solid()
         if n:
             self._set_interface(self._interface_target(), force=True)
@@ -1005,11 +1180,48 @@ class HybridSolver:
             self.neighbours = NeighbourList()
         self.kind[self.n_sub:] = MAC
         self._x_ref = pt.x.copy()
+        self._build_node_lists(self._x_ref)
         self._disp2 = 0.0
         self._marker_disp2 = 0.0
         self._l_built = self.interface
         self._changed = False
         self.rebuilds += 1
+
+    def _build_node_lists(self, x: np.ndarray) -> None:
+        """For every node of the boundary row, the subset's particles within 2h + SKIN h / 2 of it at
+        positions ``x`` (those of a neighour-list build): until the next build no particle moves
+        SKIN h / 2, so every particle within 2h of a node at a later substep is listed, and
+        :func:`fill_row_listed` fills the row from the lists instead of binning the particles
+        every substep."""
+        self._nodes = None
+        self._node_row = -1
+        g, m, pt = self.grid, self.model, self.particles
+        ns = self.n_sub
+        if self.ktop <= 0 or ns == 0:
+            return
+        ni, nj, nk = g.shape
+        pos, comp, ij = row_nodes(g.origin[0], g.origin[1], g.origin[2], g.cell, ni, nj, nk, int(self.ktop))
+        reach = m.h * (2.0 + 0.5 * SKIN)
+        zlo = float(pos[:, 2].min()) - reach
+        zhi = float(pos[:, 2].max()) + reach
+        inv = 1.0 / reach
+        zinv = 1.0 / (LAYER_EDGE * m.h)
+        ncx = max(int(math.ceil(ni * g.cell * inv)), 1)
+        ncy = max(int(math.ceil(nj * g.cell * inv)), 1)
+        ncz = max(int(math.ceil((zhi - zlo) * zinv)), 1)
+        start = np.zeros(ncx * ncy * ncz + 1, dtype=np.int64)
+        bins = np.empty((8, ns), dtype=np.float32)
+        ids = np.empty(ns, dtype=np.int32)
+        bin_band(x, pt.v, pt.p, pt.rho, ns, m.sph.mass, zlo, zhi, g.origin[0], g.origin[1], inv, zinv, ncx, ncy,
+                 ncz, start, bins, ids)
+        node_start = np.zeros(len(pos) + 1, dtype=np.int64)
+        args = (pos, start, bins, ids, g.origin[0], g.origin[1], zlo, inv, zinv, ncx, ncy, ncz, reach)
+        node_candidates(*args, True, node_start, ids[:0])
+        np.cumsum(node_start, out=node_start)
+        nbr = np.empty(int(node_start[-1]), dtype=np.int32)
+        node_candidates(*args, False, node_start, nbr)
+        self._nodes = (pos, comp, ij, node_start, nbr)
+        self._node_row = int(self.ktop)
 
     def restore_neighbours(self, x_ref: np.ndarray) -> None:
         """Keep the positions of the last build from a checkpoint (the list is rebuilt from them by
@@ -1055,6 +1267,7 @@ class HybridSolver:
             if not np.array_equal(grid.order, np.arange(self.n_sub)):
                 raise ValueError("the saved neighbour-list positions are not in the particles' order")
             self.neighbours.build(xs, np.full(self.n_sub, reach, dtype=np.float32), grid._replace(order=None))
+            self._build_node_lists(self._x_ref)
             self._changed = False
         else:
             self._changed = True
@@ -1071,11 +1284,17 @@ class HybridSolver:
     def _fill(self, k0: int, k1: int, every_particle: bool = False) -> None:
         """Rows k0..k1 of the grid from the SPH particles around them (seed 000 eq. 9); with
         ``every_particle`` from the markers too (the first fill of the whole grid: the liquid's
-        initial velocity reaches the deep rows)."""
+        initial velocity reaches the deep rows). The boundary row alone is filled from the node
+        lists of the last build when it has them, other rows from the particles binned afresh."""
         if self.ktop <= 0:
             return
         m, g, pt = self.model, self.grid, self.particles
         h = m.h
+        if k0 == k1 == self._node_row and not every_particle:
+            pos, comp, ij, start, nbr = self._nodes
+            fill_row_listed(pt.x, pt.v, pt.p, pt.rho, m.sph.mass, h, pos, comp, ij, start, nbr, int(k0), g.solid,
+                            g.u, g.v, g.w, g.p)
+            return
         zlo = g.origin[2] + k0 * g.cell - 2.0 * h
         zhi = g.origin[2] + (k1 + 1) * g.cell + 2.0 * h
         # bins of edge h: a node reads 5 x 5 columns (fewer, those that reach its support), and in
@@ -1091,8 +1310,9 @@ class HybridSolver:
             self._bin_start = np.zeros(ncx * ncy * ncz + 1, dtype=np.int64)
         if self._bins.shape[1] < ns:
             self._bins = np.empty((8, ns), dtype=np.float32)
+            self._bin_ids = np.empty(ns, dtype=np.int32)
         bin_band(pt.x, pt.v, pt.p, pt.rho, ns, m.sph.mass, zlo, zhi, g.origin[0], g.origin[1], inv, zinv, ncx, ncy, ncz,
-                 self._bin_start, self._bins)
+                 self._bin_start, self._bins, self._bin_ids)
         fill_rows(self._bins, self._bin_start, g.origin[0], g.origin[1], zlo, inv, zinv, ncx, ncy, ncz, h, int(k0),
                   int(k1), g.origin[0], g.origin[1], g.origin[2], g.cell, g.solid, g.u, g.v, g.w, g.p)
 
@@ -1143,8 +1363,7 @@ class HybridSolver:
         # 1-2: boundary row from SPH (eq. 9), MAC step (eq. 2-4)
         if use_grid:
             self._fill(self.ktop, self.ktop)
-            for old, new in zip(self._old, (g.u, g.v, g.w)):
-                old[:] = new
+            half_step_fields(g.u, g.v, g.w, *self._old, False)
             if self._p_last_ktop == self.ktop:
                 extrapolate_pressure(g.p, self._p_last, self.ktop, PRESSURE_EXTRAPOLATION)
             else:  # the rows changed: start from p^n alone this once
@@ -1153,13 +1372,11 @@ class HybridSolver:
             self.pressure_iterations, self.pressure_residual = mac.step(
                 g, self.scratch, self.ktop, dt, m.nu, s.gravity, m.pressure_solver, m.omega, m.tolerance,
                 m.max_iterations)
-            for old, new in zip(self._old, (g.u, g.v, g.w)):
-                old += new
-                old *= 0.5  # now (u^n + u^(n+1)) / 2, the half-step field of eq. 10
+            half_step_fields(g.u, g.v, g.w, *self._old, True)  # now (u^n + u^(n+1)) / 2, eq. 10
         # 3-4: kinds; MAC part of MIXA (eq. 11), half-step velocities of MIXB and markers (eq. 10); SPH
         # and MIXA half kick; everything drifts
         x_start = pt.x.copy() if self.collision is not None else pt.x
-        disp = np.empty(max((len(pt) + 4095) // 4096, 1), dtype=np.float64)
+        disp = np.empty(max((len(pt) + CHUNK - 1) // CHUNK, 1), dtype=np.float64)
         disp[:] = 0.0
         advance(pt.x, pt.v, pt.a, self._x_ref, self.n_sub, self.interface, m.h, g.origin[0], g.origin[1], g.origin[2],
                 hi[0], hi[1], dt, use_grid, ox, oy, oz, inv, *self._old, g.u, g.v, g.w, s.boxes, 2.0 * m.h, s.box_friction,
@@ -1183,8 +1400,8 @@ class HybridSolver:
         # 4: SPH sums of SPH and MIXA particles (MIXB neighbours with their old p and rho)
         self._evaluate()
         # 4-5: closing half kick; pressure and density of MIXA, MIXB and markers from the grid
-        finish(pt.x, pt.a, self.kind, self.n_sub, self.interface, m.h, s.rho0, s.pressure_constant, dt, use_grid, ox, oy, oz,
-               inv, g.p, pt.v, pt.p, pt.rho)
+        finish(pt.x, pt.a, self.kind, self.n_sub, self.interface, m.h, s.rho0, s.pressure_constant, dt, use_grid,
+               ox, oy, oz, inv, g.p, pt.v, pt.p, pt.rho)
         self.steps += 1
 
     def flush(self) -> None:
@@ -1234,6 +1451,7 @@ class HybridSolver:
         if np.any(np.asarray(level) != 0):
             raise ValueError("the hybrid solver has a single resolution; every particle has level 0")
         self.flush()  # the new rows come after the markers, which must not lend them their debt
+        self._node_row = -1
         n = len(self.particles)
         ids = self.particles.add(x, v, **kwargs)
         self.particles.a[n:] = self.model.sph.gravity
@@ -1249,6 +1467,7 @@ class HybridSolver:
         if removed:
             self._changed = True
             self.n_sub = 0
+            self._node_row = -1
         self._ensure_capacity()
         return removed
 

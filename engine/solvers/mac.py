@@ -98,28 +98,6 @@ class MACGrid:
 
 
 @njit(inline="always", cache=True)
-def _fluid(solid, i, j, k, ktop):
-    """True for a computed cell (inside the grid, below the boundary row, not solid)."""
-    ni, nj, nk = solid.shape
-    return 0 <= i < ni and 0 <= j < nj and 0 <= k < ktop and solid[i, j, k] == 0
-
-
-@njit(inline="always", cache=True)
-def _open(solid, i, j, k, ktop):
-    """True for a computed cell or a non-solid cell of the boundary row."""
-    ni, nj, nk = solid.shape
-    return 0 <= i < ni and 0 <= j < nj and 0 <= k <= ktop and solid[i, j, k] == 0
-
-
-@njit(inline="always", cache=True)
-def _at(a, i, j, k, ci, cj, ck):
-    """a[i, j, k], or a[ci, cj, ck] (the face itself, free slip) where (i, j, k) is outside the array."""
-    if 0 <= i < a.shape[0] and 0 <= j < a.shape[1] and 0 <= k < a.shape[2]:
-        return a[i, j, k]
-    return a[ci, cj, ck]
-
-
-@njit(inline="always", cache=True)
 def _d_product(a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, d_lo, d_hi, dx, gamma):
     """d(ab)/ds from face values: centred part ((a_hi + b_hi)/2 (c_hi + d_hi)/2 - ...) / dx and the
     donor-cell part gamma (|a+b|/2 (c-d)/2 ...) / dx (GDN98 eq. 3.19-3.20)."""
@@ -150,59 +128,64 @@ def _predictor_body(u, v, w, solid, ktop, dx, dt, nu, gamma, gx, gy, gz,
     for i in prange(ni + 1):
         for j in range(nj + 1):
             for k in range(min(ktop + 1, nk + 1)):
+                # cell (i, j, k) computed / computed or open boundary row (written out rather than
+                # helpers taking the array: numba counts references on every such call, which made
+                # this loop 3x slower)
+                here = i < ni and j < nj and k < ktop and solid[i, j, k] == 0
+                here_open = i < ni and j < nj and k <= ktop and solid[i, j, k] == 0
                 # ---- u face (i, j, k): between cells (i-1, j, k) and (i, j, k)
                 if j < nj and k < ktop:
-                    if _fluid(solid, i - 1, j, k, ktop) and _fluid(solid, i, j, k, ktop):
+                    if i >= 1 and solid[i - 1, j, k] == 0 and here:
                         c = u[i, j, k]
-                        du2 = _d_product(_at(u, i - 1, j, k, i, j, k), c, c, _at(u, i + 1, j, k, i, j, k),
-                                         _at(u, i - 1, j, k, i, j, k), c, c, _at(u, i + 1, j, k, i, j, k),
+                        du2 = _d_product(u[max(i - 1, 0), j, k], c, c, u[min(i + 1, u.shape[0] - 1), j, k],
+                                         u[max(i - 1, 0), j, k], c, c, u[min(i + 1, u.shape[0] - 1), j, k],
                                          dx, gamma)
                         duv = _d_product(v[i - 1, j, k], v[i - 1, j + 1, k], v[i, j, k], v[i, j + 1, k],
-                                         _at(u, i, j - 1, k, i, j, k), c, c, _at(u, i, j + 1, k, i, j, k),
+                                         u[i, max(j - 1, 0), k], c, c, u[i, min(j + 1, u.shape[1] - 1), k],
                                          dx, gamma)
                         duw = _d_product(w[i - 1, j, k], w[i - 1, j, k + 1], w[i, j, k], w[i, j, k + 1],
-                                         _at(u, i, j, k - 1, i, j, k), c, c, _at(u, i, j, k + 1, i, j, k),
+                                         u[i, j, max(k - 1, 0)], c, c, u[i, j, min(k + 1, u.shape[2] - 1)],
                                          dx, gamma)
-                        lap = (_at(u, i + 1, j, k, i, j, k) + _at(u, i - 1, j, k, i, j, k)
-                               + _at(u, i, j + 1, k, i, j, k) + _at(u, i, j - 1, k, i, j, k)
-                               + _at(u, i, j, k + 1, i, j, k) + _at(u, i, j, k - 1, i, j, k) - 6.0 * c) * inv2
+                        lap = (u[min(i + 1, u.shape[0] - 1), j, k] + u[max(i - 1, 0), j, k]
+                               + u[i, min(j + 1, u.shape[1] - 1), k] + u[i, max(j - 1, 0), k]
+                               + u[i, j, min(k + 1, u.shape[2] - 1)] + u[i, j, max(k - 1, 0)] - 6.0 * c) * inv2
                         f[i, j, k] = c + dt * (nu * lap - du2 - duv - duw + gx)
                     elif i <= ni:
                         f[i, j, k] = 0.0
                 # ---- v face (i, j, k): between cells (i, j-1, k) and (i, j, k)
                 if i < ni and k < ktop:
-                    if _fluid(solid, i, j - 1, k, ktop) and _fluid(solid, i, j, k, ktop):
+                    if j >= 1 and solid[i, j - 1, k] == 0 and here:
                         c = v[i, j, k]
                         dvu = _d_product(u[i, j - 1, k], u[i + 1, j - 1, k], u[i, j, k], u[i + 1, j, k],
-                                         _at(v, i - 1, j, k, i, j, k), c, c, _at(v, i + 1, j, k, i, j, k),
+                                         v[max(i - 1, 0), j, k], c, c, v[min(i + 1, v.shape[0] - 1), j, k],
                                          dx, gamma)
-                        dv2 = _d_product(_at(v, i, j - 1, k, i, j, k), c, c, _at(v, i, j + 1, k, i, j, k),
-                                         _at(v, i, j - 1, k, i, j, k), c, c, _at(v, i, j + 1, k, i, j, k),
+                        dv2 = _d_product(v[i, max(j - 1, 0), k], c, c, v[i, min(j + 1, v.shape[1] - 1), k],
+                                         v[i, max(j - 1, 0), k], c, c, v[i, min(j + 1, v.shape[1] - 1), k],
                                          dx, gamma)
                         dvw = _d_product(w[i, j - 1, k], w[i, j - 1, k + 1], w[i, j, k], w[i, j, k + 1],
-                                         _at(v, i, j, k - 1, i, j, k), c, c, _at(v, i, j, k + 1, i, j, k),
+                                         v[i, j, max(k - 1, 0)], c, c, v[i, j, min(k + 1, v.shape[2] - 1)],
                                          dx, gamma)
-                        lap = (_at(v, i + 1, j, k, i, j, k) + _at(v, i - 1, j, k, i, j, k)
-                               + _at(v, i, j + 1, k, i, j, k) + _at(v, i, j - 1, k, i, j, k)
-                               + _at(v, i, j, k + 1, i, j, k) + _at(v, i, j, k - 1, i, j, k) - 6.0 * c) * inv2
+                        lap = (v[min(i + 1, v.shape[0] - 1), j, k] + v[max(i - 1, 0), j, k]
+                               + v[i, min(j + 1, v.shape[1] - 1), k] + v[i, max(j - 1, 0), k]
+                               + v[i, j, min(k + 1, v.shape[2] - 1)] + v[i, j, max(k - 1, 0)] - 6.0 * c) * inv2
                         g[i, j, k] = c + dt * (nu * lap - dvu - dv2 - dvw + gy)
                     else:
                         g[i, j, k] = 0.0
                 # ---- w face (i, j, k): between cells (i, j, k-1) and (i, j, k); k = ktop borders the boundary row
                 if i < ni and j < nj and k <= ktop:
-                    if _fluid(solid, i, j, k - 1, ktop) and _open(solid, i, j, k, ktop):
+                    if k >= 1 and solid[i, j, k - 1] == 0 and here_open:
                         c = w[i, j, k]
                         dwu = _d_product(u[i, j, k - 1], u[i + 1, j, k - 1], u[i, j, k], u[i + 1, j, k],
-                                         _at(w, i - 1, j, k, i, j, k), c, c, _at(w, i + 1, j, k, i, j, k),
+                                         w[max(i - 1, 0), j, k], c, c, w[min(i + 1, w.shape[0] - 1), j, k],
                                          dx, gamma)
                         dwv = _d_product(v[i, j, k - 1], v[i, j + 1, k - 1], v[i, j, k], v[i, j + 1, k],
-                                         _at(w, i, j - 1, k, i, j, k), c, c, _at(w, i, j + 1, k, i, j, k),
+                                         w[i, max(j - 1, 0), k], c, c, w[i, min(j + 1, w.shape[1] - 1), k],
                                          dx, gamma)
-                        dw2 = _d_product(w[i, j, k - 1], c, c, _at(w, i, j, k + 1, i, j, k),
-                                         w[i, j, k - 1], c, c, _at(w, i, j, k + 1, i, j, k), dx, gamma)
-                        lap = (_at(w, i + 1, j, k, i, j, k) + _at(w, i - 1, j, k, i, j, k)
-                               + _at(w, i, j + 1, k, i, j, k) + _at(w, i, j - 1, k, i, j, k)
-                               + _at(w, i, j, k + 1, i, j, k) + w[i, j, k - 1] - 6.0 * c) * inv2
+                        dw2 = _d_product(w[i, j, k - 1], c, c, w[i, j, min(k + 1, w.shape[2] - 1)],
+                                         w[i, j, k - 1], c, c, w[i, j, min(k + 1, w.shape[2] - 1)], dx, gamma)
+                        lap = (w[min(i + 1, w.shape[0] - 1), j, k] + w[max(i - 1, 0), j, k]
+                               + w[i, min(j + 1, w.shape[1] - 1), k] + w[i, max(j - 1, 0), k]
+                               + w[i, j, min(k + 1, w.shape[2] - 1)] + w[i, j, k - 1] - 6.0 * c) * inv2
                         hh[i, j, k] = c + dt * (nu * lap - dwu - dwv - dw2 + gz)
                     else:
                         hh[i, j, k] = 0.0
@@ -250,17 +233,18 @@ def neighbour_mask(solid, ktop,
             for k in range(nk):
                 m = 0
                 if k < ktop and solid[i, j, k] == 0:
-                    if _fluid(solid, i - 1, j, k, ktop):
+                    # the neighbours' tests written out (see _predictor_body)
+                    if i >= 1 and solid[i - 1, j, k] == 0:
                         m |= 1
-                    if _fluid(solid, i + 1, j, k, ktop):
+                    if i + 1 < ni and solid[i + 1, j, k] == 0:
                         m |= 2
-                    if _fluid(solid, i, j - 1, k, ktop):
+                    if j >= 1 and solid[i, j - 1, k] == 0:
                         m |= 4
-                    if _fluid(solid, i, j + 1, k, ktop):
+                    if j + 1 < nj and solid[i, j + 1, k] == 0:
                         m |= 8
-                    if _fluid(solid, i, j, k - 1, ktop):
+                    if k >= 1 and solid[i, j, k - 1] == 0:
                         m |= 16
-                    if _open(solid, i, j, k + 1, ktop):
+                    if k + 1 <= ktop and k + 1 < nk and solid[i, j, k + 1] == 0:
                         m |= 32
                 mask[i, j, k] = m
 
@@ -439,20 +423,22 @@ def _project_body(f, g, hh, p, solid, ktop, dx, dt,
     for i in prange(ni + 1):
         for j in range(nj + 1):
             for k in range(min(ktop + 1, nk + 1)):
+                here = i < ni and j < nj and k < ktop and solid[i, j, k] == 0  # as in the predictor
+                here_open = i < ni and j < nj and k <= ktop and solid[i, j, k] == 0
                 if j < nj and k < ktop:
-                    if _fluid(solid, i - 1, j, k, ktop) and _fluid(solid, i, j, k, ktop):
+                    if i >= 1 and solid[i - 1, j, k] == 0 and here:
                         u[i, j, k] = f[i, j, k] - s * (p[i, j, k] - p[i - 1, j, k])
                     else:
                         u[i, j, k] = 0.0
                 if i < ni and k < ktop:
-                    if _fluid(solid, i, j - 1, k, ktop) and _fluid(solid, i, j, k, ktop):
+                    if j >= 1 and solid[i, j - 1, k] == 0 and here:
                         v[i, j, k] = g[i, j, k] - s * (p[i, j, k] - p[i, j - 1, k])
                     else:
                         v[i, j, k] = 0.0
                 if i < ni and j < nj and k <= ktop:
-                    if _fluid(solid, i, j, k - 1, ktop) and _open(solid, i, j, k, ktop):
+                    if k >= 1 and solid[i, j, k - 1] == 0 and here_open:
                         w[i, j, k] = hh[i, j, k] - s * (p[i, j, k] - p[i, j, k - 1])
-                    elif k < ktop or not _open(solid, i, j, k, ktop):
+                    elif k < ktop or not here_open:
                         w[i, j, k] = 0.0
 
 
@@ -549,6 +535,49 @@ def velocity_at(u, v, w, ox, oy, oz, inv, px, py, pz):
     fz = (pz - oz) * inv
     return (_trilinear(u, fx, fy - 0.5, fz - 0.5), _trilinear(v, fx - 0.5, fy, fz - 0.5),
             _trilinear(w, fx - 0.5, fy - 0.5, fz))
+
+
+@njit(inline="always", cache=True)
+def _trilinear_pair(a, b, fx, fy, fz):
+    """:func:`_trilinear` of two arrays of the same shape at the same point (weights found once)."""
+    n0, n1, n2 = a.shape
+    fx = min(max(fx, 0.0), n0 - 1.0)
+    fy = min(max(fy, 0.0), n1 - 1.0)
+    fz = min(max(fz, 0.0), n2 - 1.0)
+    i = min(int(fx), n0 - 2) if n0 > 1 else 0
+    j = min(int(fy), n1 - 2) if n1 > 1 else 0
+    k = min(int(fz), n2 - 2) if n2 > 1 else 0
+    tx = fx - i
+    ty = fy - j
+    tz = fz - k
+    i1 = min(i + 1, n0 - 1)
+    j1 = min(j + 1, n1 - 1)
+    k1 = min(k + 1, n2 - 1)
+    w000 = (1.0 - tx) * (1.0 - ty) * (1.0 - tz)
+    w100 = tx * (1.0 - ty) * (1.0 - tz)
+    w010 = (1.0 - tx) * ty * (1.0 - tz)
+    w110 = tx * ty * (1.0 - tz)
+    w001 = (1.0 - tx) * (1.0 - ty) * tz
+    w101 = tx * (1.0 - ty) * tz
+    w011 = (1.0 - tx) * ty * tz
+    w111 = tx * ty * tz
+    ra = (w000 * a[i, j, k] + w100 * a[i1, j, k] + w010 * a[i, j1, k] + w110 * a[i1, j1, k]
+          + w001 * a[i, j, k1] + w101 * a[i1, j, k1] + w011 * a[i, j1, k1] + w111 * a[i1, j1, k1])
+    rb = (w000 * b[i, j, k] + w100 * b[i1, j, k] + w010 * b[i, j1, k] + w110 * b[i1, j1, k]
+          + w001 * b[i, j, k1] + w101 * b[i1, j, k1] + w011 * b[i, j1, k1] + w111 * b[i1, j1, k1])
+    return ra, rb
+
+
+@njit(inline="always", cache=True)
+def velocity_pair_at(ua, va, wa, ub, vb, wb, ox, oy, oz, inv, px, py, pz):
+    """:func:`velocity_at` of two staggered fields at one point: (u_a, v_a, w_a, u_b, v_b, w_b)."""
+    fx = (px - ox) * inv
+    fy = (py - oy) * inv
+    fz = (pz - oz) * inv
+    a0, b0 = _trilinear_pair(ua, ub, fx, fy - 0.5, fz - 0.5)
+    a1, b1 = _trilinear_pair(va, vb, fx - 0.5, fy, fz - 0.5)
+    a2, b2 = _trilinear_pair(wa, wb, fx - 0.5, fy - 0.5, fz)
+    return a0, a1, a2, b0, b1, b2
 
 
 @njit(inline="always", cache=True)
