@@ -354,8 +354,10 @@ _rbsor_serial = njit(cache=True, fastmath=FASTMATH)(_rbsor_body)
 #: The grid kernels run in parallel from this many computed cells up; below, the cost of waking
 #: the threads (twice per iteration for red-black SOR) exceeds the work (same result either way).
 #: Measured on 2 idle cores with the branch-free sweeps: 12,600 cells, 22 sweeps per solve, 1.75 ms
-#: serial against 1.2 ms parallel (the predictor 0.95 against 0.3 ms).
-PARALLEL_MIN_CELLS = 8192
+#: serial against 1.2 ms parallel (the predictor 0.95 against 0.3 ms); 5,400 cells, 13 sweeps,
+#: 0.35 against 0.30 ms (predictor 0.16 against 0.12 ms). On a loaded machine every parallel
+#: region costs more, so small grids stay serial.
+PARALLEL_MIN_CELLS = 4096
 
 
 def is_large(shape, ktop: int) -> bool:
