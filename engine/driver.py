@@ -199,6 +199,13 @@ def _make_solver(scene: SceneDescription, settings: settings_mod.SimulationSetti
         return _make_hybrid(settings, model, boxes, particles, collision)
     log.info("WCSPH: %d particles, h=%.4g m, c0=%.4g m/s, mass=%.4g kg, %s density", len(particles), model.h, c0,
              model.mass, model.density)
+    if model.density == "continuity" and len(particles):
+        # the liquid starts at rest under gravity: at the density of its depth (the equation of state's
+        # hydrostatic pressure) instead of rho0, which would make it sink and ring for the first
+        # substeps; continuity density keeps what it is given (summation recomputes it from positions)
+        depth = wcsph.liquid_depth(particles.x, scene.gravity, settings.particle_spacing)
+        particles.rho[:] = wcsph.hydrostatic_density(depth, settings.rest_density, c0,
+                                                     float(np.linalg.norm(scene.gravity)))
     return wcsph.WCSPHSolver(model, particles, collision=collision)
 
 

@@ -329,6 +329,35 @@ def hydrostatic_density(depth, rho0: float, c0: float, g: float) -> np.ndarray:
     return rho0 * (1.0 + rho0 * g * np.maximum(np.asarray(depth, dtype=np.float64), 0.0) / b) ** (1.0 / GAMMA)
 
 
+def liquid_depth(x: np.ndarray, gravity: np.ndarray, dx: float) -> np.ndarray:
+    """Depth of every particle under the free surface of the liquid above it, m (float64): particles
+    are grouped in columns of width dx along gravity; in each column a run of particles without a
+    gap wider than 1.5 dx shares one surface, dx / 2 above its highest particle (a drop above a
+    pool is a run of its own, and the pool's depth starts again under the gap). Zeros without gravity.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    g = np.asarray(gravity, dtype=np.float64)
+    n = len(x)
+    gn = float(np.linalg.norm(g))
+    if n == 0 or gn == 0.0:
+        return np.zeros(n)
+    down = g / gn
+    e1 = np.cross(down, [1.0, 0.0, 0.0] if abs(down[0]) < 0.9 else [0.0, 1.0, 0.0])
+    e1 /= np.linalg.norm(e1)
+    e2 = np.cross(down, e1)
+    height = -(x @ down)
+    c1 = np.floor(x @ e1 / dx).astype(np.int64)
+    c2 = np.floor(x @ e2 / dx).astype(np.int64)
+    order = np.lexsort((-height, c2, c1))  # by column, then from the top down
+    hs, k1, k2 = height[order], c1[order], c2[order]
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = (k1[1:] != k1[:-1]) | (k2[1:] != k2[:-1]) | (hs[:-1] - hs[1:] > 1.5 * dx)
+    run_top = hs[np.flatnonzero(new_run)][np.cumsum(new_run) - 1]
+    depth = np.empty(n)
+    depth[order] = run_top - hs + 0.5 * dx
+    return depth
+
+
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def accelerations(x, v, rho, p, pr, near, nbr_start, nbr_count, nbr, h, mass, rho0, c0, alpha, nu,
                   gx, gy, gz, boxes, table_d0, table_step, psi, dpsi, tau_n, tau_t, n_colliders, wall_grad,
