@@ -36,6 +36,35 @@ def near_box(x0, x1, x2, lo, hi, margin):
 
 
 @njit(inline="always", cache=True)
+def clamp_into_boxes(x, v, i, boxes, margin, friction, bounce):
+    """Put particle i back on the wall of every box container it crossed: the normal velocity into
+    the wall is reversed and scaled by the box's bounce (0: removed), the other components scaled
+    by 1 - friction. The last line of defence against leaks when pressure alone did not stop it;
+    the solvers call it after their drift."""
+    for c in range(boxes.shape[0]):
+        lo = boxes[c, 0]
+        hi = boxes[c, 1]
+        if not near_box(x[i, 0], x[i, 1], x[i, 2], lo, hi, margin):
+            continue
+        hit = False
+        for k in range(3):
+            if x[i, k] < lo[k]:
+                x[i, k] = lo[k]
+                if v[i, k] < 0.0:
+                    v[i, k] *= -bounce[c]
+                hit = True
+            elif x[i, k] > hi[k]:
+                x[i, k] = hi[k]
+                if v[i, k] > 0.0:
+                    v[i, k] *= -bounce[c]
+                hit = True
+        if hit and friction[c] > 0.0:
+            for k in range(3):
+                if not (x[i, k] == lo[k] or x[i, k] == hi[k]):
+                    v[i, k] *= 1.0 - friction[c]
+
+
+@njit(inline="always", cache=True)
 def near_walls(x0, x1, x2, boxes, support):
     """True if a wall of some box lies within ``support`` of the point (elsewhere every wall term is
     exactly zero, so only such particles need the wall queries)."""

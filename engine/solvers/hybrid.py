@@ -79,7 +79,7 @@ from ..collision import SWEEP_STEP, CollisionWorld, collider_free, empty_world_a
 from ..kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32
 from ..neighbors import NeighbourList, build_grid
 from ..particles import Particles
-from ..walls import near_box, near_walls, table, wall_hydrostatic
+from ..walls import clamp_into_boxes, near_box, near_walls, table, wall_hydrostatic
 from . import mac
 from .wcsph import GAMMA, WCSPHModel
 
@@ -634,27 +634,7 @@ def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, lo2, hi0, hi1, dt, use_grid, 
                     v[n, k] += a[n, k] * (0.5 * dt)
             for k in range(3):
                 x[n, k] += v[n, k] * dt
-            for b in range(boxes.shape[0]):
-                lo = boxes[b, 0]
-                hi = boxes[b, 1]
-                if not near_box(x[n, 0], x[n, 1], x[n, 2], lo, hi, margin):
-                    continue
-                hit = False
-                for k in range(3):
-                    if x[n, k] < lo[k]:
-                        x[n, k] = lo[k]
-                        if v[n, k] < 0.0:
-                            v[n, k] *= -bounce[b]
-                        hit = True
-                    elif x[n, k] > hi[k]:
-                        x[n, k] = hi[k]
-                        if v[n, k] > 0.0:
-                            v[n, k] *= -bounce[b]
-                        hit = True
-                if hit and friction[b] > 0.0:
-                    for k in range(3):
-                        if not (x[n, k] == lo[k] or x[n, k] == hi[k]):
-                            v[n, k] *= 1.0 - friction[b]
+            clamp_into_boxes(x, v, n, boxes, margin, friction, bounce)
             d0 = x[n, 0] - x_ref[n, 0]
             d1 = x[n, 1] - x_ref[n, 1]
             d2 = x[n, 2] - x_ref[n, 2]
@@ -791,27 +771,7 @@ def move_markers(x, x_ref, n_sub, dt, ox, oy, oz, inv, uh, vh, wh, pg, rho0, p0,
             fast = max(fast, c0 * c0 + c1 * c1 + c2 * c2)
             for k in range(3):
                 x[n, k] += v[n, k] * dt
-            for b in range(boxes.shape[0]):
-                lo = boxes[b, 0]
-                hi = boxes[b, 1]
-                if not near_box(x[n, 0], x[n, 1], x[n, 2], lo, hi, margin):
-                    continue
-                hit = False
-                for k in range(3):
-                    if x[n, k] < lo[k]:
-                        x[n, k] = lo[k]
-                        if v[n, k] < 0.0:
-                            v[n, k] *= -bounce[b]
-                        hit = True
-                    elif x[n, k] > hi[k]:
-                        x[n, k] = hi[k]
-                        if v[n, k] > 0.0:
-                            v[n, k] *= -bounce[b]
-                        hit = True
-                if hit and friction[b] > 0.0:
-                    for k in range(3):
-                        if not (x[n, k] == lo[k] or x[n, k] == hi[k]):
-                            v[n, k] *= 1.0 - friction[b]
+            clamp_into_boxes(x, v, n, boxes, margin, friction, bounce)
             pn = rho0 * mac.pressure_at(pg, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
             if pn < 0.0:
                 pn = 0.0

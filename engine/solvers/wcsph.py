@@ -80,7 +80,7 @@ from ..kernels import (cubic_dshape32 as _dw32, cubic_shape32 as _w32, half_spac
 from ..neighbors import CellGrid, NeighbourList, build_grid
 from ..particles import Particles
 from ..state_check import max_speed_and_acceleration
-from ..walls import near_box, near_walls, wall_gradient, wall_hydrostatic, wall_mass
+from ..walls import clamp_into_boxes, near_walls, wall_gradient, wall_hydrostatic, wall_mass
 
 GAMMA = 7.0
 #: Verlet skin of the neighbour list, in smoothing lengths: the list holds pairs within 2h + SKIN h
@@ -485,28 +485,7 @@ def kick_drift_clamp(x, v, a, half_dt, dt, boxes, margin, friction, bounce, x_re
             for k in range(3):
                 v[i, k] += a[i, k] * half_dt
                 x[i, k] += v[i, k] * dt
-            for c in range(boxes.shape[0]):
-                lo = boxes[c, 0]
-                hi = boxes[c, 1]
-                if not near_box(x[i, 0], x[i, 1], x[i, 2], lo, hi, margin):
-                    continue
-                hit = False
-                for k in range(3):
-                    if x[i, k] < lo[k]:
-                        x[i, k] = lo[k]
-                        if v[i, k] < 0.0:
-                            v[i, k] *= -bounce[c]
-                        hit = True
-                    elif x[i, k] > hi[k]:
-                        x[i, k] = hi[k]
-                        if v[i, k] > 0.0:
-                            v[i, k] *= -bounce[c]
-                        hit = True
-                if hit and friction[c] > 0.0:
-                    for k in range(3):
-                        on_wall = x[i, k] == lo[k] or x[i, k] == hi[k]
-                        if not on_wall:
-                            v[i, k] *= 1.0 - friction[c]
+            clamp_into_boxes(x, v, i, boxes, margin, friction, bounce)
             if measure:
                 dx = x[i, 0] - x_ref[i, 0]
                 dy = x[i, 1] - x_ref[i, 1]
