@@ -58,36 +58,46 @@ def max_speed(x: np.ndarray, v: np.ndarray) -> float:
 
 
 @njit(parallel=True, cache=True)
-def _block_max_norms2(v, a, block,
+def _block_max_norms2(v, a, kind, max_kind, block,
                       # outputs
                       out):
-    """out[b] = max |v|^2 and out[blocks + b] = max |a|^2 over block b."""
+    """out[b] = max |v|^2 and out[blocks + b] = max |a|^2 over block b (the latter only over rows
+    with kind[i] <= max_kind when ``kind`` has rows)."""
     n = v.shape[0]
     blocks = out.shape[0] // 2
+    every = kind.shape[0] == 0
     for b in prange(blocks):
         vm = 0.0
         am = 0.0
         for i in range(b * block, min(n, (b + 1) * block)):
             sv = 0.0
-            sa = 0.0
             for k in range(3):
                 vk = np.float64(v[i, k])
-                ak = np.float64(a[i, k])
                 sv += vk * vk
-                sa += ak * ak
             vm = max(vm, sv)
-            am = max(am, sa)
+            if every or kind[i] <= max_kind:
+                sa = 0.0
+                for k in range(3):
+                    ak = np.float64(a[i, k])
+                    sa += ak * ak
+                am = max(am, sa)
         out[b] = vm
         out[blocks + b] = am
 
 
-def max_speed_and_acceleration(v: np.ndarray, a: np.ndarray) -> tuple[float, float]:
+def max_speed_and_acceleration(v: np.ndarray, a: np.ndarray, kind: np.ndarray | None = None,
+                               max_kind: int = 0) -> tuple[float, float]:
     """Largest |v| (m/s) and |a| (m/s^2) over the particles in one pass (a solver's time-step
-    limits); (0, 0) for no particles. Non-finite values are :func:`max_speed`'s to report."""
+    limits); with ``kind``, |a| only over the particles whose kind is at most ``max_kind`` (the
+    hybrid's SPH and MIXA particles). (0, 0) for no particles; non-finite values are
+    :func:`max_speed`'s to report."""
     n = v.shape[0]
     if n == 0:
         return 0.0, 0.0
     blocks = (n + BLOCK - 1) // BLOCK
     out = np.empty(2 * blocks, dtype=np.float64)
-    _block_max_norms2(v, a, BLOCK, out)
+    _block_max_norms2(v, a, _EVERY if kind is None else kind, max_kind, BLOCK, out)
     return math.sqrt(float(out[:blocks].max())), math.sqrt(float(out[blocks:].max()))
+
+
+_EVERY = np.zeros(0, dtype=np.int8)

@@ -44,3 +44,17 @@ def test_largest_speed_and_acceleration_equal_numpy(n):
     assert vmax == pytest.approx(np.linalg.norm(v.astype(np.float64), axis=1).max(), rel=1e-12, abs=0.0)
     assert amax == pytest.approx(np.linalg.norm(a.astype(np.float64), axis=1).max(), rel=1e-12, abs=0.0)
     assert max_speed_and_acceleration(v[:0], a[:0]) == (0.0, 0.0)
+
+
+def test_largest_acceleration_over_the_kinds_asked_for():
+    rng = np.random.default_rng(7)
+    n = 2 * BLOCK + 3
+    v = rng.normal(size=(n, 3)).astype(np.float32)
+    a = rng.normal(size=(n, 3)).astype(np.float32)
+    kind = rng.integers(0, 4, n).astype(np.int8)
+    a[np.flatnonzero(kind == 3)[0]] = [0.0, 0.0, 1e4]  # the largest, on a kind left out
+    vmax, amax = max_speed_and_acceleration(v, a, kind, 1)
+    counted = kind <= 1
+    # float64 sums of the same float32 values: equal to rounding
+    assert vmax == pytest.approx(np.linalg.norm(v.astype(np.float64), axis=1).max(), rel=1e-12, abs=0.0)
+    assert amax == pytest.approx(np.linalg.norm(a[counted].astype(np.float64), axis=1).max(), rel=1e-12, abs=0.0)

@@ -79,6 +79,7 @@ from ..collision import SWEEP_STEP, CollisionWorld, collider_free, empty_world_a
 from ..kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32
 from ..neighbors import NeighbourList, build_grid
 from ..particles import Particles
+from ..state_check import max_speed_and_acceleration
 from ..walls import clamp_into_boxes, near_box, near_walls, table, wall_hydrostatic
 from . import mac
 from .wcsph import GAMMA, WCSPHModel
@@ -672,31 +673,6 @@ def extrapolate_pressure(p, p_last, ktop, beta):
                 c = p[i, j, k]
                 p[i, j, k] = c + beta * (c - p_last[i, j, k])
                 p_last[i, j, k] = c
-
-
-@njit(parallel=True, cache=True)
-def speed_limits(v, a, kind,
-                 # outputs
-                 out):
-    """Per block b of 4096 particles: out[b] = the largest |v|^2, out[blocks + b] = the largest
-    |a|^2 of SPH and MIXA particles (the others move with the grid), for the substep's limits."""
-    n = v.shape[0]
-    blocks = out.shape[0] // 2
-    for b in prange(blocks):
-        vm = 0.0
-        am = 0.0
-        for i in range(b * 4096, min(n, (b + 1) * 4096)):
-            s = 0.0
-            for k in range(3):
-                s += np.float64(v[i, k]) * np.float64(v[i, k])
-            vm = max(vm, s)
-            if kind[i] <= MIXA:
-                s = 0.0
-                for k in range(3):
-                    s += np.float64(a[i, k]) * np.float64(a[i, k])
-                am = max(am, s)
-        out[b] = vm
-        out[blocks + b] = am
 
 
 @njit(inline="always", cache=True)
@@ -1389,11 +1365,7 @@ class HybridSolver:
         s, pt = self.model.sph, self.particles
         if len(pt) == 0:
             return math.inf
-        blocks = (len(pt) + 4095) // 4096
-        out = np.empty(2 * blocks, dtype=np.float64)
-        speed_limits(pt.v, pt.a, self.kind, out)
-        vmax = math.sqrt(float(out[:blocks].max()))
-        amax = math.sqrt(float(out[blocks:].max()))
+        vmax, amax = max_speed_and_acceleration(pt.v, pt.a, self.kind, MIXA)  # |a| of SPH and MIXA only
         dt = s.cfl * s.h / (s.c0 + vmax)
         if amax > 0.0:
             dt = min(dt, 0.25 * math.sqrt(s.h / amax))
