@@ -51,10 +51,11 @@ WCSPH); after each rebuild they occupy the first ``n_sub`` rows of the particle 
 order, the markers follow. Those markers move every few substeps (:data:`MARKER_EVERY`), with the
 time they waited and the current half-step grid velocity, and always before a rebuild or a frame
 (:meth:`HybridSolver.flush`): nothing reads them in between, and moving them every substep cost
-about 5 % of the substep. The boundary row's nodes keep, from one neighbour-list build to the
+about 5 % of the substep. Their p and rho are taken from the grid only by a rebuild's or a frame's
+flush (before anything reads them). The boundary row's nodes keep, from one neighbour-list build to the
 next, the list of particles within 2h + SKIN h / 2 of them (:meth:`HybridSolver._build_node_lists`),
-so eq. 9 needs no search each substep. The pressure solve starts from an extrapolation in time of the
-grid pressure (:func:`extrapolate_pressure`). The free surface is measured every
+so eq. 9 needs no search each substep. The pressure solve starts from the last grid pressure moved
+with the boundary row's mean change and extrapolated in time (:func:`extrapolate_pressure`). The free surface is measured every
 :data:`INTERFACE_EVERY` substeps.
 
 Where this differs from the paper: density is the kernel sum (WCSPH's "summation" mode; WCSPH's
@@ -108,13 +109,13 @@ SURFACE_PERCENTILE = 10.0
 #: (:func:`move_markers`); they also move once that time at their last speed would reach
 #: MARKER_REACH smoothing lengths, before every neighbour-list rebuild, and on
 #: :meth:`HybridSolver.flush` (before a frame is written). Nothing reads them in between: they have
-#: no neighbours, and their p and rho are set again from the grid when they move.
+#: no neighbours, and their p and rho are set from the grid by the flushes of a rebuild or a frame.
 MARKER_EVERY = 4
 MARKER_REACH = 0.05
 
 #: Weight of the last change of the grid pressure in the pressure solve's start guess
 #: (:func:`extrapolate_pressure`).
-PRESSURE_EXTRAPOLATION = 0.5
+PRESSURE_EXTRAPOLATION = 0.4
 
 #: Particles per chunk of the pass before the SPH sums (:func:`advance`).
 CHUNK = 1024
@@ -644,35 +645,60 @@ def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, lo2, hi0, hi1, dt, use_grid, 
 
 
 @njit(cache=True)
-def half_step_fields(u, v, w, ou, ov, ow, average):
+def half_step_fields(u, v, w, ou, ov, ow, average, kmax):
     """The half-step field of eq. 10 around the MAC step: before it (``average`` False) o = u^n;
-    after it, o = (u^n + u^(n+1)) / 2. One compiled pass per call instead of numpy's three
-    temporaries-free passes per component."""
+    after it, o = (u^n + u^(n+1)) / 2. Only rows k < ``kmax``: the particles that sample it (MIXB
+    and the markers) lie under the interface, and rows above the boundary row are never computed."""
     for a, o in ((u, ou), (v, ov), (w, ow)):
-        fa = a.ravel()
-        fo = o.ravel()
-        if average:
-            for n in range(fa.shape[0]):
-                fo[n] = 0.5 * (fo[n] + fa[n])
-        else:
-            for n in range(fa.shape[0]):
-                fo[n] = fa[n]
+        n0, n1, n2 = a.shape
+        top = min(kmax, n2)
+        for i in range(n0):
+            for j in range(n1):
+                if average:
+                    for k in range(top):
+                        o[i, j, k] = 0.5 * (o[i, j, k] + a[i, j, k])
+                else:
+                    for k in range(top):
+                        o[i, j, k] = a[i, j, k]
 
 
 @njit(cache=True)
-def extrapolate_pressure(p, p_last, ktop, beta):
-    """Start guess of the pressure solve, extrapolated in time: p <- p^n + beta (p^n - p^(n-1)) in the
-    computed rows (k < ktop), and p_last <- p^n. Red-black SOR sweeps per substep (drop / blocks /
-    deep tank of bench_hybrid): from p^n alone 19 / 19 / 21; beta = 0.5: 12 / 13 / 13; beta = 1:
-    9 / 9 / 45 (the deep tank's pressure rings from substep to substep, and a full linear step
-    amplifies that)."""
+def extrapolate_pressure(p, p_last, solid, ktop, beta, last_shift):
+    """Start guess of the pressure solve, in the computed rows (k < ktop), from p^n (in ``p``), p^(n-1)
+    (in ``p_last``) and the boundary row just filled (row ``ktop`` of ``p``; ``p_last`` holds the
+    previous one):
+
+        p <- p^n + s + beta (p^n - p^(n-1) - s_last)
+
+    s, the mean change of the boundary row over its open cells, moves every column with it (a
+    uniform change of a Dirichlet top under Neumann walls moves the whole solution by as much); the
+    rest of the last change, p^n - p^(n-1) less the shift it had then (``last_shift``), is
+    extrapolated in time. Updates ``p_last`` (rows up to ``ktop``) and returns s.
+
+    Red-black SOR sweeps per substep in bench_hybrid's drop / blocks / deep tank (600 substeps):
+    from p^n alone 19 / 19 / 21 (130 substeps); p^n + 0.5 (p^n - p^(n-1)) 12.8 / 9.7 / 11.6 (the
+    boundary row's mean change, which the sweeps spread down the columns slowest, was left almost
+    wholly to them); this guess with beta = 0.4: 6.3 / 6.2 / 6.3; beta = 0.5 sets the deep tank's
+    pressure ringing at the start (44 sweeps)."""
     ni, nj, nk = p.shape
+    if ktop >= nk:
+        return 0.0
+    total = 0.0
+    count = 0
     for i in range(ni):
         for j in range(nj):
-            for k in range(min(ktop, nk)):
+            if solid[i, j, ktop] == 0:
+                total += p[i, j, ktop] - p_last[i, j, ktop]
+                count += 1
+    shift = total / count if count > 0 else 0.0
+    for i in range(ni):
+        for j in range(nj):
+            for k in range(ktop):
                 c = p[i, j, k]
-                p[i, j, k] = c + beta * (c - p_last[i, j, k])
+                p[i, j, k] = c + shift + beta * (c - p_last[i, j, k] - last_shift)
                 p_last[i, j, k] = c
+            p_last[i, j, ktop] = p[i, j, ktop]
+    return shift
 
 
 @njit(inline="always", cache=True)
@@ -724,15 +750,16 @@ def finish(x, a, kind, n_sub, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, pg,
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def move_markers(x, x_ref, n_sub, dt, ox, oy, oz, inv, uh, vh, wh, pg, rho0, p0, boxes, margin, friction, bounce,
+def move_markers(x, x_ref, n_sub, dt, pressure, ox, oy, oz, inv, uh, vh, wh, pg, rho0, p0, boxes, margin, friction,
+                 bounce,
                  # outputs
                  v, p, rho, disp):
     """The markers outside the neighbour search (rows ``n_sub`` on) drift for ``dt`` (one or more
-    substeps' time) with the half-step grid velocity at their position (eq. 10), are put back into
-    the boxes like every particle, and take p = rho0 P_grid and rho from the equation of state
-    inverted (eq. 6), as MIXB markers do in :func:`finish`. ``disp[c]`` receives the largest
-    squared move from ``x_ref`` in chunk c of 4096 markers and ``disp[chunks + c]`` their largest
-    squared speed."""
+    substeps' time; none when 0) with the half-step grid velocity at their position (eq. 10) and are
+    put back into the boxes like every particle; with ``pressure`` they take p = rho0 P_grid and rho
+    from the equation of state inverted (eq. 6), as MIXB markers do in :func:`finish`. ``disp[c]``
+    receives the largest squared move from ``x_ref`` in chunk c of 4096 markers and
+    ``disp[chunks + c]`` their largest squared speed."""
     n_all = x.shape[0]
     count = n_all - n_sub
     chunks = (count + 4095) // 4096
@@ -740,19 +767,21 @@ def move_markers(x, x_ref, n_sub, dt, ox, oy, oz, inv, uh, vh, wh, pg, rho0, p0,
         far = 0.0
         fast = 0.0
         for n in range(n_sub + c * 4096, min(n_all, n_sub + (c + 1) * 4096)):
-            c0, c1, c2 = mac.velocity_at(uh, vh, wh, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
-            v[n, 0] = c0
-            v[n, 1] = c1
-            v[n, 2] = c2
-            fast = max(fast, c0 * c0 + c1 * c1 + c2 * c2)
-            for k in range(3):
-                x[n, k] += v[n, k] * dt
-            clamp_into_boxes(x, v, n, boxes, margin, friction, bounce)
-            pn = rho0 * mac.pressure_at(pg, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
-            if pn < 0.0:
-                pn = 0.0
-            p[n] = pn
-            rho[n] = rho0 * _tait_density_ratio(pn / p0)
+            if dt > 0.0:
+                c0, c1, c2 = mac.velocity_at(uh, vh, wh, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
+                v[n, 0] = c0
+                v[n, 1] = c1
+                v[n, 2] = c2
+                fast = max(fast, c0 * c0 + c1 * c1 + c2 * c2)
+                for k in range(3):
+                    x[n, k] += v[n, k] * dt
+                clamp_into_boxes(x, v, n, boxes, margin, friction, bounce)
+            if pressure:
+                pn = rho0 * mac.pressure_at(pg, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
+                if pn < 0.0:
+                    pn = 0.0
+                p[n] = pn
+                rho[n] = rho0 * _tait_density_ratio(pn / p0)
             d0 = x[n, 0] - x_ref[n, 0]
             d1 = x[n, 1] - x_ref[n, 1]
             d2 = x[n, 2] - x_ref[n, 2]
@@ -966,6 +995,7 @@ class HybridSolver:
         self._old = (np.zeros_like(self.grid.u), np.zeros_like(self.grid.v), np.zeros_like(self.grid.w))
         self._p_last = np.zeros_like(self.grid.p)  # the grid pressure one substep back (extrapolate_pressure)
         self._p_last_ktop = -1                      # the boundary row it was solved under
+        self._p_shift = 0.0                         # the mean change of the boundary row then
         self._box_solid = self._solid_of_boxes()
         self.neighbours = NeighbourList()
         self.rebuilds = 0
@@ -976,6 +1006,7 @@ class HybridSolver:
         self._marker_steps = 0     # substeps that time spans
         self._marker_speed = 0.0   # their fastest speed when they last moved, m/s
         self._marker_disp2 = 0.0   # their largest squared move since the last build
+        self._marker_p_stale = False  # their p and rho not yet taken from the grid where they stand
         self._l_built = None
         self._changed = True
         self.interface = -math.inf
@@ -1172,8 +1203,10 @@ class HybridSolver:
                 "steps": np.int64(self.steps), "n_sub": np.int64(self.n_sub),
                 "l_built": np.float64(self._l_built if self._l_built is not None else math.nan),
                 "grid_p_last": self._p_last, "p_last_ktop": np.int64(self._p_last_ktop),
+                "p_shift": np.float64(self._p_shift),
                 "marker_dt": np.float64(self._marker_dt), "marker_steps": np.int64(self._marker_steps),
-                "marker_speed": np.float64(self._marker_speed), "marker_disp2": np.float64(self._marker_disp2)}
+                "marker_speed": np.float64(self._marker_speed), "marker_disp2": np.float64(self._marker_disp2),
+                "marker_p_stale": np.bool_(self._marker_p_stale)}
 
     def restore_checkpoint_state(self, state: dict) -> None:
         """Continue from :meth:`checkpoint_state`'s arrays, the particles being those of the checkpoint."""
@@ -1191,11 +1224,16 @@ class HybridSolver:
         if "grid_p_last" in state:  # older checkpoints have none: the next solve starts from p^n alone
             self._p_last[:] = state["grid_p_last"]
             self._p_last_ktop = int(state["p_last_ktop"])
+        if "p_shift" in state:
+            self._p_shift = float(state["p_shift"])
+        else:  # caches from before the boundary row's shift was kept: its previous row is unknown
+            self._p_last_ktop = -1
         if "marker_dt" in state:  # caches from before the markers moved every few substeps have none
             self._marker_dt = float(state["marker_dt"])
             self._marker_steps = int(state["marker_steps"])
             self._marker_speed = float(state["marker_speed"])
             self._marker_disp2 = float(state["marker_disp2"])
+            self._marker_p_stale = bool(state["marker_p_stale"]) if "marker_p_stale" in state else False
         if self._x_ref is not None and self._x_ref.shape[0] == n and self.n_sub:
             reach = self._reach()
             xs = self._x_ref[:self.n_sub]
@@ -1299,16 +1337,18 @@ class HybridSolver:
         # 1-2: boundary row from SPH (eq. 9), MAC step (eq. 2-4)
         if use_grid:
             self._fill(self.ktop, self.ktop)
-            half_step_fields(g.u, g.v, g.w, *self._old, False)
+            half_step_fields(g.u, g.v, g.w, *self._old, False, self.ktop + 2)
             if self._p_last_ktop == self.ktop:
-                extrapolate_pressure(g.p, self._p_last, self.ktop, PRESSURE_EXTRAPOLATION)
+                self._p_shift = extrapolate_pressure(g.p, self._p_last, g.solid, self.ktop, PRESSURE_EXTRAPOLATION,
+                                                     self._p_shift)
             else:  # the rows changed: start from p^n alone this once
                 self._p_last[:] = g.p
+                self._p_shift = 0.0
             self._p_last_ktop = self.ktop
             self.pressure_iterations, self.pressure_residual = mac.step(
                 g, self.scratch, self.ktop, dt, m.nu, s.gravity, m.pressure_solver, m.omega, m.tolerance,
                 m.max_iterations)
-            half_step_fields(g.u, g.v, g.w, *self._old, True)  # now (u^n + u^(n+1)) / 2, eq. 10
+            half_step_fields(g.u, g.v, g.w, *self._old, True, self.ktop + 2)  # now (u^n + u^(n+1)) / 2, eq. 10
         # 3-4: kinds; MAC part of MIXA (eq. 11), half-step velocities of MIXB and markers (eq. 10); SPH
         # and MIXA half kick; everything drifts
         x_start = pt.x.copy() if self.collision is not None else pt.x
@@ -1325,7 +1365,7 @@ class HybridSolver:
         # need not be divergence-free): the markers take that substep with it
         if (self._marker_steps >= MARKER_EVERY or self.steps == 0
                 or (self._marker_dt + dt) * self._marker_speed > MARKER_REACH * m.h):
-            self.flush()
+            self._move_markers(False)
         self._disp2 = max(self._disp2, self._marker_disp2)
         if self.collision is not None:
             self.collision.update(self.time)
@@ -1342,20 +1382,28 @@ class HybridSolver:
 
     def flush(self) -> None:
         """Move the markers outside the neighbour search by the time they still owe (see
-        :data:`MARKER_EVERY`), with the last half-step grid velocity; their p and rho from the grid.
-        The bake calls it before it writes a frame; it changes nothing when they are up to date."""
-        if self._marker_dt == 0.0:
+        :data:`MARKER_EVERY`), with the last half-step grid velocity, and give them their p and rho
+        from the grid. The bake calls it before it writes a frame; it changes nothing when they are
+        up to date."""
+        self._move_markers(True)
+
+    def _move_markers(self, pressure: bool) -> None:
+        """:meth:`flush`; without ``pressure`` the markers' p and rho are left for a later flush
+        (nothing reads them before: the substep's own catch-up skips them)."""
+        if self._marker_dt == 0.0 and not (pressure and self._marker_p_stale):
             return
         pt, g, s = self.particles, self.grid, self.model.sph
         count = len(pt) - self.n_sub
         if count > 0 and self._x_ref is not None and self._x_ref.shape[0] == len(pt):
             chunks = (count + 4095) // 4096
             out = np.zeros(2 * chunks, dtype=np.float64)
-            move_markers(pt.x, self._x_ref, self.n_sub, self._marker_dt, g.origin[0], g.origin[1], g.origin[2],
-                         1.0 / g.cell, *self._old, g.p, s.rho0, s.pressure_constant, s.boxes, 2.0 * self.model.h,
-                         s.box_friction, s.box_bounce, pt.v, pt.p, pt.rho, out)
+            move_markers(pt.x, self._x_ref, self.n_sub, self._marker_dt, pressure, g.origin[0], g.origin[1],
+                         g.origin[2], 1.0 / g.cell, *self._old, g.p, s.rho0, s.pressure_constant, s.boxes,
+                         2.0 * self.model.h, s.box_friction, s.box_bounce, pt.v, pt.p, pt.rho, out)
             self._marker_disp2 = max(self._marker_disp2, float(out[:chunks].max()))
-            self._marker_speed = math.sqrt(float(out[chunks:].max()))
+            if self._marker_dt > 0.0:
+                self._marker_speed = math.sqrt(float(out[chunks:].max()))
+        self._marker_p_stale = not pressure
         self._marker_dt = 0.0
         self._marker_steps = 0
 

@@ -26,6 +26,7 @@ cell inside the grid holds 0.
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,19 @@ FASTMATH = False
 DONOR_CELL_WEIGHT = 0.5
 
 POISSON_SOLVERS = ("SOR", "RBSOR")
+
+
+def _builds(body):
+    """A parallel and a serial build of one kernel body (``prange`` runs as ``range`` in the serial
+    one). The serial build compiles a copy of the function under its own name: numba's on-disk cache
+    is keyed by the function's name and line, not by its ``parallel`` flag, so two builds of the
+    same function object load whichever was cached first."""
+    serial = types.FunctionType(body.__code__, body.__globals__, body.__name__ + "_serial", body.__defaults__,
+                                body.__closure__)
+    serial.__qualname__ = body.__qualname__ + "_serial"
+    serial.__doc__ = body.__doc__
+    return (njit(parallel=True, cache=True, fastmath=FASTMATH)(body),
+            njit(cache=True, fastmath=FASTMATH)(serial))
 
 
 @dataclass
@@ -117,14 +131,12 @@ def _predictor_body(u, v, w, solid, ktop, dx, dt, nu, gamma, gx, gy, gz,
               f, g, hh):
     """F, G, H of seed 000 eq. 3: u + dt (nu lap u - (u . grad) u + g), for every face of a computed cell.
 
-    Faces on a wall (the grid's sides or a solid cell) get 0; faces of the boundary row and above
-    keep the velocity (they are not computed).
+    Faces on a wall (the grid's sides or a solid cell) get 0; the u and v faces of the boundary row,
+    and every face above it, are not written (the Poisson right-hand side and the projection read
+    only computed faces; copying the whole grid there first cost a third of this kernel).
     """
     ni, nj, nk = solid.shape
     inv2 = 1.0 / (dx * dx)
-    f[:] = u
-    g[:] = v
-    hh[:] = w
     for i in prange(ni + 1):
         for j in range(nj + 1):
             for k in range(min(ktop + 1, nk + 1)):
@@ -191,8 +203,7 @@ def _predictor_body(u, v, w, solid, ktop, dx, dt, nu, gamma, gx, gy, gz,
                         hh[i, j, k] = 0.0
 
 
-predictor_parallel = njit(parallel=True, cache=True, fastmath=FASTMATH)(_predictor_body)
-predictor_serial = njit(cache=True, fastmath=FASTMATH)(_predictor_body)
+predictor_parallel, predictor_serial = _builds(_predictor_body)
 
 
 # --------------------------------------------------------------------------------------------
@@ -202,12 +213,13 @@ predictor_serial = njit(cache=True, fastmath=FASTMATH)(_predictor_body)
 def _poisson_rhs_body(f, g, hh, solid, ktop, dx, dt,
                 # outputs
                 rhs):
-    """Right-hand side of seed 000 eq. 4: div(F, G, H) / dt at every computed cell, 1/s^2 (0 elsewhere)."""
+    """Right-hand side of seed 000 eq. 4: div(F, G, H) / dt at every computed cell, 1/s^2 (0 at solid
+    cells; rows from ``ktop`` up are not written: nothing reads them)."""
     ni, nj, nk = solid.shape
     s = 1.0 / (dx * dt)
     for i in prange(ni):
         for j in range(nj):
-            for k in range(nk):
+            for k in range(min(ktop, nk)):
                 if k < ktop and solid[i, j, k] == 0:
                     rhs[i, j, k] = (f[i + 1, j, k] - f[i, j, k] + g[i, j + 1, k] - g[i, j, k]
                                     + hh[i, j, k + 1] - hh[i, j, k]) * s
@@ -215,8 +227,7 @@ def _poisson_rhs_body(f, g, hh, solid, ktop, dx, dt,
                     rhs[i, j, k] = 0.0
 
 
-poisson_rhs_parallel = njit(parallel=True, cache=True, fastmath=FASTMATH)(_poisson_rhs_body)
-poisson_rhs_serial = njit(cache=True, fastmath=FASTMATH)(_poisson_rhs_body)
+poisson_rhs_parallel, poisson_rhs_serial = _builds(_poisson_rhs_body)
 
 
 @njit(cache=True)
@@ -226,11 +237,12 @@ def neighbour_mask(solid, ktop,
     """Which of the 7-point stencil's neighbours take part in each computed cell's equation: bits
     0-5 for i-1, i+1, j-1, j+1, k-1 (computed cells) and k+1 (a computed cell or the boundary row,
     Dirichlet); walls (solid or outside the grid) are left out, a zero normal gradient (Neumann).
-    Built once per solve so that the sweeps test one byte instead of six bounds and solid checks."""
+    Built once per solve so that the sweeps test one byte instead of six bounds and solid checks;
+    rows from ``ktop`` up are not written (the sweeps stop under the boundary row)."""
     ni, nj, nk = solid.shape
     for i in range(ni):
         for j in range(nj):
-            for k in range(nk):
+            for k in range(min(ktop, nk)):
                 m = 0
                 if k < ktop and solid[i, j, k] == 0:
                     # the neighbours' tests written out (see _predictor_body)
@@ -348,8 +360,7 @@ def _rbsor_body(p, rhs, mask, ktop, dx, omega, tol, max_iter):
     return max_iter, r_max
 
 
-_rbsor_parallel = njit(parallel=True, cache=True, fastmath=FASTMATH)(_rbsor_body)
-_rbsor_serial = njit(cache=True, fastmath=FASTMATH)(_rbsor_body)
+_rbsor_parallel, _rbsor_serial = _builds(_rbsor_body)
 
 #: The grid kernels run in parallel from this many computed cells up; below, the cost of waking
 #: the threads (twice per iteration for red-black SOR) exceeds the work (same result either way).
@@ -444,8 +455,7 @@ def _project_body(f, g, hh, p, solid, ktop, dx, dt,
                         w[i, j, k] = 0.0
 
 
-project_parallel = njit(parallel=True, cache=True, fastmath=FASTMATH)(_project_body)
-project_serial = njit(cache=True, fastmath=FASTMATH)(_project_body)
+project_parallel, project_serial = _builds(_project_body)
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
@@ -530,56 +540,69 @@ def _trilinear(a, fx, fy, fz):
 
 
 @njit(inline="always", cache=True)
-def velocity_at(u, v, w, ox, oy, oz, inv, px, py, pz):
-    """Velocity of the staggered field at a point (each component interpolated from its own faces)."""
-    fx = (px - ox) * inv
-    fy = (py - oy) * inv
-    fz = (pz - oz) * inv
-    return (_trilinear(u, fx, fy - 0.5, fz - 0.5), _trilinear(v, fx - 0.5, fy, fz - 0.5),
-            _trilinear(w, fx - 0.5, fy - 0.5, fz))
+def _axis(f, n):
+    """Index pair and weight along one axis of :func:`_trilinear` (fractional index f, n samples)."""
+    f = min(max(f, 0.0), n - 1.0)
+    i = min(int(f), n - 2) if n > 1 else 0
+    return i, min(i + 1, n - 1), f - i
 
 
 @njit(inline="always", cache=True)
-def _trilinear_pair(a, b, fx, fy, fz):
-    """:func:`_trilinear` of two arrays of the same shape at the same point (weights found once)."""
-    n0, n1, n2 = a.shape
-    fx = min(max(fx, 0.0), n0 - 1.0)
-    fy = min(max(fy, 0.0), n1 - 1.0)
-    fz = min(max(fz, 0.0), n2 - 1.0)
-    i = min(int(fx), n0 - 2) if n0 > 1 else 0
-    j = min(int(fy), n1 - 2) if n1 > 1 else 0
-    k = min(int(fz), n2 - 2) if n2 > 1 else 0
-    tx = fx - i
-    ty = fy - j
-    tz = fz - k
-    i1 = min(i + 1, n0 - 1)
-    j1 = min(j + 1, n1 - 1)
-    k1 = min(k + 1, n2 - 1)
-    w000 = (1.0 - tx) * (1.0 - ty) * (1.0 - tz)
-    w100 = tx * (1.0 - ty) * (1.0 - tz)
-    w010 = (1.0 - tx) * ty * (1.0 - tz)
-    w110 = tx * ty * (1.0 - tz)
-    w001 = (1.0 - tx) * (1.0 - ty) * tz
-    w101 = tx * (1.0 - ty) * tz
-    w011 = (1.0 - tx) * ty * tz
-    w111 = tx * ty * tz
-    ra = (w000 * a[i, j, k] + w100 * a[i1, j, k] + w010 * a[i, j1, k] + w110 * a[i1, j1, k]
-          + w001 * a[i, j, k1] + w101 * a[i1, j, k1] + w011 * a[i, j1, k1] + w111 * a[i1, j1, k1])
-    rb = (w000 * b[i, j, k] + w100 * b[i1, j, k] + w010 * b[i, j1, k] + w110 * b[i1, j1, k]
-          + w001 * b[i, j, k1] + w101 * b[i1, j, k1] + w011 * b[i, j1, k1] + w111 * b[i1, j1, k1])
-    return ra, rb
+def _lerp3(a, i, i1, tx, j, j1, ty, k, k1, tz):
+    """:func:`_trilinear`'s blend of the 8 samples around (i, j, k), in the same order of operations."""
+    c00 = a[i, j, k] * (1.0 - tx) + a[i1, j, k] * tx
+    c10 = a[i, j1, k] * (1.0 - tx) + a[i1, j1, k] * tx
+    c01 = a[i, j, k1] * (1.0 - tx) + a[i1, j, k1] * tx
+    c11 = a[i, j1, k1] * (1.0 - tx) + a[i1, j1, k1] * tx
+    c0 = c00 * (1.0 - ty) + c10 * ty
+    c1 = c01 * (1.0 - ty) + c11 * ty
+    return c0 * (1.0 - tz) + c1 * tz
+
+
+@njit(inline="always", cache=True)
+def velocity_at(u, v, w, ox, oy, oz, inv, px, py, pz):
+    """Velocity of the staggered field at a point (each component interpolated from its own faces,
+    as :func:`_trilinear` would; the index pairs along each axis, on the faces and between them,
+    are found once for the three components)."""
+    fx = (px - ox) * inv
+    fy = (py - oy) * inv
+    fz = (pz - oz) * inv
+    ni = v.shape[0]
+    nj = u.shape[1]
+    nk = u.shape[2]
+    xf, xf1, tfx = _axis(fx, ni + 1)
+    xc, xc1, tcx = _axis(fx - 0.5, ni)
+    yf, yf1, tfy = _axis(fy, nj + 1)
+    yc, yc1, tcy = _axis(fy - 0.5, nj)
+    zf, zf1, tfz = _axis(fz, nk + 1)
+    zc, zc1, tcz = _axis(fz - 0.5, nk)
+    return (_lerp3(u, xf, xf1, tfx, yc, yc1, tcy, zc, zc1, tcz),
+            _lerp3(v, xc, xc1, tcx, yf, yf1, tfy, zc, zc1, tcz),
+            _lerp3(w, xc, xc1, tcx, yc, yc1, tcy, zf, zf1, tfz))
 
 
 @njit(inline="always", cache=True)
 def velocity_pair_at(ua, va, wa, ub, vb, wb, ox, oy, oz, inv, px, py, pz):
-    """:func:`velocity_at` of two staggered fields at one point: (u_a, v_a, w_a, u_b, v_b, w_b)."""
+    """:func:`velocity_at` of two staggered fields of the same shape at one point: (u_a, v_a, w_a,
+    u_b, v_b, w_b), the index pairs and weights found once."""
     fx = (px - ox) * inv
     fy = (py - oy) * inv
     fz = (pz - oz) * inv
-    a0, b0 = _trilinear_pair(ua, ub, fx, fy - 0.5, fz - 0.5)
-    a1, b1 = _trilinear_pair(va, vb, fx - 0.5, fy, fz - 0.5)
-    a2, b2 = _trilinear_pair(wa, wb, fx - 0.5, fy - 0.5, fz)
-    return a0, a1, a2, b0, b1, b2
+    ni = va.shape[0]
+    nj = ua.shape[1]
+    nk = ua.shape[2]
+    xf, xf1, tfx = _axis(fx, ni + 1)
+    xc, xc1, tcx = _axis(fx - 0.5, ni)
+    yf, yf1, tfy = _axis(fy, nj + 1)
+    yc, yc1, tcy = _axis(fy - 0.5, nj)
+    zf, zf1, tfz = _axis(fz, nk + 1)
+    zc, zc1, tcz = _axis(fz - 0.5, nk)
+    return (_lerp3(ua, xf, xf1, tfx, yc, yc1, tcy, zc, zc1, tcz),
+            _lerp3(va, xc, xc1, tcx, yf, yf1, tfy, zc, zc1, tcz),
+            _lerp3(wa, xc, xc1, tcx, yc, yc1, tcy, zf, zf1, tfz),
+            _lerp3(ub, xf, xf1, tfx, yc, yc1, tcy, zc, zc1, tcz),
+            _lerp3(vb, xc, xc1, tcx, yf, yf1, tfy, zc, zc1, tcz),
+            _lerp3(wb, xc, xc1, tcx, yc, yc1, tcy, zf, zf1, tfz))
 
 
 @njit(inline="always", cache=True)
