@@ -50,8 +50,9 @@ The neighbour search covers only SPH, MIXA and MIXB particles (a Verlet list wit
 WCSPH); after each rebuild they occupy the first ``n_sub`` rows of the particle arrays in Morton
 order, the markers follow. Those markers move every few substeps (:data:`MARKER_EVERY`), with the
 time they waited and the current half-step grid velocity, and always before a rebuild or a frame
-(:meth:`HybridSolver.flush`): nothing reads them in between, and moving them every substep cost
-about 5 % of the substep. Their p and rho are taken from the grid only by a rebuild's or a frame's
+(:meth:`HybridSolver.flush`), by the displacement the grid accumulated meanwhile, sampled at the
+midpoint of the move: nothing reads them in between, and moving them every substep cost about 5 %
+of the substep. Their p and rho are taken from the grid only by a rebuild's or a frame's
 flush (before anything reads them). The boundary row's nodes keep, from one neighbour-list build to the
 next, the list of particles within 2h + SKIN h / 2 of them (:meth:`HybridSolver._build_node_lists`),
 so eq. 9 needs no search each substep. The pressure solve starts from the last grid pressure moved
@@ -105,12 +106,17 @@ INTERFACE_EVERY = 10
 SURFACE_PERCENTILE = 10.0
 
 #: Most substeps the markers outside the neighbour search (rows from ``n_sub`` on, deeper than the
-#: MIXB band and its skin) wait before they move, all at once with the time they waited
-#: (:func:`move_markers`); they also move once that time at their last speed would reach
-#: MARKER_REACH smoothing lengths, before every neighbour-list rebuild, and on
-#: :meth:`HybridSolver.flush` (before a frame is written). Nothing reads them in between: they have
-#: no neighbours, and their p and rho are set from the grid by the flushes of a rebuild or a frame.
-MARKER_EVERY = 4
+#: MIXB band and its skin) wait before they move, all at once by the grid's displacement over the
+#: time they waited, sampled at their midpoint (:func:`move_markers`); they also move once that time
+#: at their last speed would reach MARKER_REACH smoothing lengths (with the rebuild's trigger at half
+#: the skin, 0.075 h, a marker that waits cannot reach the MIXB band unlisted: 0.075 + 0.05 < 0.15),
+#: before every neighbour-list rebuild, and on :meth:`HybridSolver.flush` (before a frame is
+#: written). Nothing reads them in between: they have no neighbours, and their p and rho are set
+#: from the grid by the flushes of a rebuild or a frame. In a stirred tank (tests/test_hybrid.py)
+#: they stand within 1.3 um of markers moved every substep after 200 substeps, whether they wait 4
+#: or 16 substeps; moved with the last half-step velocity at their start (Euler), they were 3.6 um
+#: off after waiting 4 and 17 um after waiting 16 (a vortex's Euler steps spiral outwards).
+MARKER_EVERY = 16
 MARKER_REACH = 0.05
 
 #: Weight of the last change of the grid pressure in the pressure solve's start guess
@@ -260,18 +266,31 @@ def classify(x, n_sub, l, h, lo0, lo1, lo2, hi0, hi1,
         kind[n] = _kind_of(x[n, 0], x[n, 1], x[n, 2], n, n_sub, l, h, lo0, lo1, lo2, hi0, hi1)
 
 
-@njit(cache=True)
+#: Parts of the particle arrays :func:`column_tops` scans in parallel, each into its own grid of tops.
+TOP_PARTS = 8
+
+
+@njit(parallel=True, cache=True)
 def column_tops(x, ox, oy, inv, ni, nj,
                 # outputs
                 top):
-    """Highest particle z in every grid column (i, j), -inf where none (a serial max-scatter over
-    particles: called once every few substeps)."""
-    top[:] = -np.inf
-    for n in range(x.shape[0]):
-        i = int(math.floor((x[n, 0] - ox) * inv))
-        j = int(math.floor((x[n, 1] - oy) * inv))
-        if 0 <= i < ni and 0 <= j < nj and x[n, 2] > top[i, j]:
-            top[i, j] = x[n, 2]
+    """Highest particle z in every grid column (i, j), -inf where none: :data:`TOP_PARTS` parts of
+    the particles scanned in parallel into their own tops, then the largest of those."""
+    n = x.shape[0]
+    size = (n + TOP_PARTS - 1) // TOP_PARTS
+    part = np.full((TOP_PARTS, ni, nj), -np.inf)
+    for b in prange(TOP_PARTS):
+        for t in range(b * size, min(n, (b + 1) * size)):
+            i = int(math.floor((x[t, 0] - ox) * inv))
+            j = int(math.floor((x[t, 1] - oy) * inv))
+            if 0 <= i < ni and 0 <= j < nj and x[t, 2] > part[b, i, j]:
+                part[b, i, j] = x[t, 2]
+    for i in range(ni):
+        for j in range(nj):
+            m = -np.inf
+            for b in range(TOP_PARTS):
+                m = max(m, part[b, i, j])
+            top[i, j] = m
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
@@ -580,7 +599,7 @@ def _kind_of(x0, x1, z, n, n_sub, l, h, lo0, lo1, lo2, hi0, hi1):
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, lo2, hi0, hi1, dt, use_grid, ox, oy, oz, inv, uh, vh, wh, u1, v1, w1,
+def advance(x, v, a, x_ref, n_sub, l, h, ox, oy, oz, hi0, hi1, dt, use_grid, inv, uh, vh, wh, u1, v1, w1,
             boxes, margin, friction, bounce,
             # outputs
             kind, disp):
@@ -604,7 +623,7 @@ def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, lo2, hi0, hi1, dt, use_grid, 
         m = 0.0
         for n in range(c * CHUNK, min(n_all, (c + 1) * CHUNK)):
             pz = x[n, 2]
-            kd = _kind_of(x[n, 0], x[n, 1], pz, n, n_sub, l, h, lo0, lo1, lo2, hi0, hi1)
+            kd = _kind_of(x[n, 0], x[n, 1], pz, n, n_sub, l, h, ox, oy, oz, hi0, hi1)
             kind[n] = kd
             if use_grid and kd == MAC:
                 # markers only drift with u^(n+1/2) (one sample of the averaged face field); their
@@ -642,24 +661,6 @@ def advance(x, v, a, x_ref, n_sub, l, h, lo0, lo1, lo2, hi0, hi1, dt, use_grid, 
             d2 = x[n, 2] - x_ref[n, 2]
             m = max(m, d0 * d0 + d1 * d1 + d2 * d2)
         disp[c] = m
-
-
-@njit(cache=True)
-def half_step_fields(u, v, w, ou, ov, ow, average, kmax):
-    """The half-step field of eq. 10 around the MAC step: before it (``average`` False) o = u^n;
-    after it, o = (u^n + u^(n+1)) / 2. Only rows k < ``kmax``: the particles that sample it (MIXB
-    and the markers) lie under the interface, and rows above the boundary row are never computed."""
-    for a, o in ((u, ou), (v, ov), (w, ow)):
-        n0, n1, n2 = a.shape
-        top = min(kmax, n2)
-        for i in range(n0):
-            for j in range(n1):
-                if average:
-                    for k in range(top):
-                        o[i, j, k] = 0.5 * (o[i, j, k] + a[i, j, k])
-                else:
-                    for k in range(top):
-                        o[i, j, k] = a[i, j, k]
 
 
 @njit(cache=True)
@@ -750,31 +751,37 @@ def finish(x, a, kind, n_sub, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, pg,
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def move_markers(x, x_ref, n_sub, dt, pressure, ox, oy, oz, inv, uh, vh, wh, pg, rho0, p0, boxes, margin, friction,
+def move_markers(x, x_ref, n_sub, dt, pressure, ox, oy, oz, inv, mu, mv, mw, pg, rho0, p0, boxes, margin, friction,
                  bounce,
                  # outputs
                  v, p, rho, disp):
-    """The markers outside the neighbour search (rows ``n_sub`` on) drift for ``dt`` (one or more
-    substeps' time; none when 0) with the half-step grid velocity at their position (eq. 10) and are
-    put back into the boxes like every particle; with ``pressure`` they take p = rho0 P_grid and rho
-    from the equation of state inverted (eq. 6), as MIXB markers do in :func:`finish`. ``disp[c]``
-    receives the largest squared move from ``x_ref`` in chunk c of 4096 markers and
-    ``disp[chunks + c]`` their largest squared speed."""
+    """The markers outside the neighbour search (rows ``n_sub`` on) catch up the time ``dt`` they
+    waited (one or more substeps; none when 0): each moves by the displacement field (``mu``,
+    ``mv``, ``mw``: the sum of dt u^(n+1/2) over those substeps, eq. 10) sampled at the midpoint of
+    its move (x + m(x + m(x) / 2), second order in the move, where a sample at the start spirals
+    outwards in a vortex), takes the mean velocity of that move, and is put back into the boxes like every particle; with
+    ``pressure`` they take p = rho0 P_grid and rho from the equation of state inverted (eq. 6), as
+    MIXB markers do in :func:`finish`. ``disp[c]`` receives the largest squared move from ``x_ref``
+    in chunk c of 4096 markers and ``disp[chunks + c]`` their largest squared speed."""
     n_all = x.shape[0]
     count = n_all - n_sub
     chunks = (count + 4095) // 4096
+    inv_dt = 1.0 / dt if dt > 0.0 else 0.0
     for c in prange(chunks):
         far = 0.0
         fast = 0.0
         for n in range(n_sub + c * 4096, min(n_all, n_sub + (c + 1) * 4096)):
             if dt > 0.0:
-                c0, c1, c2 = mac.velocity_at(uh, vh, wh, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
-                v[n, 0] = c0
-                v[n, 1] = c1
-                v[n, 2] = c2
-                fast = max(fast, c0 * c0 + c1 * c1 + c2 * c2)
-                for k in range(3):
-                    x[n, k] += v[n, k] * dt
+                m0, m1, m2 = mac.velocity_at(mu, mv, mw, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
+                m0, m1, m2 = mac.velocity_at(mu, mv, mw, ox, oy, oz, inv, x[n, 0] + 0.5 * m0, x[n, 1] + 0.5 * m1,
+                                             x[n, 2] + 0.5 * m2)
+                v[n, 0] = m0 * inv_dt
+                v[n, 1] = m1 * inv_dt
+                v[n, 2] = m2 * inv_dt
+                fast = max(fast, (m0 * m0 + m1 * m1 + m2 * m2) * inv_dt * inv_dt)
+                x[n, 0] += m0
+                x[n, 1] += m1
+                x[n, 2] += m2
                 clamp_into_boxes(x, v, n, boxes, margin, friction, bounce)
             if pressure:
                 pn = rho0 * mac.pressure_at(pg, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
@@ -962,6 +969,19 @@ def accelerations(x, v, rows, rho, p, pr, near, nbr_start, nbr_count, nbr, h, ma
 # --------------------------------------------------------------------------------------------
 
 
+def _percentile(values: np.ndarray, q: float) -> float:
+    """``np.percentile(values, q)`` (its default, linear method) from a partial sort: a tenth of the
+    time on the few hundred column heights of the automatic interface."""
+    pos = q / 100.0 * (values.size - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, values.size - 1)
+    part = np.partition(values, [lo, hi])
+    a, b = float(part[lo]), float(part[hi])
+    t = pos - lo
+    # numpy's lerp: from the lower value below t = 0.5, from the upper one above (same rounding)
+    return a + (b - a) * t if t < 0.5 else b - (b - a) * (1.0 - t)
+
+
 class HybridSolver:
     """Advances a :class:`Particles` set with the MAC-SPH hybrid (see the module docstring).
 
@@ -993,6 +1013,12 @@ class HybridSolver:
         self.grid = mac.MACGrid.create(model.origin, model.cell, model.shape)
         self.scratch = mac.MACScratch(self.grid)
         self._old = (np.zeros_like(self.grid.u), np.zeros_like(self.grid.v), np.zeros_like(self.grid.w))
+        top_corner = self.grid.origin + np.array(self.grid.shape) * self.grid.cell
+        self._grid_top_corner = (float(top_corner[0]), float(top_corner[1]))  # x, y where the grid ends
+        self._disp_chunks = np.zeros(0, dtype=np.float64)  # advance's largest moves per chunk
+        #: the markers' displacement since they last moved: sum of dt u^(n+1/2) (from mac.step's projection)
+        self._moved = (np.zeros_like(self.grid.u), np.zeros_like(self.grid.v), np.zeros_like(self.grid.w))
+        self._moved_fresh = True
         self._p_last = np.zeros_like(self.grid.p)  # the grid pressure one substep back (extrapolate_pressure)
         self._p_last_ktop = -1                      # the boundary row it was solved under
         self._p_shift = 0.0                         # the mean change of the boundary row then
@@ -1063,6 +1089,7 @@ class HybridSolver:
             inside = self.collision.inside(self.grid.cell_centres().astype(np.float32))
             solid |= inside.reshape(self.grid.shape).astype(np.uint8)
         self.grid.solid[:] = solid
+        self._open_columns = ~np.all(solid.astype(bool), axis=2)  # columns with a liquid cell
 
     # -- interface ---------------------------------------------------------------------------------
 
@@ -1076,11 +1103,10 @@ class HybridSolver:
             return -math.inf
         top = np.empty((ni, nj), dtype=np.float64)
         column_tops(pt.x, g.origin[0], g.origin[1], 1.0 / g.cell, ni, nj, top)
-        open_col = ~np.all(g.solid.astype(bool), axis=2)
-        wet = np.isfinite(top) & open_col
-        if not wet.any():
+        heights = top[np.isfinite(top) & self._open_columns]
+        if heights.size == 0:
             return -math.inf
-        surface = float(np.percentile(top[wet], SURFACE_PERCENTILE))
+        surface = _percentile(heights, SURFACE_PERCENTILE)
         return surface - max(m.interface_depth, m.min_depth)
 
     def _set_interface(self, target: float, force: bool = False) -> bool:
@@ -1206,7 +1232,9 @@ class HybridSolver:
                 "p_shift": np.float64(self._p_shift),
                 "marker_dt": np.float64(self._marker_dt), "marker_steps": np.int64(self._marker_steps),
                 "marker_speed": np.float64(self._marker_speed), "marker_disp2": np.float64(self._marker_disp2),
-                "marker_p_stale": np.bool_(self._marker_p_stale)}
+                "marker_p_stale": np.bool_(self._marker_p_stale), "marker_moved_u": self._moved[0],
+                "marker_moved_v": self._moved[1], "marker_moved_w": self._moved[2],
+                "marker_moved_fresh": np.bool_(self._moved_fresh)}
 
     def restore_checkpoint_state(self, state: dict) -> None:
         """Continue from :meth:`checkpoint_state`'s arrays, the particles being those of the checkpoint."""
@@ -1234,6 +1262,14 @@ class HybridSolver:
             self._marker_speed = float(state["marker_speed"])
             self._marker_disp2 = float(state["marker_disp2"])
             self._marker_p_stale = bool(state["marker_p_stale"]) if "marker_p_stale" in state else False
+        if "marker_moved_u" in state:
+            for a, name in zip(self._moved, "uvw"):
+                a[:] = state[f"marker_moved_{name}"]
+            self._moved_fresh = bool(state["marker_moved_fresh"])
+        else:  # earlier caches moved the markers with the last half-step field, which is not saved
+            self._marker_dt = 0.0
+            self._marker_steps = 0
+            self._moved_fresh = True
         if self._x_ref is not None and self._x_ref.shape[0] == n and self.n_sub:
             reach = self._reach()
             xs = self._x_ref[:self.n_sub]
@@ -1332,12 +1368,11 @@ class HybridSolver:
         self._rebuild()
         inv = 1.0 / g.cell
         ox, oy, oz = g.origin
-        hi = g.origin + np.array(g.shape) * g.cell
+        hi0, hi1 = self._grid_top_corner
         use_grid = self.ktop > 0
         # 1-2: boundary row from SPH (eq. 9), MAC step (eq. 2-4)
         if use_grid:
             self._fill(self.ktop, self.ktop)
-            half_step_fields(g.u, g.v, g.w, *self._old, False, self.ktop + 2)
             if self._p_last_ktop == self.ktop:
                 self._p_shift = extrapolate_pressure(g.p, self._p_last, g.solid, self.ktop, PRESSURE_EXTRAPOLATION,
                                                      self._p_shift)
@@ -1345,19 +1380,22 @@ class HybridSolver:
                 self._p_last[:] = g.p
                 self._p_shift = 0.0
             self._p_last_ktop = self.ktop
+            # the projection also leaves the half-step field (u^n + u^(n+1)) / 2 of eq. 10 in _old and
+            # adds dt times it to the markers' displacement
             self.pressure_iterations, self.pressure_residual = mac.step(
                 g, self.scratch, self.ktop, dt, m.nu, s.gravity, m.pressure_solver, m.omega, m.tolerance,
-                m.max_iterations)
-            half_step_fields(g.u, g.v, g.w, *self._old, True, self.ktop + 2)  # now (u^n + u^(n+1)) / 2, eq. 10
+                m.max_iterations, half_step=(*self._old, *self._moved, self._moved_fresh))
+            self._moved_fresh = False
         # 3-4: kinds; MAC part of MIXA (eq. 11), half-step velocities of MIXB and markers (eq. 10); SPH
         # and MIXA half kick; everything drifts
         x_start = pt.x.copy() if self.collision is not None else pt.x
-        disp = np.empty(max((len(pt) + CHUNK - 1) // CHUNK, 1), dtype=np.float64)
-        disp[:] = 0.0
-        advance(pt.x, pt.v, pt.a, self._x_ref, self.n_sub, self.interface, m.h, g.origin[0], g.origin[1], g.origin[2],
-                hi[0], hi[1], dt, use_grid, ox, oy, oz, inv, *self._old, g.u, g.v, g.w, s.boxes, 2.0 * m.h, s.box_friction,
-                s.box_bounce, self.kind, disp)
-        self._disp2 = float(disp.max())
+        chunks = (self.n_sub + CHUNK - 1) // CHUNK  # advance writes every one of them
+        if self._disp_chunks.shape[0] < chunks:
+            self._disp_chunks = np.zeros(2 * chunks, dtype=np.float64)
+        disp = self._disp_chunks[:chunks]
+        advance(pt.x, pt.v, pt.a, self._x_ref, self.n_sub, self.interface, m.h, ox, oy, oz, hi0, hi1, dt, use_grid,
+                inv, *self._old, g.u, g.v, g.w, s.boxes, 2.0 * m.h, s.box_friction, s.box_bounce, self.kind, disp)
+        self._disp2 = float(disp.max()) if chunks else 0.0
         self.time += dt
         self._marker_dt += dt
         self._marker_steps += 1
@@ -1398,12 +1436,14 @@ class HybridSolver:
             chunks = (count + 4095) // 4096
             out = np.zeros(2 * chunks, dtype=np.float64)
             move_markers(pt.x, self._x_ref, self.n_sub, self._marker_dt, pressure, g.origin[0], g.origin[1],
-                         g.origin[2], 1.0 / g.cell, *self._old, g.p, s.rho0, s.pressure_constant, s.boxes,
+                         g.origin[2], 1.0 / g.cell, *self._moved, g.p, s.rho0, s.pressure_constant, s.boxes,
                          2.0 * self.model.h, s.box_friction, s.box_bounce, pt.v, pt.p, pt.rho, out)
             self._marker_disp2 = max(self._marker_disp2, float(out[:chunks].max()))
             if self._marker_dt > 0.0:
                 self._marker_speed = math.sqrt(float(out[chunks:].max()))
         self._marker_p_stale = not pressure
+        if self._marker_dt > 0.0:
+            self._moved_fresh = True  # the displacement field starts again at the next substep
         self._marker_dt = 0.0
         self._marker_steps = 0
 

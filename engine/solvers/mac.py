@@ -426,11 +426,17 @@ def solve_pressure(method: str, *args) -> tuple[int, float]:
 # eq. 3: projection
 
 
-def _project_body(f, g, hh, p, solid, ktop, dx, dt,
-            # outputs
-            u, v, w):
+def _project_body(f, g, hh, p, solid, ktop, dx, dt, track, fresh,
+                  # outputs
+                  u, v, w, ou, ov, ow, mu, mv, mw):
     """u^(n+1) = F - dt dP/dx on faces between computed cells (seed 000 eq. 3); w on the faces under
-    the boundary row uses its Dirichlet pressure. Wall faces get 0; boundary-row faces are kept."""
+    the boundary row uses its Dirichlet pressure. Wall faces get 0; boundary-row faces are kept.
+
+    With ``track``, every face of the computed rows (u and v under the boundary row, w up to its
+    lower face) also gives the half-step velocity of seed 000 eq. 10, o = (u^n + u^(n+1)) / 2, read
+    before it is overwritten, into ``ou``, ``ov``, ``ow``, and adds dt o to the displacement field
+    ``mu``, ``mv``, ``mw`` (sets it when ``fresh``); faces above are not written (the particles that
+    sample these fields lie under the interface)."""
     ni, nj, nk = solid.shape
     s = dt / dx
     for i in prange(ni + 1):
@@ -439,20 +445,39 @@ def _project_body(f, g, hh, p, solid, ktop, dx, dt,
                 here = i < ni and j < nj and k < ktop and solid[i, j, k] == 0  # as in the predictor
                 here_open = i < ni and j < nj and k <= ktop and solid[i, j, k] == 0
                 if j < nj and k < ktop:
+                    old = u[i, j, k]
                     if i >= 1 and solid[i - 1, j, k] == 0 and here:
-                        u[i, j, k] = f[i, j, k] - s * (p[i, j, k] - p[i - 1, j, k])
+                        new = f[i, j, k] - s * (p[i, j, k] - p[i - 1, j, k])
                     else:
-                        u[i, j, k] = 0.0
+                        new = 0.0
+                    u[i, j, k] = new
+                    if track:
+                        half = 0.5 * (old + new)
+                        ou[i, j, k] = half
+                        mu[i, j, k] = dt * half if fresh else mu[i, j, k] + dt * half
                 if i < ni and k < ktop:
+                    old = v[i, j, k]
                     if j >= 1 and solid[i, j - 1, k] == 0 and here:
-                        v[i, j, k] = g[i, j, k] - s * (p[i, j, k] - p[i, j - 1, k])
+                        new = g[i, j, k] - s * (p[i, j, k] - p[i, j - 1, k])
                     else:
-                        v[i, j, k] = 0.0
+                        new = 0.0
+                    v[i, j, k] = new
+                    if track:
+                        half = 0.5 * (old + new)
+                        ov[i, j, k] = half
+                        mv[i, j, k] = dt * half if fresh else mv[i, j, k] + dt * half
                 if i < ni and j < nj and k <= ktop:
+                    old = w[i, j, k]
+                    new = old
                     if k >= 1 and solid[i, j, k - 1] == 0 and here_open:
-                        w[i, j, k] = hh[i, j, k] - s * (p[i, j, k] - p[i, j, k - 1])
+                        new = hh[i, j, k] - s * (p[i, j, k] - p[i, j, k - 1])
                     elif k < ktop or not here_open:
-                        w[i, j, k] = 0.0
+                        new = 0.0
+                    w[i, j, k] = new
+                    if track:
+                        half = 0.5 * (old + new)
+                        ow[i, j, k] = half
+                        mw[i, j, k] = dt * half if fresh else mw[i, j, k] + dt * half
 
 
 project_parallel, project_serial = _builds(_project_body)
@@ -488,15 +513,18 @@ class MACScratch:
 
 
 def step(grid: MACGrid, scratch: MACScratch, ktop: int, dt: float, nu: float, gravity, method: str, omega: float,
-         tol: float, max_iter: int, gamma: float = DONOR_CELL_WEIGHT) -> tuple[int, float]:
+         tol: float, max_iter: int, gamma: float = DONOR_CELL_WEIGHT, half_step=None) -> tuple[int, float]:
     """One MAC time step in place (seed 000 eq. 2-4): predictor, Poisson solve, projection.
 
     ``tol`` is in 1/s (the largest velocity divergence the solve may leave, tolerance times dt is
-    compared with the residual of eq. 4). Returns the solver's (iterations, residual in 1/s^2).
+    compared with the residual of eq. 4). ``half_step``, if given, is (ou, ov, ow, mu, mv, mw,
+    fresh): the projection also writes the half-step velocity (u^n + u^(n+1)) / 2 of the computed
+    rows into ou, ov, ow and adds dt times it to mu, mv, mw (sets it if ``fresh``). Returns the
+    solver's (iterations, residual in 1/s^2).
     """
     if ktop <= 0:
         return 0, 0.0
-    gx, gy, gz = (float(c) for c in gravity)
+    gx, gy, gz = float(gravity[0]), float(gravity[1]), float(gravity[2])
     large = is_large(grid.shape, ktop)
     (predictor_parallel if large else predictor_serial)(
         grid.u, grid.v, grid.w, grid.solid, int(ktop), grid.cell, dt, nu, gamma, gx, gy, gz,
@@ -505,9 +533,17 @@ def step(grid: MACGrid, scratch: MACScratch, ktop: int, dt: float, nu: float, gr
         scratch.f, scratch.g, scratch.h, grid.solid, int(ktop), grid.cell, dt, scratch.rhs)
     result = solve_pressure(method, grid.p, scratch.rhs, grid.solid, int(ktop), grid.cell, omega, tol / dt,
                             max_iter)
+    if half_step is None:
+        track, fresh, fields = False, False, _NO_FIELDS
+    else:
+        track, fresh, fields = True, bool(half_step[6]), half_step[:6]
     (project_parallel if large else project_serial)(
-        scratch.f, scratch.g, scratch.h, grid.p, grid.solid, int(ktop), grid.cell, dt, grid.u, grid.v, grid.w)
+        scratch.f, scratch.g, scratch.h, grid.p, grid.solid, int(ktop), grid.cell, dt, track, fresh,
+        grid.u, grid.v, grid.w, *fields)
     return result
+
+
+_NO_FIELDS = tuple(np.zeros((1, 1, 1)) for _ in range(6))
 
 
 # --------------------------------------------------------------------------------------------
