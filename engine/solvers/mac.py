@@ -551,41 +551,19 @@ _NO_FIELDS = tuple(np.zeros((1, 1, 1)) for _ in range(6))
 
 
 @njit(inline="always", cache=True)
-def _trilinear(a, fx, fy, fz):
-    """Trilinear interpolation of array ``a`` at fractional index (fx, fy, fz), clamped to the array."""
-    n0, n1, n2 = a.shape
-    fx = min(max(fx, 0.0), n0 - 1.0)
-    fy = min(max(fy, 0.0), n1 - 1.0)
-    fz = min(max(fz, 0.0), n2 - 1.0)
-    i = min(int(fx), n0 - 2) if n0 > 1 else 0
-    j = min(int(fy), n1 - 2) if n1 > 1 else 0
-    k = min(int(fz), n2 - 2) if n2 > 1 else 0
-    tx = fx - i
-    ty = fy - j
-    tz = fz - k
-    i1 = min(i + 1, n0 - 1)
-    j1 = min(j + 1, n1 - 1)
-    k1 = min(k + 1, n2 - 1)
-    c00 = a[i, j, k] * (1.0 - tx) + a[i1, j, k] * tx
-    c10 = a[i, j1, k] * (1.0 - tx) + a[i1, j1, k] * tx
-    c01 = a[i, j, k1] * (1.0 - tx) + a[i1, j, k1] * tx
-    c11 = a[i, j1, k1] * (1.0 - tx) + a[i1, j1, k1] * tx
-    c0 = c00 * (1.0 - ty) + c10 * ty
-    c1 = c01 * (1.0 - ty) + c11 * ty
-    return c0 * (1.0 - tz) + c1 * tz
-
-
-@njit(inline="always", cache=True)
 def _axis(f, n):
-    """Index pair and weight along one axis of :func:`_trilinear` (fractional index f, n samples)."""
+    """Index pair and weight along one axis of a trilinear sample (fractional index f, n samples,
+    clamped to the array).
+    The indices are unsigned, so that the arrays they index skip numba's wrap-around test for
+    negative indices (a sixth of a pressure sample's time); use them only as indices."""
     f = min(max(f, 0.0), n - 1.0)
     i = min(int(f), n - 2) if n > 1 else 0
-    return i, min(i + 1, n - 1), f - i
+    return np.uint64(i), np.uint64(min(i + 1, n - 1)), f - i
 
 
 @njit(inline="always", cache=True)
 def _lerp3(a, i, i1, tx, j, j1, ty, k, k1, tz):
-    """:func:`_trilinear`'s blend of the 8 samples around (i, j, k), in the same order of operations."""
+    """Trilinear blend of the 8 samples of ``a`` around (i, j, k) with weights (tx, ty, tz)."""
     c00 = a[i, j, k] * (1.0 - tx) + a[i1, j, k] * tx
     c10 = a[i, j1, k] * (1.0 - tx) + a[i1, j1, k] * tx
     c01 = a[i, j, k1] * (1.0 - tx) + a[i1, j, k1] * tx
@@ -593,6 +571,16 @@ def _lerp3(a, i, i1, tx, j, j1, ty, k, k1, tz):
     c0 = c00 * (1.0 - ty) + c10 * ty
     c1 = c01 * (1.0 - ty) + c11 * ty
     return c0 * (1.0 - tz) + c1 * tz
+
+
+@njit(inline="always", cache=True)
+def _trilinear(a, fx, fy, fz):
+    """Trilinear interpolation of array ``a`` at fractional index (fx, fy, fz), clamped to the array."""
+    n0, n1, n2 = a.shape
+    i, i1, tx = _axis(fx, n0)
+    j, j1, ty = _axis(fy, n1)
+    k, k1, tz = _axis(fz, n2)
+    return _lerp3(a, i, i1, tx, j, j1, ty, k, k1, tz)
 
 
 @njit(inline="always", cache=True)
