@@ -436,7 +436,8 @@ class NeighbourList:
     def nbytes(self) -> int:
         return self.start.nbytes + self.count.nbytes + self.nbr.nbytes
 
-    def build(self, x_sorted: np.ndarray, hsup: np.ndarray, grid: CellGrid) -> None:
+    def build(self, x_sorted: np.ndarray, hsup: np.ndarray, grid: CellGrid,
+              counts_hint: np.ndarray | None = None) -> None:
         """Neighbours of the particles ``x_sorted`` (the grid's sorted order).
 
         Parameters
@@ -448,6 +449,10 @@ class NeighbourList:
         grid : CellGrid
             The grid ``x_sorted`` was sorted by; its ``order`` maps the previous order of the same
             particles to this one (pass a grid without ``order`` when the particles changed).
+        counts_hint : ndarray, shape (N,), optional
+            Expected neighbour count of each particle (in the sorted order), for a particle set that
+            is not a reordering of the last one: it sizes the list's slices instead of a counting
+            pass. Too low a guess costs one more filling pass, never a wrong list.
         """
         n = x_sorted.shape[0]
         m = grid.cell_nbr.shape[0]
@@ -455,7 +460,9 @@ class NeighbourList:
         chunk_base = np.empty(chunks, dtype=np.int64)
         chunk_cap = np.empty(chunks, dtype=np.int64)
         overflow = np.zeros(chunks, dtype=np.bool_)
-        if self.count.shape[0] == n and grid.order is not None:
+        if counts_hint is not None and counts_hint.shape[0] == n:
+            counts = counts_hint.astype(np.int64)
+        elif self.count.shape[0] == n and grid.order is not None:
             counts = self.count[grid.order].astype(np.int64)
         else:
             counts = np.empty(n, dtype=np.int64)

@@ -96,6 +96,29 @@ def test_neighbour_list_equals_brute_force_and_pads_with_self(block):
         np.testing.assert_array_equal(nl.nbr[nl.start[i] + nl.count[i]:nl.start[i] + padded], i)
 
 
+@pytest.mark.parametrize("guess", ["low", "exact", "high"])
+def test_neighbour_list_from_a_count_guess_equals_the_counted_one(guess):
+    """A count guess (the hybrid's, for a particle set that is not a reordering of the last) only
+    sizes the list's slices: too low costs a second filling pass, too high some memory; the list is
+    the same as the one built after a counting pass."""
+    rng = np.random.default_rng(9)
+    x = rng.uniform(-0.5, 0.5, (3000, 3)).astype(np.float32)
+    h = np.full(3000, 0.04, dtype=np.float32)
+    grid = neighbors.build_grid(x, 0.08)
+    xs = x[grid.order]
+    counted = neighbors.NeighbourList()
+    counted.build(xs, h, grid._replace(order=None))
+    hint = {"low": np.zeros(3000, dtype=np.int64), "exact": counted.count.astype(np.int64),
+            "high": counted.count.astype(np.int64) * 3 + 5}[guess]
+    nl = neighbors.NeighbourList()
+    nl.build(xs, h, grid._replace(order=None), counts_hint=hint)
+    assert nl.recounts == (1 if guess == "low" else 0)
+    np.testing.assert_array_equal(nl.count, counted.count)
+    for i in range(len(xs)):
+        np.testing.assert_array_equal(nl.nbr[nl.start[i]:nl.start[i] + nl.count[i]],
+                                      counted.nbr[counted.start[i]:counted.start[i] + counted.count[i]])
+
+
 def test_neighbour_list_rejects_a_bad_block():
     with pytest.raises(ValueError):
         neighbors.NeighbourList(block=0)

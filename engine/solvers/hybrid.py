@@ -1164,11 +1164,20 @@ class HybridSolver:
         else:
             grid = None
             order = idx_rest
+        # the list's slices are sized from the last build's counts (particles that join the subset
+        # are guessed at the largest of them): a counting pass over the subset cost a third of a build
+        old_n_sub, old_counts = self.n_sub, self.neighbours.count
+        hint = None
+        if len(idx_sub) and old_n_sub and old_counts.shape[0] == old_n_sub:
+            came_from = order[:len(idx_sub)]
+            known = came_from < old_n_sub
+            hint = np.full(len(idx_sub), int(old_counts.max()), dtype=np.int64)
+            hint[known] = old_counts[came_from[known]]
         pt.reorder(order)
         self.n_sub = len(idx_sub)
         if grid is not None:
             self.neighbours.build(pt.x[:self.n_sub], np.full(self.n_sub, reach, dtype=np.float32),
-                                  grid._replace(order=None))
+                                  grid._replace(order=None), counts_hint=hint)
         else:
             self.neighbours = NeighbourList()
         self.kind[self.n_sub:] = MAC
