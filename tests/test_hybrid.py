@@ -186,7 +186,8 @@ def test_boundary_row_from_node_lists_equals_the_row_from_binned_particles():
     """Between neighbour-list builds the boundary row is filled from per-node lists of the particles
     within 2h + SKIN h / 2 at the build; after particles have moved (no build since) it must
     equal the row found by searching the binned particles afresh (both sum eq. 9 in single precision,
-    in different orders)."""
+    in different orders). Lists after the first build are written into slices sized from the
+    previous build's counts, so the run must have built them more than once."""
     s = _stirred_tank()
     k = s.ktop
     moved = 0.0
@@ -196,6 +197,13 @@ def test_boundary_row_from_node_lists_equals_the_row_from_binned_particles():
         if s.rebuilds == built:
             moved = max(moved, float(np.abs(s.particles.x - s._x_ref).max()))
     assert s._node_row == k and moved > 0.0
+    assert s.rebuilds >= 3, s.rebuilds
+    # a slice too short for its node: the next build must find the list grown and count again
+    s._node_counts[:] = 0
+    s._changed = True
+    recounts = s.node_recounts
+    s.step(1.0e-4)
+    assert s.node_recounts == recounts + 1
     rows = []
     for listed in (True, False):
         if not listed:

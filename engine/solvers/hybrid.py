@@ -490,13 +490,13 @@ def row_nodes(ox, oy, oz, cell, ni, nj, nk, k):
 
 
 @njit(parallel=True, cache=True)
-def node_candidates(pos, bins_start, bins, ids, cx0, cy0, zlo, cinv, zinv, ncx, ncy, ncz, reach, count_only,
+def node_candidates(pos, bins_start, bins, ids, cx0, cy0, zlo, cinv, zinv, ncx, ncy, ncz, reach, start, cap,
                     # outputs
-                    start, nbr):
+                    count, nbr):
     """For every node of ``pos``, the binned particles (:func:`bin_band`; ``ids`` their rows) within
-    ``reach``: counts into start[m + 1] when ``count_only``, else
-    their rows into nbr[start[m]:start[m + 1]], in bin order (the same order on every build from
-    the same positions)."""
+    ``reach``: their rows into nbr[start[m]:start[m] + cap[m]], in bin order (the same order on every
+    build from the same positions), and how many there are into count[m] (more than cap[m]: the list
+    did not fit; cap = 0 only counts)."""
     r2max = reach * reach
     edge = 1.0 / cinv
     for m in prange(pos.shape[0]):
@@ -510,7 +510,8 @@ def node_candidates(pos, bins_start, bins, ids, cx0, cy0, zlo, cinv, zinv, ncx, 
         c0 = max(int(math.floor((pz - reach - zlo) * zinv)), 0)
         c1 = min(int(math.floor((pz + reach - zlo) * zinv)), ncz - 1)
         n = 0
-        out = 0 if count_only else start[m]
+        out = start[m]
+        room = cap[m]
         for a in range(a0, a1 + 1):
             ex = max(cx0 + a * edge - px, 0.0, px - (cx0 + (a + 1) * edge))
             for b in range(b0, b1 + 1):
@@ -523,15 +524,14 @@ def node_candidates(pos, bins_start, bins, ids, cx0, cy0, zlo, cinv, zinv, ncx, 
                     d1 = py - bins[BIN_X + 1, t]
                     d2 = pz - bins[BIN_X + 2, t]
                     if d0 * d0 + d1 * d1 + d2 * d2 < r2max:
-                        if not count_only:
+                        if n < room:
                             nbr[out + n] = ids[t]
                         n += 1
-        if count_only:
-            start[m + 1] = n
+        count[m] = n
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def fill_row_listed(x, v, p, rho, mass, h, pos, comp, ij, start, nbr, k, solid,
+def fill_row_listed(x, v, p, rho, mass, h, pos, comp, ij, start, count, nbr, k, solid,
                     # outputs
                     u, vv, w, pg):
     """The boundary row from each node's listed particles (:func:`node_candidates`, built with a
@@ -550,7 +550,7 @@ def fill_row_listed(x, v, p, rho, mass, h, pos, comp, ij, start, nbr, k, solid,
         c = comp[m]
         s = zero
         sw = zero
-        for t in range(start[m], start[m + 1]):
+        for t in range(start[m], start[m] + count[m]):
             n = nbr[t]
             d0 = fx - x[n, 0]
             d1 = fy - x[n, 1]
@@ -795,6 +795,22 @@ def move_markers(x, x_ref, n_sub, dt, pressure, ox, oy, oz, inv, mu, mv, mw, pg,
             far = max(far, d0 * d0 + d1 * d1 + d2 * d2)
         disp[c] = far
         disp[chunks + c] = fast
+
+
+@njit(cache=True)
+def grid_pressure(x, rows, ox, oy, oz, inv, pg, rho0, p0,
+                  # outputs
+                  p, rho):
+    """p = rho0 P_grid and rho from the equation of state inverted (eq. 6) at the particles ``rows``
+    (markers that join the neighbour search at a rebuild, as MIXB particles or markers of its skin:
+    the SPH sums may read them before :func:`finish` sets them)."""
+    for t in range(rows.shape[0]):
+        n = rows[t]
+        pn = rho0 * mac.pressure_at(pg, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
+        if pn < 0.0:
+            pn = 0.0
+        p[n] = pn
+        rho[n] = rho0 * _tait_density_ratio(pn / p0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1055,6 +1071,9 @@ class HybridSolver:
         # neighbour-list build (_build_node_lists); _node_row: the row they are for (-1: none)
         self._nodes = None
         self._node_row = -1
+        self._node_counts = np.zeros(0, dtype=np.int64)  # per node, its list's length at the last build
+        self._node_row_last = -1                          # the row of those counts
+        self.node_recounts = 0                            # builds whose slices had to be counted again
         self._update_solid()
         if n:
             self._set_interface(self._interface_target(), force=True)
@@ -1150,7 +1169,9 @@ class HybridSolver:
             disp2 = self._disp2 if self._disp2 is not None else max_displacement2(pt.x, self._x_ref)
             if disp2 <= (0.5 * skin) ** 2:
                 return
-        self.flush()  # the markers catch up before the subset is chosen again
+        # the markers catch up before the subset is chosen again; the p and rho of those that join
+        # it are taken from the grid below, the others' wait for a frame's flush
+        self._move_markers(False)
         g = self.grid
         hi = g.origin + np.array(g.shape) * g.cell
         x = pt.x
@@ -1177,6 +1198,11 @@ class HybridSolver:
             hint[known] = old_counts[came_from[known]]
         pt.reorder(order)
         self.n_sub = len(idx_sub)
+        if self._marker_p_stale and self.ktop > 0:
+            joined = np.flatnonzero(order[:self.n_sub] >= old_n_sub).astype(np.int64)
+            g_ = self.grid
+            grid_pressure(pt.x, joined, g_.origin[0], g_.origin[1], g_.origin[2], 1.0 / g_.cell, g_.p,
+                          self.model.sph.rho0, self.model.sph.pressure_constant, pt.p, pt.rho)
         if grid is not None:
             self.neighbours.build(pt.x[:self.n_sub], np.full(self.n_sub, reach, dtype=np.float32),
                                   grid._replace(order=None), counts_hint=hint)
@@ -1218,13 +1244,30 @@ class HybridSolver:
         ids = np.empty(ns, dtype=np.int32)
         bin_band(x, pt.v, pt.p, pt.rho, ns, m.sph.mass, zlo, zhi, g.origin[0], g.origin[1], inv, zinv, ncx, ncy,
                  ncz, start, bins, ids)
-        node_start = np.zeros(len(pos) + 1, dtype=np.int64)
+        # each node's slice sized from its count at the last build of the same row (plus a margin):
+        # one pass; a first build, or a node whose list outgrew its slice, takes a counting pass
+        count = np.zeros(len(pos), dtype=np.int64)
         args = (pos, start, bins, ids, g.origin[0], g.origin[1], zlo, inv, zinv, ncx, ncy, ncz, reach)
-        node_candidates(*args, True, node_start, ids[:0])
-        np.cumsum(node_start, out=node_start)
-        nbr = np.empty(int(node_start[-1]), dtype=np.int32)
-        node_candidates(*args, False, node_start, nbr)
-        self._nodes = (pos, comp, ij, node_start, nbr)
+        last = self._node_counts if self._node_counts.shape[0] == len(pos) and self._node_row_last == self.ktop else None
+        if last is None:
+            nothing = np.zeros(len(pos), dtype=np.int64)
+            node_candidates(*args, nothing, nothing, count, ids[:0])  # counts only (every slice 0 long)
+            cap = count.copy()
+        else:
+            cap = last + last // 4 + 8
+        node_start = np.zeros(len(pos), dtype=np.int64)
+        np.cumsum(cap[:-1], out=node_start[1:])
+        nbr = np.empty(int(node_start[-1] + cap[-1]), dtype=np.int32)
+        node_candidates(*args, node_start, cap, count, nbr)
+        if np.any(count > cap):  # grown past the margin: exact slices from these counts
+            cap = count.copy()
+            np.cumsum(cap[:-1], out=node_start[1:])
+            nbr = np.empty(int(node_start[-1] + cap[-1]), dtype=np.int32)
+            node_candidates(*args, node_start, cap, count, nbr)
+            self.node_recounts += 1
+        self._node_counts = count
+        self._node_row_last = int(self.ktop)
+        self._nodes = (pos, comp, ij, node_start, count, nbr)
         self._node_row = int(self.ktop)
 
     def restore_neighbours(self, x_ref: np.ndarray) -> None:
@@ -1312,8 +1355,8 @@ class HybridSolver:
         m, g, pt = self.model, self.grid, self.particles
         h = m.h
         if k0 == k1 == self._node_row and not every_particle:
-            pos, comp, ij, start, nbr = self._nodes
-            fill_row_listed(pt.x, pt.v, pt.p, pt.rho, m.sph.mass, h, pos, comp, ij, start, nbr, int(k0), g.solid,
+            pos, comp, ij, start, count, nbr = self._nodes
+            fill_row_listed(pt.x, pt.v, pt.p, pt.rho, m.sph.mass, h, pos, comp, ij, start, count, nbr, int(k0), g.solid,
                             g.u, g.v, g.w, g.p)
             return
         zlo = g.origin[2] + k0 * g.cell - 2.0 * h
