@@ -63,9 +63,10 @@ Where this differs from the paper: density is the kernel sum (WCSPH's "summation
 default now follows the continuity equation of §3, which the hybrid does not yet); eq. 9 is
 normalised by the kernel sum of the particle volumes (exact for linear fields, and the nodes'
 neighbourhoods are full anyway); the boundary row's nodes are its own
-staggered positions rather than nodes averaged onto them; markers keep the half-step velocity
-they moved with between substeps (the cache shows it); grid walls are free-slip at the grid's
-sides and have zero face velocity next to a solid cell.
+staggered positions rather than nodes averaged onto them; markers keep the velocity they moved
+with (the half-step velocity inside the neighbour search, the mean velocity of their last catch-up
+below it; the cache shows it); grid walls are free-slip at the grid's sides and have zero face
+velocity next to a solid cell.
 """
 
 from __future__ import annotations
