@@ -232,9 +232,14 @@ class Particles:
             self._reallocate(max(MIN_CAPACITY, math.ceil(GROWTH * m)))
         return removed
 
-    def reorder(self, order: np.ndarray) -> None:
-        """Apply a permutation to every channel (after a grid build)."""
+    def reorder(self, order: np.ndarray, head: int | None = None) -> None:
+        """Apply a permutation to every channel (after a grid build). With ``head``, ``order``
+        permutes only the first ``head`` rows, in place, and the others stay where they are."""
         n = len(self)
+        if head is not None:
+            for _name, arr in list(self._arrays()):
+                arr[:head] = np.take(arr[:head], order, axis=0)
+            return
         for name, arr in list(self._arrays()):
             buf = np.empty((self.capacity,) + arr.shape[1:], dtype=arr.dtype)
             np.take(arr, order, axis=0, out=buf[:n])

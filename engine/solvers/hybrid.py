@@ -1075,6 +1075,7 @@ class HybridSolver:
         self._node_counts = np.zeros(0, dtype=np.int64)  # per node, its list's length at the last build
         self._node_row_last = -1                          # the row of those counts
         self.node_recounts = 0                            # builds whose slices had to be counted again
+        self.head_reorders = 0                            # rebuilds that reordered only the subset
         self._update_solid()
         if n:
             self._set_interface(self._interface_target(), force=True)
@@ -1197,7 +1198,13 @@ class HybridSolver:
             known = came_from < old_n_sub
             hint = np.full(len(idx_sub), int(old_counts.max()), dtype=np.int64)
             hint[known] = old_counts[came_from[known]]
-        pt.reorder(order)
+        if len(idx_sub) == old_n_sub and (len(idx_rest) == 0 or idx_rest[0] == old_n_sub):
+            # the same particles in the subset (the markers are rows old_n_sub on, in order): only
+            # the subset is sorted again, the markers' rows stay
+            pt.reorder(order[:old_n_sub], head=old_n_sub)
+            self.head_reorders += 1
+        else:
+            pt.reorder(order)
         self.n_sub = len(idx_sub)
         if self._marker_p_stale and self.ktop > 0:
             joined = np.flatnonzero(order[:self.n_sub] >= old_n_sub).astype(np.int64)
@@ -1210,7 +1217,10 @@ class HybridSolver:
         else:
             self.neighbours = NeighbourList()
         self.kind[self.n_sub:] = MAC
-        self._x_ref = pt.x.copy()
+        if self._x_ref is not None and self._x_ref.shape == pt.x.shape:
+            self._x_ref[:] = pt.x  # into the same buffer: no fresh pages to fault in
+        else:
+            self._x_ref = pt.x.copy()
         self._build_node_lists(self._x_ref)
         self._disp2 = 0.0
         self._marker_disp2 = 0.0
@@ -1274,7 +1284,7 @@ class HybridSolver:
     def restore_neighbours(self, x_ref: np.ndarray) -> None:
         """Keep the positions of the last build from a checkpoint (the list is rebuilt from them by
         :meth:`restore_checkpoint_state`, which knows the subset's size)."""
-        self._x_ref = np.ascontiguousarray(x_ref, dtype=np.float32)
+        self._x_ref = np.array(x_ref, dtype=np.float32, order="C")  # a copy: rebuilds write into it
         self._disp2 = None
 
     def checkpoint_state(self) -> dict:

@@ -585,7 +585,10 @@ class WCSPHSolver:
             grid = grid._replace(order=None)  # other particles than at the last build: count afresh
         self.neighbours.build(pt.x, np.full(n, reach, dtype=np.float32), grid)
         self.grid = grid._replace(order=None, particle_cell=None)
-        self._x_ref = pt.x.copy()
+        if self._x_ref is not None and self._x_ref.shape == pt.x.shape:
+            self._x_ref[:] = pt.x  # into the same buffer: no fresh pages to fault in
+        else:
+            self._x_ref = pt.x.copy()
         self._changed = False
         self.rebuilds += 1
 
