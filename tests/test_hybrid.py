@@ -182,6 +182,31 @@ def test_markers_moved_every_few_substeps_match_markers_moved_every_substep(monk
     assert_allclose(x4[deep], x1[deep], rtol=0, atol=5.0e-6)
 
 
+def test_markers_that_join_the_neighbour_search_take_the_grid_pressure():
+    """Between frames the markers' p and rho are left stale; a rebuild that brings some of them into
+    the neighbour search (here: the interface moved down) gives those the grid's pressure at once,
+    since the SPH sums read MIXB particles before the substep's last pass sets them."""
+    s = _stirred_tank()
+    for _ in range(20):
+        s.step(1.0e-4)
+    pt = s.particles
+    s._move_markers(False)
+    markers = pt.id[s.n_sub:].copy()
+    pt.p[s.n_sub:] = -1.0  # stale, and nothing a grid gives
+    s._marker_p_stale = True
+    s._set_interface(s.interface - 2.0 * s.grid.cell, force=True)
+    s._rebuild()
+    joined = np.flatnonzero(np.isin(pt.id[:s.n_sub], markers))
+    assert len(joined) > 100, len(joined)
+    g = s.grid
+    grid_p = [1000.0 * mac.pressure_at(g.p, *g.origin, 1.0 / g.cell, *map(float, pt.x[n])) for n in joined]
+    # float32 storage of p: 1e-4 Pa at 2 kPa
+    assert_allclose(pt.p[joined], np.maximum(grid_p, 0.0), rtol=1e-6, atol=1e-3)
+    assert np.all(pt.p[s.n_sub:] == -1.0)  # the others wait for a frame's flush
+    s.flush()
+    assert np.all(pt.p >= 0.0)
+
+
 def test_boundary_row_from_node_lists_equals_the_row_from_binned_particles():
     """Between neighbour-list builds the boundary row is filled from per-node lists of the particles
     within 2h + SKIN h / 2 at the build; after particles have moved (no build since) it must
