@@ -608,25 +608,10 @@ def velocity_at(u, v, w, ox, oy, oz, inv, px, py, pz):
 @njit(inline="always", cache=True)
 def velocity_pair_at(ua, va, wa, ub, vb, wb, ox, oy, oz, inv, px, py, pz):
     """:func:`velocity_at` of two staggered fields of the same shape at one point: (u_a, v_a, w_a,
-    u_b, v_b, w_b), the index pairs and weights found once."""
-    fx = (px - ox) * inv
-    fy = (py - oy) * inv
-    fz = (pz - oz) * inv
-    ni = va.shape[0]
-    nj = ua.shape[1]
-    nk = ua.shape[2]
-    xf, xf1, tfx = _axis(fx, ni + 1)
-    xc, xc1, tcx = _axis(fx - 0.5, ni)
-    yf, yf1, tfy = _axis(fy, nj + 1)
-    yc, yc1, tcy = _axis(fy - 0.5, nj)
-    zf, zf1, tfz = _axis(fz, nk + 1)
-    zc, zc1, tcz = _axis(fz - 0.5, nk)
-    return (_lerp3(ua, xf, xf1, tfx, yc, yc1, tcy, zc, zc1, tcz),
-            _lerp3(va, xc, xc1, tcx, yf, yf1, tfy, zc, zc1, tcz),
-            _lerp3(wa, xc, xc1, tcx, yc, yc1, tcy, zf, zf1, tfz),
-            _lerp3(ub, xf, xf1, tfx, yc, yc1, tcy, zc, zc1, tcz),
-            _lerp3(vb, xc, xc1, tcx, yf, yf1, tfy, zc, zc1, tcz),
-            _lerp3(wb, xc, xc1, tcx, yc, yc1, tcy, zf, zf1, tfz))
+    u_b, v_b, w_b). Both calls inline into the caller, which computes their common axis weights once."""
+    a0, a1, a2 = velocity_at(ua, va, wa, ox, oy, oz, inv, px, py, pz)
+    b0, b1, b2 = velocity_at(ub, vb, wb, ox, oy, oz, inv, px, py, pz)
+    return a0, a1, a2, b0, b1, b2
 
 
 @njit(inline="always", cache=True)
