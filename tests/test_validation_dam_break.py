@@ -1,6 +1,6 @@
 """Dam break against Martin & Moyce (1952), Table 2 (n^2 = 2), quasi-2D, WCSPH and PBF.
 
-Reference: ``../shared/validation/mm1952_front_n2eq2_table2.csv`` (front Z = z/a against
+Reference: ``tests/data/mm1952_front_n2eq2_table2.csv`` (front Z = z/a against
 T = t sqrt(2 g / a)). Scene: a column a = 0.1 m wide and 2a high against the left wall of a tank
 6a long, a slab 4 particles thick between free-slip walls, default settings of each solver
 (WCSPH: continuity density, automatic c0, alpha 0.02, h = 1.2 dx; PBF: 4 iterations, 0.5 % density tolerance, 2 ms
@@ -22,8 +22,7 @@ from engine.scene import BoxContainer, FluidObject, SceneDescription
 from engine.settings import SimulationSettings
 from helpers import box_mesh
 
-REFERENCE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "validation",
-                         "mm1952_front_n2eq2_table2.csv")
+REFERENCE = os.path.join(os.path.dirname(__file__), "data", "mm1952_front_n2eq2_table2.csv")
 TIME_SHIFT = 0.175
 
 

@@ -1,7 +1,7 @@
 """Monaghan's elliptical drop, WCSPH, against the semi-analytic solution.
 
-Reference: ``../shared/validation/elliptical_drop_monaghan1994_analytic.csv`` (Monaghan 1994,
-J. Comput. Phys. 110, 399-406; README §7 there): a 2D unit circle of inviscid liquid with no
+Reference: ``tests/data/elliptical_drop_monaghan1994_analytic.csv`` (Monaghan 1994,
+J. Comput. Phys. 110, 399-406; see tests/data/README.md): a 2D unit circle of inviscid liquid with no
 gravity and no walls, initial velocity u = -100 x, v = +100 y (1/s), p = 0 on the free surface.
 It stays an ellipse with semi-axes a(t) along x and b(t) = 1 / a(t) along y; at t = 0.0076 s,
 a = 0.5143 and b = 1.9445.
@@ -43,8 +43,7 @@ from numpy.testing import assert_allclose
 from engine.particles import Particles
 from engine.solvers import wcsph
 
-REFERENCE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "validation",
-                         "elliptical_drop_monaghan1994_analytic.csv")
+REFERENCE = os.path.join(os.path.dirname(__file__), "data", "elliptical_drop_monaghan1994_analytic.csv")
 T_END = 0.0076
 A0 = 100.0  # initial strain rate, 1/s
 

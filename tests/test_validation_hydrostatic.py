@@ -1,7 +1,7 @@
 """Hydrostatic column, WCSPH, against the analytic p(y) = rho g (H - y).
 
-Reference: ``../shared/validation/hydrostatic_column_analytic.csv`` (p / (rho g H) against y / H,
-free surface at y = H, floor at y = 0) and README §6 there. Scene: a quasi-2D column H = 0.2 m
+Reference: ``tests/data/hydrostatic_column_analytic.csv`` (p / (rho g H) against y / H,
+free surface at y = H, floor at y = 0) and tests/data/README.md. Scene: a quasi-2D column H = 0.2 m
 high and W = 0.1 m wide, a slab 4 particles thick between free-slip walls (every particle is within
 reach of a wall, so the test exercises the wall treatment everywhere), spacing H / 20, h = 1.2 dx,
 the automatic sound speed c0 = 10 sqrt(2 g H), alpha = 0.02 (the defaults).
@@ -23,8 +23,7 @@ from numpy.testing import assert_allclose
 from engine.particles import Particles
 from engine.solvers import wcsph
 
-REFERENCE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "validation",
-                         "hydrostatic_column_analytic.csv")
+REFERENCE = os.path.join(os.path.dirname(__file__), "data", "hydrostatic_column_analytic.csv")
 G = 9.81
 RHO0 = 1000.0
 DX, HEIGHT, WIDTH = 0.01, 0.2, 0.1
