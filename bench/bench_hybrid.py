@@ -1,7 +1,8 @@
 """Time per substep of the MAC-SPH hybrid against pure WCSPH on the same scene; prints figures,
 asserts nothing.
 
-Scenes (seed 000 §4.3), particle spacing 1 cm, both solvers with the same model (spacing,
+Scenes (Suárez & Susín 2006, "Mesh-Particle Model for Fluid Animation" (Eurographics 2006), §4.3), particle
+spacing 1 cm, both solvers with the same model (spacing,
 smoothing length, sound speed, walls) and the same time step (WCSPH's stable step at the start):
 
 * ``drop``:   a drop (sphere, radius 10 cm) falling into a 0.6 x 0.4 x 0.25 m receptacle at rest

@@ -1,12 +1,12 @@
 """Mesh colliders in the particle solvers: distance grids, motion, contact response.
 
 Every :class:`~engine.scene.MeshCollider` becomes a narrow-band signed distance grid
-(:mod:`engine.sdf`, seed ``004_c098f18fca6bfc80.txt`` §4) sampled in the collider's rest pose (its
-world-space surface at the first frame), in one of three modes:
+(:mod:`engine.sdf`; Alduán, Tena & Otaduy 2015, "Efficient and Robust Position-Based Fluids for VFX",
+§4) sampled in the collider's rest pose (its world-space surface at the first frame), in one of three modes:
 
 * ``SOLID``: the inside of the mesh is solid (grid mode ``SOLID_INSIDE``);
 * ``CONTAINER``: the outside is solid, the liquid stays in (``SOLID_OUTSIDE``, the inside-out
-  container of seed ``002_da047f017bcf1c0a.txt``);
+  container of Gourlay 2012, "Fluid Simulation for Video Games (part 14)");
 * ``SHELL``: the surface itself is a wall half a particle spacing thick on each side (``SHELL``).
 
 ``AUTO`` is resolved from the mesh (:func:`resolve_mode`): a closed mesh (its generalised winding
@@ -20,14 +20,15 @@ surface offset (plus the half thickness of a shell). Two things act on a particl
    ``rho0 psi(phi_eff)`` (the same tables as box walls, :mod:`engine.walls`), combined over walls as
    ``1 - prod (1 - psi)``. Its gradient ``psi'(phi_eff) n`` gives the wall pressure force (WCSPH) or
    the wall push of the density constraint (PBF), so walls are neither sticky nor leaky.
-2. *Contact* (seed ``003_f1301af604bac835.txt``: push-out and damped reflection): a particle with
+2. *Contact* (push-out and damped reflection as in Hussain, "Smoothed Particle Hydrodynamics for
+   Real-Time Fluid Simulation for Unity"): a particle with
    ``phi_eff < 0`` is moved back along the normal ``n = grad phi / |grad phi|`` onto the surface; its
    velocity relative to the collider loses its approaching normal part, which is reflected with the
    collider's ``bounce``, and a fraction ``friction`` of its tangential part. A particle that moved
    farther than a quarter of the particle spacing in one substep is swept: the path is sampled at
    that step and the first sample inside the solid is taken, so nothing tunnels through a thin shell.
 
-Motion (seed 004 §4, Fig. 7):
+Motion (Alduán et al. 2015, §4, Fig. 7):
 
 * rigid (``transforms``): one grid; per substep the world->rest map is the inverse of the matrix
   interpolated linearly between frames, and the surface velocity at a point is the derivative of
@@ -39,7 +40,7 @@ Motion (seed 004 §4, Fig. 7):
   instead would put a sheet that sweeps past a particle at the wrong distance).
 
 Convex meshes (every vertex on the inner side of every face plane) in SOLID or CONTAINER mode
-skip the grid and are used exactly as half-space polytopes, after seed 002: the contact distance is
+skip the grid and are used exactly as half-space polytopes, after Gourlay 2012: the contact distance is
 ``parity * max_k (n_k . x - d_k)`` with parity +1 for a solid and -1 for a hole (a container), a
 container's faces add wall mass face by face like a box's walls, the broad phase is the inscribed
 sphere of a hole and the circumscribed sphere of a solid, and a particle found inside a solid is
@@ -112,7 +113,7 @@ _C_G0, _C_S, _C_FRICTION, _C_BOUNCE, _C_OFFSET, _C_DEFORM, _C_VOFF, _C_TOFF = 0,
 _C_A = 9      # 12 entries: world -> rest, 3 x 4 row-major
 _C_GM = 21    # 9 entries: rest gradient -> world gradient, 3 x 3 row-major
 _C_VD = 30    # 12 entries: rest point -> world velocity, 3 x 4 row-major
-# convex polytopes (seed 002): kind, first plane, plane count, parity (+1 solid, -1 hole), centre (3),
+# convex polytopes (Gourlay 2012): kind, first plane, plane count, parity (+1 solid, -1 hole), centre (3),
 # inscribed radius (holes' broad phase), circumscribed radius (solids' broad phase), broad-phase margin
 _C_KIND, _C_POFF, _C_PCOUNT, _C_PARITY, _C_CEN, _C_RIN, _C_ROUT, _C_REACH = 42, 43, 44, 45, 46, 49, 50, 51
 # world-space box (lower 3, upper 3) outside which the collider cannot act on a particle: the broad
@@ -183,7 +184,7 @@ def resolve_mode(collider: MeshCollider, liquid: np.ndarray) -> str:
 def convex_planes(mesh, mode: str) -> np.ndarray | None:
     """Face planes of a convex mesh as rows (n, d) with unit outward normals (n.x <= d inside), or None.
 
-    A mesh is used as a convex polytope (seed 002) when it has at most :data:`MAX_POLYTOPE_PLANES`
+    A mesh is used as a convex polytope (Gourlay 2012) when it has at most :data:`MAX_POLYTOPE_PLANES`
     distinct face planes and every vertex lies on the inner side of every one (within
     :data:`CONVEX_TOLERANCE` of its size). A SOLID must also be closed (a missing
     face would leave the solid unbounded); a CONTAINER may be open (an open-topped tank has no lid).
@@ -242,7 +243,7 @@ def _near(px, py, pz, cp):
 
 @njit(cache=True)
 def _polytope_phi(r0, r1, r2, cp, planes):
-    """Contact distance of seed 002: parity * max_k (n_k . r - d_k), with the gradient parity * n_k.
+    """Contact distance of Gourlay 2012: parity * max_k (n_k . r - d_k), with the gradient parity * n_k.
 
     Exact inside a hole (the distance to the nearest face) and inside a solid; outside a solid it
     is a lower bound of the distance (exact facing a face, short of it near edges and corners). The
@@ -344,7 +345,7 @@ def _times_wall(f_all, d0, d1, d2, phi, n0, n1, n2, inv_scale, t0, step, psi, dp
 @njit(inline="always", cache=True)
 def _deep_in_hole(px, py, pz, cp, reach):
     """True if the point lies so deep inside a convex container's inscribed sphere that no face is
-    within ``reach`` of it (the broad phase of seed 002 for holes)."""
+    within ``reach`` of it (the broad phase of Gourlay 2012 for holes)."""
     a = _C_A
     e0 = cp[a] * px + cp[a + 1] * py + cp[a + 2] * pz + cp[a + 3] - cp[_C_CEN]
     e1 = cp[a + 4] * px + cp[a + 5] * py + cp[a + 6] * pz + cp[a + 7] - cp[_C_CEN + 1]
@@ -427,7 +428,7 @@ def collider_near(px, py, pz, reach, cset):
 
 @njit(cache=True)
 def _solid_eject(r0, r1, r2, u0, u1, u2, cp, planes, phi, n0, n1, n2):
-    """Seed 002's collision distance for a point inside a convex solid, moving at u relative to it:
+    """Gourlay's (2012) collision distance for a point inside a convex solid, moving at u relative to it:
     the face it is least deep behind among those it is moving deeper through (u . n <= 0), so it
     leaves the way it came in. Falls back to the contact distance (phi, n) when no face qualifies."""
     m = _C_GM
@@ -519,7 +520,7 @@ def project(x_start, x, v, sweep, contact, inv_dt, use_response, cset):
                 pushed = pushed or phi < 0.0
                 cv0, cv1, cv2 = collider_velocity(c, tri, r0, r1, r2, cset)
                 if phi < 0.0 and cparams[c, _C_KIND] == KIND_POLYTOPE and cparams[c, _C_PARITY] > 0.0:
-                    # seed 002's collision distance: eject through the face the particle came in by
+                    # Gourlay's (2012) collision distance: eject through the face the particle came in by
                     phi, n0, n1, n2 = _solid_eject(r0, r1, r2, vx - cv0, vy - cv1, vz - cv2, cparams[c], cset[8],
                                                    phi, n0, n1, n2)
                 if phi < 0.0:

@@ -5,9 +5,11 @@ interactions) and integrates to one over 3D space. ``*_dwdr`` is the radial deri
 the gradient with respect to x_i is ``dwdr * (x_i - x_j) / r``.
 
 * cubic spline, Monaghan 1992 (the default for WCSPH density and forces);
-* the kernel of seed ``000_bc671f202909ba52.txt`` eq. 7: W = 15 / (pi (4h)^3) (2 - r/h)^3
+* the kernel of Suárez & Susín 2006, "Mesh-Particle Model for Fluid Animation" (Eurographics 2006),
+  eq. 7: W = 15 / (pi (4h)^3) (2 - r/h)^3
   (a "spiky" kernel whose gradient does not vanish at r -> 0, avoiding clustering);
-* poly6 of Mueller et al. 2003 (seed ``001_6311182aa316f9ce.txt`` eq. 3), rescaled to support 2h.
+* poly6 of Mueller et al. 2003 (as in Gard & Bäck 2017, "Water Simulation for Maya using Smoothed
+  Particle Hydrodynamics", eq. 3), rescaled to support 2h.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def cubic_dwdr(r, h):
 
 @njit(inline="always", cache=True)
 def spiky_w(r, h):
-    """Seed 000 eq. 7: 15 / (pi (4h)^3) (2 - r/h)^3 for r <= 2h."""
+    """Suárez & Susín 2006, eq. 7: 15 / (pi (4h)^3) (2 - r/h)^3 for r <= 2h."""
     if r >= 2.0 * h:
         return 0.0
     t = 2.0 - r / h
@@ -64,7 +66,7 @@ def spiky_dwdr(r, h):
 
 @njit(inline="always", cache=True)
 def poly6_w(r, h):
-    """Mueller 2003 poly6 (seed 001 eq. 3) with support H = 2h: 315/(64 pi H^9) (H^2 - r^2)^3."""
+    """Mueller 2003 poly6 (Gard & Bäck 2017, eq. 3) with support H = 2h: 315/(64 pi H^9) (H^2 - r^2)^3."""
     big = 2.0 * h
     if r >= big:
         return 0.0

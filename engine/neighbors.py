@@ -1,6 +1,7 @@
 """Neighbour search on a Morton-sorted cell grid with 64-bit keys (no dense grid, unbounded).
 
-Seed ``004_c098f18fca6bfc80.txt`` §5: particles are binned into cubic cells of edge ``cell_size``
+Alduán, Tena & Otaduy 2015, "Efficient and Robust Position-Based Fluids for VFX", §5: particles are binned
+into cubic cells of edge ``cell_size``
 (the kernel support, 2h), each cell named by the 64-bit Z-order (Morton) interleave of its three
 21-bit integer coordinates. Sorting particles by that key puts the particles of one cell next to
 each other in memory and nearby cells near each other. Only occupied cells exist: memory follows

@@ -1,4 +1,5 @@
-"""Structure-of-arrays particle storage that can grow and shrink (seed 004 §6).
+"""Structure-of-arrays particle storage that can grow and shrink (Alduán, Tena & Otaduy 2015,
+"Efficient and Robust Position-Based Fluids for VFX", §6).
 
 One array per quantity ("channel"), all holding the N active particles in their first N rows.
 Each channel is a prefix view of a buffer with room for ``capacity`` particles, so emitting a

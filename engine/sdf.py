@@ -1,6 +1,7 @@
 """Narrow-band signed distance grids from triangle meshes.
 
-Seed ``004_c098f18fca6bfc80.txt`` §4 (VDB collision fields): a distance field is stored only in a
+Alduán, Tena & Otaduy 2015, "Efficient and Robust Position-Based Fluids for VFX", §4 (VDB collision fields):
+a distance field is stored only in a
 narrow band around the surface, with the index of the closest triangle kept beside the distance
 (so a velocity or friction field can later be read off the closest primitive), in one of three
 modes:
@@ -8,7 +9,7 @@ modes:
 ``'SOLID_INSIDE'``
     The inside of the mesh is solid (an obstacle): ``phi < 0`` inside.
 ``'SOLID_OUTSIDE'``
-    The outside of the mesh is solid (an inside-out container, seed ``002``): ``phi < 0`` outside.
+    The outside of the mesh is solid (an inside-out container, Gourlay 2012): ``phi < 0`` outside.
 ``'SHELL'``
     The surface itself is solid (open sheets, single-sided cups): ``phi = |d| - thickness``.
 

@@ -157,7 +157,7 @@ def rotation_z(angle):
 
 
 def test_convex_meshes_become_exact_polytopes():
-    """A rotated box (convex) is a polytope: its distance is exact inside, like seed 002's containers."""
+    """A rotated box (convex) is a polytope: its distance is exact inside, like Gourlay's (2012) containers."""
     rot = rotation_z(np.radians(30))
     box = box_mesh([-0.1, -0.05, 0.0], [0.1, 0.05, 0.1])
     rotated = TriangleMesh(box.vertices @ rot.T, box.triangles)
@@ -185,7 +185,7 @@ def test_convex_meshes_become_exact_polytopes():
 
 
 def test_solid_polytope_ejects_a_fast_particle_the_way_it_came():
-    """Seed 002: a particle that went past the middle of a thin slab leaves through the face it entered."""
+    """Gourlay 2012: a particle that went past the middle of a thin slab leaves through the face it entered."""
     slab = MeshCollider("Slab", box_mesh([-0.2, -0.2, -0.01], [0.2, 0.2, 0.01]), ColliderSettings(collider_mode="SOLID"))
     world = world_of([slab])
     # 3 mm below the middle, coming down: the nearest face is the bottom one, the right one the top

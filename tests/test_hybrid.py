@@ -1,4 +1,5 @@
-"""MAC-SPH hybrid (seed 000 §4): a resting tank stays at rest across the interface, the drop scene
+"""MAC-SPH hybrid (Suárez & Susín 2006, "Mesh-Particle Model for Fluid Animation" (Eurographics 2006), §4): a
+resting tank stays at rest across the interface, the drop scene
 conserves volume and follows pure SPH, the pressure solvers agree, kinds follow the layers, the
 interface follows the liquid, grid walls come from the colliders, resume equals an uninterrupted bake."""
 
@@ -285,7 +286,7 @@ L_DROP = POOL - 0.5 * DXD - (4 * 1.2 * DXD + 2 * DXD)   # the interface: 0.154 m
 
 
 def _drop_scene(frames=(1, 5)):
-    """A drop (sphere, radius 5 cm) falling into a receptacle at rest (seed 000 §4.3, Fig. 4), scaled
+    """A drop (sphere, radius 5 cm) falling into a receptacle at rest (Suárez & Susín 2006, §4.3, Fig. 4), scaled
     down to run in seconds: 0.4 x 0.08 x 0.3 m of water in a 0.4 x 0.08 x 0.45 m tank at 2 cm spacing,
     1200 + ~60 particles; the drop's bottom starts 2 cm above the pool."""
     pool = FluidObject("Pool", box_mesh([0, 0, 0], [0.4, 0.08, POOL]))
@@ -495,7 +496,7 @@ def test_check_job_refuses_several_resolutions_and_the_speed_limit_is_wcsph_s():
 
 
 def test_tait_density_inversion_matches_the_power():
-    """rho / rho0 = (1 + p / P0)^(1/7) (seed 000 eq. 6 inverted): the series below x = 0.05 and the
+    """rho / rho0 = (1 + p / P0)^(1/7) (Suárez & Susín 2006, eq. 6 inverted): the series below x = 0.05 and the
     power above agree with numpy's power to 1e-9 (the series' truncation error is 3e-10 at x = 0.05),
     and the two branches meet without a jump."""
     from engine.solvers.hybrid import _tait_density_ratio

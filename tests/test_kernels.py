@@ -59,8 +59,8 @@ def test_gradient_is_antisymmetric():
         assert_allclose(gij, -gji, rtol=0, atol=0)
 
 
-def test_seed000_eq7_kernel_formula():
-    """Seed 000 eq. 7: W = 15 / (pi (4h)^3) (2 - r/h)^3."""
+def test_suarez_susin_eq7_kernel_formula():
+    """Suárez & Susín 2006, eq. 7: W = 15 / (pi (4h)^3) (2 - r/h)^3."""
     h = 0.2
     for r in (0.0, 0.1, 0.3):
         assert_allclose(kernels.spiky_w(r, h), 15.0 / (math.pi * (4 * h) ** 3) * (2 - r / h) ** 3, rtol=1e-14, atol=0)

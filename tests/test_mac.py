@@ -1,4 +1,5 @@
-"""MAC grid pieces (seed 000 §2): advection of a uniform flow, hydrostatic pressure, a
+"""MAC grid pieces (Suárez & Susín 2006, "Mesh-Particle Model for Fluid Animation" (Eurographics 2006), §2):
+advection of a uniform flow, hydrostatic pressure, a
 divergence-free projection, and SOR against red-black SOR on a Poisson problem with a known solution."""
 
 import numpy as np
@@ -142,7 +143,7 @@ def test_serial_and_parallel_builds_give_identical_results():
 
 def test_projection_gives_the_half_step_field_and_adds_up_the_displacement():
     """With ``half_step``, the projection writes (u^n + u^(n+1)) / 2 on every face of the computed
-    rows (seed 000 eq. 10) and sums dt times it into the displacement field: set on a fresh start,
+    rows (Suárez & Susín 2006, eq. 10) and sums dt times it into the displacement field: set on a fresh start,
     added afterwards. The velocity itself is the same as without it."""
     rng = np.random.default_rng(7)
     grid = _grid((9, 7, 11))

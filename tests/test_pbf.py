@@ -1,4 +1,5 @@
-"""PBF micro-scenes (seed 004 §3): resting tank, viscous slump, two resolutions, surface tension,
+"""PBF micro-scenes (Alduán, Tena & Otaduy 2015, "Efficient and Robust Position-Based Fluids for VFX", §3):
+resting tank, viscous slump, two resolutions, surface tension,
 determinism, and a bake through the driver."""
 
 import numpy as np
@@ -152,7 +153,7 @@ def _slump(xsph):
 
 
 def test_viscous_block_is_stable_at_the_water_time_step_and_slumps_slowly():
-    """Seed 004 §3.2 and Fig. 2: a toothpaste-like XSPH coefficient at the 2 ms water time step."""
+    """Alduán et al. 2015, §3.2 and Fig. 2: a toothpaste-like XSPH coefficient at the 2 ms water time step."""
     water, h_water = _slump(0.02)
     paste, h_paste = _slump(15.0)
     assert water.model.xsph_passes == 1 and paste.model.xsph_passes == 30
@@ -161,7 +162,7 @@ def test_viscous_block_is_stable_at_the_water_time_step_and_slumps_slowly():
 
 
 def test_two_resolutions_rest_together_within_tolerance():
-    """Seed 004 eq. 1-2: a coarse half (2x spacing, 8x mass) and a fine half share one tank."""
+    """Alduán et al. 2015, eq. 1-2: a coarse half (2x spacing, 8x mass) and a fine half share one tank."""
     fine, coarse = 0.02, 0.04
     box = np.array([[[0.0, 0.0, 0.0], [0.32, 0.16, 0.4]]])
     xf = lattice([0, 0, 0], [0.16, 0.16, 0.2], fine)
@@ -198,7 +199,7 @@ def _roundness(x):
 
 @pytest.mark.parametrize("kappa", [0.0, 1.0])
 def test_surface_tension_rounds_a_cube(kappa):
-    """Seed 004 §3.3: with kappa > 0 a floating cube rounds off; with kappa = 0 nothing pulls."""
+    """Alduán et al. 2015, §3.3: with kappa > 0 a floating cube rounds off; with kappa = 0 nothing pulls."""
     x = lattice([0, 0, 0], [0.2, 0.2, 0.2], 0.02)
     s = make(x, gravity=np.zeros(3), kappa=kappa, xsph=0.5)
     r0 = _roundness(x)

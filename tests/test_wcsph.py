@@ -107,7 +107,7 @@ def _continuity_rate(m, x, v, rho_old, start, count, nbr, gravity):
 
 
 def test_continuity_rate_is_the_time_derivative_of_the_kernel_sum():
-    # sum_j m v_ij . grad_i W_ij is exactly d/dt sum_j m W_ij (seed 000 eq. 5), for any particle
+    # sum_j m v_ij . grad_i W_ij is exactly d/dt sum_j m W_ij (Suárez & Susín 2006, eq. 5), for any particle
     # arrangement, surface particles included; checked against a central difference of the summation
     # density over +-1 ms (a displacement of 0.01 dx: truncation ~1e-4 relative, float32 position
     # rounding ~4e-5). Density diffusion off (delta = 0).

@@ -1,7 +1,7 @@
 """MAC-SPH hybrid: a staggered grid in the deep liquid, SPH particles near the surface.
 
-Seed ``000_bc671f202909ba52.txt`` §4 (Suarez & Susin 2006, "Mesh-particle model for fluid
-animation"). Below an interface height l the liquid is solved on the MAC grid of
+Suárez & Susín 2006, "Mesh-Particle Model for Fluid Animation" (Eurographics 2006), §4. Below an interface
+height l the liquid is solved on the MAC grid of
 :mod:`engine.solvers.mac` (eq. 2-4); above it by WCSPH (§3: eq. 5 pressure force, eq. 6 Tait
 equation of state, eq. 8 leap-frog; the same formulation as :mod:`engine.solvers.wcsph`, with
 summation density, clamped pressure and continuous box walls). Every particle has a kind, from its
@@ -92,7 +92,7 @@ log = logging.getLogger(__name__)
 #: fastmath of every kernel of this module (one flag, see STYLE.md).
 FASTMATH = True
 
-#: Particle kinds (``HybridSolver.kind``), seed 000 §4.2 and Fig. 3.
+#: Particle kinds (``HybridSolver.kind``), Suárez & Susín 2006, §4.2 and Fig. 3.
 SPH, MIXA, MIXB, MAC = 0, 1, 2, 3
 KIND_NAMES = ("SPH", "MIXA", "MIXB", "MAC")
 
@@ -260,7 +260,7 @@ def _box_walls(x0, x1, x2, boxes, support, t0, step, psi, dpsi):
 def classify(x, n_sub, l, h, lo0, lo1, lo2, hi0, hi1,
              # outputs
              kind):
-    """Kind of every particle from its height (seed 000 §4.2, Fig. 3): rows below ``n_sub`` by the
+    """Kind of every particle from its height (Suárez & Susín 2006, §4.2, Fig. 3): rows below ``n_sub`` by the
     bands of the module docstring (outside the grid's horizontal extent or below it: SPH); the others
     are MAC."""
     for n in prange(x.shape[0]):
@@ -360,7 +360,7 @@ def bin_band(x, v, p, rho, n_sub, mass, zlo, zhi, cx0, cy0, cinv, zinv, ncx, ncy
 
 @njit(inline="always", cache=True)
 def _node_sum(px, py, pz, bins, comp, start, cx0, cy0, zlo, cinv, zinv, ncx, ncy, ncz, h):
-    """Shepard-normalised kernel interpolation at a node (seed 000 eq. 9) of row ``comp`` of
+    """Shepard-normalised kernel interpolation at a node (Suárez & Susín 2006, eq. 9) of row ``comp`` of
     ``bins`` (a velocity component or p / rho), over the bins of :func:`bin_band` within 2h.
     Returns (value, weight sum). Each column's candidates are one contiguous range read without a
     branch (the kernel clamped to 0 outside its support), in single precision, so the loop runs in
@@ -413,7 +413,7 @@ def _node_sum(px, py, pz, bins, comp, start, cx0, cy0, zlo, cinv, zinv, ncx, ncy
 def fill_rows(bins, start, cx0, cy0, zlo, cinv, zinv, ncx, ncy, ncz, h, k0, k1, ox, oy, oz, cell, solid,
               # outputs
               u, v, w, p):
-    """Rows k0..k1 of the grid from particles (seed 000 eq. 9): P = p / rho at the cell centres, u and
+    """Rows k0..k1 of the grid from particles (Suárez & Susín 2006, eq. 9): P = p / rho at the cell centres, u and
     v on the row's faces, w on the face above each cell, from the particles binned by
     :func:`bin_band` (``bins``, ``start``). Nodes without a particle keep their value, except P,
     which becomes 0 (the free surface is above them)."""
@@ -448,7 +448,7 @@ def fill_rows(bins, start, cx0, cy0, zlo, cinv, zinv, ncx, ncy, ncz, h, k0, k1, 
 
 @njit(cache=True)
 def row_nodes(ox, oy, oz, cell, ni, nj, nk, k):
-    """The nodes of boundary row k (seed 000 eq. 9): u faces ((ni + 1) nj), v faces (ni (nj + 1)), the
+    """The nodes of boundary row k (Suárez & Susín 2006, eq. 9): u faces ((ni + 1) nj), v faces (ni (nj + 1)), the
     w faces on the row's top (ni nj, if the grid has them) and the cell centres for P (ni nj), in
     that order. Returns positions (M, 3) and, per node, its component (0-2: u, v, w; 3: P) and
     its face or cell (i, j)."""
@@ -537,7 +537,7 @@ def fill_row_listed(x, v, p, rho, mass, h, pos, comp, ij, start, count, nbr, k, 
                     u, vv, w, pg):
     """The boundary row from each node's listed particles (:func:`node_candidates`, built with a
     skin at the last neighbour-list build): the same Shepard-normalised sums as :func:`fill_rows`
-    (seed 000 eq. 9), without searching bins every substep."""
+    (Suárez & Susín 2006, eq. 9), without searching bins every substep."""
     inv_h = np.float32(1.0 / h)
     r2max = np.float32(4.0 * h * h)
     two = np.float32(2.0)
@@ -604,7 +604,7 @@ def advance(x, v, a, x_ref, n_sub, l, h, ox, oy, oz, hi0, hi1, dt, use_grid, inv
             boxes, margin, friction, bounce,
             # outputs
             kind, disp):
-    """Per particle, in the order of seed 000 §4.2: its kind from its height (:func:`classify`); with
+    """Per particle, in the order of Suárez & Susín 2006, §4.2: its kind from its height (:func:`classify`); with
     the grid, the MAC part of MIXA velocities, v = beta u_MAC^(n+1) + (1 - beta) v, v holding the SPH
     part (eq. 11), and for MIXB and MAC markers the half-step velocity u^(n+1/2) = u^n + a dt / 2 with
     a = (u^(n+1) - u^n) / dt sampled at the particle (eq. 10; MIXB carry it into the SPH sums); the
@@ -705,7 +705,7 @@ def extrapolate_pressure(p, p_last, solid, ktop, beta, last_shift):
 
 @njit(inline="always", cache=True)
 def _tait_density_ratio(x):
-    """rho / rho0 = (1 + x)^(1/7) for x = p / P0 >= 0 (seed 000 eq. 6 inverted). Below x = 0.05 (a
+    """rho / rho0 = (1 + x)^(1/7) for x = p / P0 >= 0 (Suárez & Susín 2006, eq. 6 inverted). Below x = 0.05 (a
     resting column at the automatic sound speed reaches x = 0.035 at its floor) a fifth-order series,
     within 1e-8 of the power, which costs a few times more and runs for every grid particle each
     substep; above it, the power itself."""
@@ -719,7 +719,7 @@ def _tait_density_ratio(x):
 def finish(x, a, kind, n_sub, l, h, rho0, p0, dt, use_grid, ox, oy, oz, inv, pg,
            # outputs
            v, p, rho):
-    """After the SPH sums: the closing half kick of SPH and MIXA particles (eq. 8); then (seed 000
+    """After the SPH sums: the closing half kick of SPH and MIXA particles (eq. 8); then (Suárez & Susín 2006
     §4.2) MIXB and MAC markers take p = rho0 P_grid at their new position, MIXA p = beta rho0 P_grid
     + (1 - beta) p_SPH (eq. 11's blend), and the density follows from the Tait equation inverted,
     rho = rho0 (1 + p / P0)^(1/7) (eq. 6). Markers keep the velocity they moved with, u^(n+1/2)
@@ -815,7 +815,7 @@ def grid_pressure(x, rows, ox, oy, oz, inv, pg, rho0, p0,
 
 
 # --------------------------------------------------------------------------------------------
-# SPH part (seed 000 §3), with kinds
+# SPH part (Suárez & Susín 2006, §3), with kinds
 
 
 @njit(cache=True)
@@ -900,7 +900,7 @@ def accelerations(x, v, rows, rho, p, pr, near, nbr_start, nbr_count, nbr, h, ma
                   gx, gy, gz, boxes, t0, step, tau_n, tau_t, wall_grad,
                   # outputs
                   a):
-    """SPH and MIXA particles: pressure force (seed 000 eq. 5), Monaghan's artificial and Morris'
+    """SPH and MIXA particles: pressure force (Suárez & Susín 2006, eq. 5), Monaghan's artificial and Morris'
     laminar viscosity, gravity, and the wall pressure -(p_i + p_w) / rho_i^2 rho0 grad psi - G (as in
     WCSPH). MIXB neighbours enter with their carried p, rho and half-step velocity; MIXB and MAC
     rows are left alone (the grid moves them).
@@ -1357,7 +1357,7 @@ class HybridSolver:
                  hi[0], hi[1], self.kind)
 
     def _fill(self, k0: int, k1: int, every_particle: bool = False) -> None:
-        """Rows k0..k1 of the grid from the SPH particles around them (seed 000 eq. 9); with
+        """Rows k0..k1 of the grid from the SPH particles around them (Suárez & Susín 2006, eq. 9); with
         ``every_particle`` from the markers too (the first fill of the whole grid: the liquid's
         initial velocity reaches the deep rows). The boundary row alone is filled from the node
         lists of the last build when it has them, other rows from the particles binned afresh."""
@@ -1421,7 +1421,7 @@ class HybridSolver:
     # -- public ------------------------------------------------------------------------------------
 
     def step(self, dt: float) -> None:
-        """One substep of length dt in the order of seed 000 §4.2 (see the module docstring)."""
+        """One substep of length dt in the order of Suárez & Susín 2006, §4.2 (see the module docstring)."""
         m, pt, g = self.model, self.particles, self.grid
         s = m.sph
         if len(pt) == 0:

@@ -1,6 +1,7 @@
 """Marker-and-cell (MAC) solver on a staggered grid, for the deep part of the hybrid solver.
 
-Seed ``000_bc671f202909ba52.txt`` §2 (Suarez & Susin 2006, after Harlow & Welch 1965 and Griebel,
+Suárez & Susín 2006, "Mesh-Particle Model for Fluid Animation" (Eurographics 2006), §2 (after
+Harlow & Welch 1965 and Griebel,
 Dornseifer & Neunhoeffer 1998):
 
 * staggered grid (Fig. 1): the kinematic pressure P = p / rho at cell centres, the velocity
@@ -16,7 +17,8 @@ Dornseifer & Neunhoeffer 1998):
 Axis k is vertical (Surge's Z, the paper's y). The grid only has to hold the liquid below the
 hybrid interface: cells of rows ``k < ktop`` are computed; row ``ktop`` is a boundary row whose
 P, u and v, and w on its upper face, are given (the hybrid solver fills them from SPH particles,
-seed 000 eq. 9); rows above are unused. There is no free surface in the MAC part (seed 000 §2.3).
+Suárez & Susín 2006, eq. 9); rows above are unused. There is no free surface in the MAC part (Suárez & Susín
+2006, §2.3).
 
 Solid cells (``solid == 1``) and everything outside the grid are walls: the velocity through
 their faces is zero and the pressure has a zero normal gradient there (Neumann). A tangential
@@ -129,7 +131,7 @@ def _d_product(a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, d_lo, d_hi, dx, gamma):
 def _predictor_body(u, v, w, solid, ktop, dx, dt, nu, gamma, gx, gy, gz,
               # outputs
               f, g, hh):
-    """F, G, H of seed 000 eq. 3: u + dt (nu lap u - (u . grad) u + g), for every face of a computed cell.
+    """F, G, H of Suárez & Susín 2006, eq. 3: u + dt (nu lap u - (u . grad) u + g), for every face of a computed cell.
 
     Faces on a wall (the grid's sides or a solid cell) get 0; the u and v faces of the boundary row,
     and every face above it, are not written (the Poisson right-hand side and the projection read
@@ -213,7 +215,7 @@ predictor_parallel, predictor_serial = _builds(_predictor_body)
 def _poisson_rhs_body(f, g, hh, solid, ktop, dx, dt,
                 # outputs
                 rhs):
-    """Right-hand side of seed 000 eq. 4: div(F, G, H) / dt at every computed cell, 1/s^2 (0 at solid
+    """Right-hand side of Suárez & Susín 2006, eq. 4: div(F, G, H) / dt at every computed cell, 1/s^2 (0 at solid
     cells; rows from ``ktop`` up are not written: nothing reads them)."""
     ni, nj, nk = solid.shape
     s = 1.0 / (dx * dt)
@@ -275,7 +277,7 @@ def _stencil_tables():
     return count, inv
 
 
-# One SOR update of a cell (i, j, k) with neighbour mask m (seed 000 eq. 4, 7-point Laplacian over
+# One SOR update of a cell (i, j, k) with neighbour mask m (Suárez & Susín 2006, eq. 4, 7-point Laplacian over
 # the neighbours of neighbour_mask), written out in both sweep kernels below:
 #
 #     total = sum over the six neighbours of bit(m) * p[neighbour]   (indices clamped into the grid)
@@ -378,7 +380,7 @@ def is_large(shape, ktop: int) -> bool:
 
 def sor_solve(p: np.ndarray, rhs: np.ndarray, solid: np.ndarray, ktop: int, dx: float, omega: float, tol: float,
               max_iter: int) -> tuple[int, float]:
-    """Solve seed 000 eq. 4 by lexicographic SOR (the paper's method), in place.
+    """Solve Suárez & Susín 2006, eq. 4 by lexicographic SOR (the paper's method), in place.
 
     Parameters
     ----------
@@ -429,11 +431,11 @@ def solve_pressure(method: str, *args) -> tuple[int, float]:
 def _project_body(f, g, hh, p, solid, ktop, dx, dt, track, fresh,
                   # outputs
                   u, v, w, ou, ov, ow, mu, mv, mw):
-    """u^(n+1) = F - dt dP/dx on faces between computed cells (seed 000 eq. 3); w on the faces under
+    """u^(n+1) = F - dt dP/dx on faces between computed cells (Suárez & Susín 2006, eq. 3); w on the faces under
     the boundary row uses its Dirichlet pressure. Wall faces get 0; boundary-row faces are kept.
 
     With ``track``, every face of the computed rows (u and v under the boundary row, w up to its
-    lower face) also gives the half-step velocity of seed 000 eq. 10, o = (u^n + u^(n+1)) / 2, read
+    lower face) also gives the half-step velocity of Suárez & Susín 2006, eq. 10, o = (u^n + u^(n+1)) / 2, read
     before it is overwritten, into ``ou``, ``ov``, ``ow``, and adds dt o to the displacement field
     ``mu``, ``mv``, ``mw`` (sets it when ``fresh``); faces above are not written (the particles that
     sample these fields lie under the interface)."""
@@ -514,7 +516,7 @@ class MACScratch:
 
 def step(grid: MACGrid, scratch: MACScratch, ktop: int, dt: float, nu: float, gravity, method: str, omega: float,
          tol: float, max_iter: int, gamma: float = DONOR_CELL_WEIGHT, half_step=None) -> tuple[int, float]:
-    """One MAC time step in place (seed 000 eq. 2-4): predictor, Poisson solve, projection.
+    """One MAC time step in place (Suárez & Susín 2006, eq. 2-4): predictor, Poisson solve, projection.
 
     ``tol`` is in 1/s (the largest velocity divergence the solve may leave, tolerance times dt is
     compared with the residual of eq. 4). ``half_step``, if given, is (ou, ov, ow, mu, mv, mw,

@@ -1,6 +1,7 @@
 """Position-Based Fluids with the production extensions of Alduán, Tena & Otaduy 2015.
 
-Seed ``004_c098f18fca6bfc80.txt`` §3 builds on Macklin & Müller 2013 (PBF). One substep of
+Alduán, Tena & Otaduy 2015, "Efficient and Robust Position-Based Fluids for VFX", §3, builds on Macklin &
+Müller 2013 (PBF). One substep of
 length dt:
 
 1. predict: v += g dt, x* = x + v dt (projected into box containers);
@@ -28,7 +29,7 @@ length dt:
 5. surface tension, eq. 7, from one coefficient kappa: the multiplier may pull only up to
    lambda_i <= f(kappa) (kappa = 0 makes the constraint one-sided: no attraction, no clumping),
    and the tensile term s_corr = -g(kappa) W(x_i - x_j) / W(dq), dq = h (the rest spacing), is
-   subtracted from the multipliers, i.e. it attracts neighbours. Seed 004 says the correction is
+   subtracted from the multipliers, i.e. it attracts neighbours. Alduán et al. 2015 say the correction is
    "subtracted from the Lagrange multipliers" and grows with kappa; with MM13's sign convention
    that is a cohesive pull, which is what makes a liquid round up. f and g are linear in kappa as
    in the paper, and scaled so that each pulls a particle of a flat surface inward by
@@ -76,7 +77,7 @@ FASTMATH = True
 #: Smoothing length as a multiple of the particle spacing (see the module docstring).
 H_FACTOR = 1.0
 
-#: XSPH coefficient above which one pass is split into several (seed 004 §3.2).
+#: XSPH coefficient above which one pass is split into several (Alduán et al. 2015, §3.2).
 XSPH_PASS_LIMIT = 0.5
 
 #: Surface acceleration per unit kappa, m/s^2, shared equally by the clamp f and the cohesion g of eq. 7.

@@ -1,6 +1,6 @@
 """Weakly-compressible SPH with the Tait equation of state and leap-frog time stepping.
 
-Seed ``000_bc671f202909ba52.txt`` §3 (Suarez & Susin 2006):
+Suárez & Susín 2006, "Mesh-Particle Model for Fluid Animation" (Eurographics 2006), §3:
 
 * symmetric pressure force, eq. 5:  a_i = -sum_j m_j (p_i / rho_i^2 + p_j / rho_j^2) grad_i W_ij;
 * continuity equation, eq. 5:       d rho_i / dt = sum_j m_j (v_i - v_j) . grad_i W_ij;
@@ -11,7 +11,7 @@ Density, two modes (:data:`DENSITY_MODES`, ``WCSPHModel.density``; cubic spline,
 the particle mass chosen so that a filled lattice has exactly rho0):
 
 * ``"continuity"`` (the default): rho_i = rho_f,i + rho0 psi_walls(x_i). The liquid's part rho_f
-  follows the continuity equation (seed 000 eq. 5, "not affected by free surface or density
+  follows the continuity equation (Suárez & Susín 2006, eq. 5, "not affected by free surface or density
   discontinuities"), plus the density diffusion of Molteni & Colagrossi (2009), delta = 0.1, with
   the hydrostatic correction of Fourtakas et al. (2019) so that it leaves a resting liquid's density
   gradient alone (:func:`continuity_density`); the walls' part stays a function of position, so
@@ -91,7 +91,8 @@ SKIN = 0.15
 FASTMATH = True
 #: particles per block of the fused drift pass (one displacement maximum per block)
 BLOCK = 4096
-#: How the density is found: "continuity" integrates d rho / dt (seed 000 eq. 5), "summation" sums the kernel.
+#: How the density is found: "continuity" integrates d rho / dt (Suárez & Susín 2006, eq. 5), "summation"
+#: sums the kernel.
 DENSITY_MODES = ("continuity", "summation")
 DEFAULT_DENSITY = "continuity"
 
@@ -118,12 +119,12 @@ class WCSPHModel:
     dpsi: np.ndarray      # (S,) float64, its derivative, 1/m
     tau_n: np.ndarray     # (S,) float64, normal gradient moment of the wall lattice (kernels.wall_moment_tables)
     tau_t: np.ndarray     # (S,) float64, tangential gradient moment of the wall lattice
-    density: str = "summation"  # "continuity" (seed 000 eq. 5, second line) or "summation" (kernel sum)
+    density: str = "summation"  # "continuity" (Suárez & Susín 2006, eq. 5, second line) or "summation" (kernel sum)
     delta: float = 0.1    # density-diffusion coefficient of the continuity mode (Molteni & Colagrossi 2009)
 
     @property
     def pressure_constant(self) -> float:
-        """P0 = rho0 c0^2 / gamma of the Tait equation (seed 000 eq. 6), Pa."""
+        """P0 = rho0 c0^2 / gamma of the Tait equation (Suárez & Susín 2006, eq. 6), Pa."""
         return self.rho0 * self.c0 * self.c0 / GAMMA
 
 
@@ -177,7 +178,7 @@ def _walls_at(x0, x1, x2, boxes, support, rho0, table_d0, table_step, psi, dpsi,
 
 @njit(inline="always")
 def _tait(r, rho0, p0):
-    """Tait pressure (seed 000 eq. 6) clamped at 0: no tensile instability at the free surface."""
+    """Tait pressure (Suárez & Susín 2006, eq. 6) clamped at 0: no tensile instability at the free surface."""
     ratio = r / rho0
     r2_ = ratio * ratio
     pi_ = p0 * (r2_ * r2_ * r2_ * ratio - 1.0)  # (rho / rho0)^7
@@ -191,7 +192,7 @@ def density_pressure(x, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
                      boxes, table_d0, table_step, psi, dpsi, cset,
                      # outputs
                      rho, p, pr, near, wall_grad):
-    """rho_i = sum_j m W_ij + rho0 psi_walls; p from Tait (seed 000 eq. 6), clamped at 0; pr = p / rho^2.
+    """rho_i = sum_j m W_ij + rho0 psi_walls; p from Tait (Suárez & Susín 2006, eq. 6), clamped at 0; pr = p / rho^2.
 
     psi_walls = 1 - F_boxes F_colliders: box walls and mesh colliders (:mod:`engine.collision`).
     ``near[i]`` = 1 where a box wall or a collider lies within the kernel support (only those
@@ -239,7 +240,8 @@ def continuity_density(x, v, rho_old, nbr_start, nbr_count, nbr, dt, h, mass, rh
                        boxes, table_d0, table_step, psi, dpsi, cset,
                        # outputs
                        rho_liquid, rho, p, pr, near, wall_grad):
-    """rho_liquid += dt (sum_j m v_ij . grad_i W_ij + D_i) (seed 000 eq. 5); rho = rho_liquid + rho0 psi_walls.
+    """rho_liquid += dt (sum_j m v_ij . grad_i W_ij + D_i) (Suárez & Susín 2006, eq. 5); rho = rho_liquid +
+    rho0 psi_walls.
 
     The continuity equation for the liquid's part of the density, with the velocities of the
     half step and the positions at its end (see :meth:`WCSPHSolver.step`). D_i is the density
@@ -323,7 +325,7 @@ def wall_density(x, h, rho0, boxes, table_d0, table_step, psi, dpsi, cset,
 
 def hydrostatic_density(depth, rho0: float, c0: float, g: float) -> np.ndarray:
     """Density of liquid at rest ``depth`` metres under its free surface, kg/m^3 (float64):
-    rho0 (1 + rho0 g depth / B)^(1 / gamma), B = rho0 c0^2 / gamma, the Tait equation (seed 000 eq. 6)
+    rho0 (1 + rho0 g depth / B)^(1 / gamma), B = rho0 c0^2 / gamma, the Tait equation (Suárez & Susín 2006, eq. 6)
     solved for p = rho0 g depth."""
     b = rho0 * c0 * c0 / GAMMA
     return rho0 * (1.0 + rho0 * g * np.maximum(np.asarray(depth, dtype=np.float64), 0.0) / b) ** (1.0 / GAMMA)
@@ -363,7 +365,7 @@ def accelerations(x, v, rho, p, pr, near, nbr_start, nbr_count, nbr, h, mass, rh
                   gx, gy, gz, boxes, table_d0, table_step, psi, dpsi, tau_n, tau_t, n_colliders, wall_grad,
                   # outputs
                   a):
-    """Pressure (seed 000 eq. 5), artificial and laminar viscosity, gravity and wall pressure.
+    """Pressure (Suárez & Susín 2006, eq. 5), artificial and laminar viscosity, gravity and wall pressure.
 
     ``pr`` is p / rho^2 from :func:`density_pressure` (one division per particle, not per pair).
     The pair terms are evaluated in single precision: positions and velocities are float32 and a
@@ -724,10 +726,10 @@ class WCSPHSolver:
             self._near = np.zeros(n, dtype=np.bool_)
 
     def step(self, dt: float) -> None:
-        """One leap-frog substep of length dt (seed 000 eq. 8, kick-drift-kick).
+        """One leap-frog substep of length dt (Suárez & Susín 2006, eq. 8, kick-drift-kick).
 
         v^{n+1/2} = v^n + a^n dt/2 and x^{n+1} = x^n + v^{n+1/2} dt (one pass); in continuity mode
-        rho_f^{n+1} = rho_f^n + dt (drho_f/dt)(x^{n+1}, v^{n+1/2}) (seed 000 eq. 5): the density drifts
+        rho_f^{n+1} = rho_f^n + dt (drho_f/dt)(x^{n+1}, v^{n+1/2}) (Suárez & Susín 2006, eq. 5): the density drifts
         with the half-step velocity like the positions, so the pair (rho, v) is stepped as
         symplectic Euler and sound waves neither grow nor decay (a rate from the previous evaluation,
         v^{n-1/2}, would lag the velocity by a step and pump them); then a^{n+1} from x^{n+1},
