@@ -32,10 +32,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange, types
-from numba.typed import Dict
+from numba import njit
 
+from .neighbors import build_grid
 from .scene import InflowObject, TriangleMesh, face_areas_normals
+from .sdf.winding import winding_numbers
 
 #: Smallest distance between two emission points of a surface, in particle spacings.
 POINT_SPACING = 0.85
@@ -47,115 +48,90 @@ SURFACE_CLEARANCE = 0.6
 VOLUME_CLEARANCE = 0.9
 
 
-_OFFSET = 1 << 20
-
-
 @njit(inline="always", cache=True)
-def _cell_key(ix, iy, iz):
-    return ((ix + _OFFSET) << 42) | ((iy + _OFFSET) << 21) | (iz + _OFFSET)
-
-
-@njit(inline="always", cache=True)
-def _lookup(head, key):
-    if key in head:
-        return head[key]
-    return -1
+def _nearest_marked(s, x, mark, cell_start, cell_nbr, particle_cell):
+    """Nearest row j with ``mark[j]`` to row s of a neighbour grid (:func:`engine.neighbors.build_grid`,
+    rows in sorted order), among the 27 cells around s: (j, squared distance), or (-1, inf)."""
+    cell = particle_cell[s]
+    best = -1
+    best_d = np.inf
+    for q in range(27):
+        nc = cell_nbr[cell, q]
+        if nc < 0:
+            continue
+        for j in range(cell_start[nc], cell_start[nc + 1]):
+            if mark[j]:
+                d0 = x[s, 0] - x[j, 0]
+                d1 = x[s, 1] - x[j, 1]
+                d2 = x[s, 2] - x[j, 2]
+                d = d0 * d0 + d1 * d1 + d2 * d2
+                if d < best_d:
+                    best_d = d
+                    best = j
+    return best, best_d
 
 
 @njit(cache=True)
-def _sequential_points(cand, r):
-    """Greedy random sequential adsorption over ``cand`` (already in random order): keep a candidate
-    when no kept one lies within r; then give every candidate to its nearest kept point.
+def _adsorb(cand_sorted, order, cell_start, cell_nbr, particle_cell, r,
+            # outputs
+            kept, owner):
+    """Greedy random sequential adsorption: candidate c (in the order of ``cand``, already random)
+    is kept when no kept one lies within r; then every candidate goes to its nearest kept point.
 
-    Returns (kept candidate indices, owner point of each candidate)."""
-    n = cand.shape[0]
-    inv = 1.0 / r
-    head = Dict.empty(key_type=types.int64, value_type=types.int64)
-    nxt = np.full(n, -1, dtype=np.int64)
-    kept = np.empty(n, dtype=np.int64)
+    cand_sorted (N, 3) float64 and the grid (cells of edge r) are those of
+    :func:`engine.neighbors.build_grid` over the candidates; ``order`` maps sorted rows to candidates.
+    Outputs: kept (N,) int64, the kept candidates in the order they were kept (the count is
+    returned); owner (N,) int64, per candidate the position in ``kept`` of its nearest kept point.
+    """
+    n = cand_sorted.shape[0]
+    row = np.empty(n, dtype=np.int64)        # sorted row of each candidate
+    for s in range(n):
+        row[order[s]] = s
+    is_kept = np.zeros(n, dtype=np.bool_)    # per sorted row
+    slot = np.empty(n, dtype=np.int64)       # per kept sorted row: its position in ``kept``
     nk = 0
     r2 = r * r
     for c in range(n):
-        ix = int(math.floor(cand[c, 0] * inv))
-        iy = int(math.floor(cand[c, 1] * inv))
-        iz = int(math.floor(cand[c, 2] * inv))
-        free = True
-        for a in range(-1, 2):
-            for b in range(-1, 2):
-                for e in range(-1, 2):
-                    k = _cell_key(ix + a, iy + b, iz + e)
-                    j = _lookup(head, k)
-                    while j >= 0 and free:
-                        d0 = cand[c, 0] - cand[kept[j], 0]
-                        d1 = cand[c, 1] - cand[kept[j], 1]
-                        d2 = cand[c, 2] - cand[kept[j], 2]
-                        if d0 * d0 + d1 * d1 + d2 * d2 < r2:
-                            free = False
-                        j = nxt[j]
-        if free:
+        s = row[c]
+        if _nearest_marked(s, cand_sorted, is_kept, cell_start, cell_nbr, particle_cell)[1] >= r2:
+            is_kept[s] = True
+            slot[s] = nk
             kept[nk] = c
-            k = _cell_key(ix, iy, iz)
-            nxt[nk] = _lookup(head, k)
-            head[k] = nk
             nk += 1
-    owner = np.empty(n, dtype=np.int64)
-    for c in range(n):
-        ix = int(math.floor(cand[c, 0] * inv))
-        iy = int(math.floor(cand[c, 1] * inv))
-        iz = int(math.floor(cand[c, 2] * inv))
-        best = -1
-        best_d = np.inf
-        for a in range(-1, 2):
-            for b in range(-1, 2):
-                for e in range(-1, 2):
-                    j = _lookup(head, _cell_key(ix + a, iy + b, iz + e))
-                    while j >= 0:
-                        d0 = cand[c, 0] - cand[kept[j], 0]
-                        d1 = cand[c, 1] - cand[kept[j], 1]
-                        d2 = cand[c, 2] - cand[kept[j], 2]
-                        d = d0 * d0 + d1 * d1 + d2 * d2
-                        if d < best_d:
-                            best_d = d
-                            best = j
-                        j = nxt[j]
-        owner[c] = best  # every candidate lies within r of a kept one (or is kept itself)
+    for s in range(n):
+        # every candidate lies within r of a kept one (or is kept itself)
+        j = _nearest_marked(s, cand_sorted, is_kept, cell_start, cell_nbr, particle_cell)[0]
+        owner[order[s]] = slot[j]
+    return nk
+
+
+def _sequential_points(cand: np.ndarray, r: float):
+    """Random sequential adsorption of ``cand`` (N, 3) float64, in its (random) order, at minimum
+    distance r. Returns (kept candidate indices (K,) int64, owner point in 0..K-1 of each candidate)."""
+    grid = build_grid(cand, r)
+    kept = np.empty(cand.shape[0], dtype=np.int64)
+    owner = np.empty(cand.shape[0], dtype=np.int64)
+    nk = _adsorb(np.ascontiguousarray(cand[grid.order]), grid.order, grid.cell_start, grid.cell_nbr,
+                 grid.particle_cell, float(r), kept, owner)
     return kept[:nk].copy(), owner
 
 
 @njit(cache=True)
-def _near_any(points, queries, r, out):
-    """out[q] = True where a point lies closer than r to queries[q] (cell hash of edge r)."""
-    inv = 1.0 / r
-    n = points.shape[0]
-    head = Dict.empty(key_type=types.int64, value_type=types.int64)
-    nxt = np.full(n, -1, dtype=np.int64)
-    for i in range(n):
-        k = _cell_key(int(math.floor(points[i, 0] * inv)), int(math.floor(points[i, 1] * inv)),
-                      int(math.floor(points[i, 2] * inv)))
-        nxt[i] = _lookup(head, k)
-        head[k] = i
+def _near_any_sorted(x_sorted, order, n_points, cell_start, cell_nbr, particle_cell, r,
+                     # outputs
+                     out):
+    """Rows of ``order`` below ``n_points`` are points, the others queries ``order - n_points``:
+    out[q] = True where a point lies closer than r to query q (grid of cells of edge r)."""
+    is_point = order < n_points
     r2 = r * r
-    for q in range(queries.shape[0]):
-        ix = int(math.floor(queries[q, 0] * inv))
-        iy = int(math.floor(queries[q, 1] * inv))
-        iz = int(math.floor(queries[q, 2] * inv))
-        hit = False
-        for a in range(-1, 2):
-            for b in range(-1, 2):
-                for e in range(-1, 2):
-                    j = _lookup(head, _cell_key(ix + a, iy + b, iz + e))
-                    while j >= 0 and not hit:
-                        d0 = queries[q, 0] - points[j, 0]
-                        d1 = queries[q, 1] - points[j, 1]
-                        d2 = queries[q, 2] - points[j, 2]
-                        if d0 * d0 + d1 * d1 + d2 * d2 < r2:
-                            hit = True
-                        j = nxt[j]
-        out[q] = hit
+    for s in range(x_sorted.shape[0]):
+        if not is_point[s]:
+            out[order[s] - n_points] = _nearest_marked(s, x_sorted, is_point, cell_start, cell_nbr,
+                                                       particle_cell)[1] < r2
 
 
 #: Largest dense grid (cells of edge r over the queries' bounding box) :func:`near_any` builds;
-#: beyond it, the queries are spread over too large a box and the hashed search is used.
+#: beyond it, the queries are spread over too large a box and a neighbour grid over the points near them is used.
 MAX_QUERY_CELLS = 1 << 22
 
 
@@ -226,7 +202,8 @@ def near_any(points: np.ndarray, queries: np.ndarray, radius: float) -> np.ndarr
     (points): the queries are listed in a dense grid of cells of edge ``radius`` over their own
     bounding box, and the points are streamed once, each testing the queries of its cell (no copy
     or conversion of the liquid's arrays: 200k particles cost well under a millisecond). Queries
-    spread over a box of more than :data:`MAX_QUERY_CELLS` cells use a hash of the nearby points.
+    spread over a box of more than :data:`MAX_QUERY_CELLS` cells share a neighbour grid
+    (:func:`engine.neighbors.build_grid`) with the points near them.
     """
     queries = np.ascontiguousarray(queries, dtype=np.float64).reshape(-1, 3)
     out = np.zeros(queries.shape[0], dtype=np.bool_)
@@ -250,49 +227,10 @@ def near_any(points: np.ndarray, queries: np.ndarray, radius: float) -> np.ndarr
     hi_m = queries.max(axis=0) + radius
     sel = np.all((pts >= lo_m) & (pts <= hi_m), axis=1)
     if sel.any():
-        _near_any(np.ascontiguousarray(pts[sel], dtype=np.float64), queries, float(radius), out)
-    return out
-
-@njit(parallel=True, cache=True)
-def _winding_numbers(points, verts, tris, out):
-    for i in prange(points.shape[0]):
-        px, py, pz = points[i, 0], points[i, 1], points[i, 2]
-        total = 0.0
-        for t in range(tris.shape[0]):
-            ax = verts[tris[t, 0], 0] - px
-            ay = verts[tris[t, 0], 1] - py
-            az = verts[tris[t, 0], 2] - pz
-            bx = verts[tris[t, 1], 0] - px
-            by = verts[tris[t, 1], 1] - py
-            bz = verts[tris[t, 1], 2] - pz
-            cx = verts[tris[t, 2], 0] - px
-            cy = verts[tris[t, 2], 1] - py
-            cz = verts[tris[t, 2], 2] - pz
-            la = math.sqrt(ax * ax + ay * ay + az * az)
-            lb = math.sqrt(bx * bx + by * by + bz * bz)
-            lc = math.sqrt(cx * cx + cy * cy + cz * cz)
-            det = ax * (by * cz - bz * cy) - ay * (bx * cz - bz * cx) + az * (bx * cy - by * cx)
-            den = (la * lb * lc + (ax * bx + ay * by + az * bz) * lc + (bx * cx + by * cy + bz * cz) * la
-                   + (cx * ax + cy * ay + cz * az) * lb)
-            total += 2.0 * math.atan2(det, den)
-        out[i] = total / (4.0 * math.pi)
-
-
-def winding_numbers(points: np.ndarray, mesh: TriangleMesh) -> np.ndarray:
-    """Generalised winding number of each point with respect to the mesh.
-
-    Parameters
-    ----------
-    points : ndarray, shape (P, 3), float64, metres
-    mesh : TriangleMesh
-
-    Returns
-    -------
-    ndarray, shape (P,), float64: ~1 inside a closed outward-facing mesh, ~0 outside.
-    """
-    pts = np.ascontiguousarray(points, dtype=np.float64).reshape(-1, 3)
-    out = np.empty(pts.shape[0], dtype=np.float64)
-    _winding_numbers(pts, mesh.vertices, mesh.triangles, out)
+        both = np.concatenate([np.asarray(pts[sel], dtype=np.float64), queries])
+        grid = build_grid(both, float(radius))
+        _near_any_sorted(np.ascontiguousarray(both[grid.order]), grid.order, int(sel.sum()), grid.cell_start,
+                         grid.cell_nbr, grid.particle_cell, float(radius), out)
     return out
 
 

@@ -296,7 +296,7 @@ def test_lifetime_and_kill_box_in_a_bake(tmp_path):
 
 @pytest.mark.parametrize("spread", [0.1, 3.0])
 def test_near_any_equals_brute_force(spread):
-    """Dense query grid (a nozzle-sized patch) and the hashed search (queries spread over a box of
+    """Dense query grid (a nozzle-sized patch) and the neighbour-grid search (queries spread over a box of
     more than MAX_QUERY_CELLS cells of edge r): both answer exactly like brute force, for float32
     points as the solvers hold them."""
     rng = np.random.default_rng(11)
