@@ -56,18 +56,8 @@ that shapes them, and reused by later bakes.
 
 Packing
 -------
-All grids of a bake are concatenated into one set of arrays so that numba kernels loop over
-colliders without Python objects. ``cset`` below is the tuple ``(gparams, block_phi, block_tri,
-tile_flat, tile_block, cparams, tris, vvel)``:
-
-* ``gparams`` (G, 12) float64 per grid: tile offset, tile counts (3), origin (3), 1 / cell size,
-  band, thickness, outside sign, unused;
-* ``block_phi``, ``block_tri``, ``tile_block``: the grids' arrays stacked, with block and tile rows
-  shifted by each grid's offset; ``tile_flat`` their tile indices flattened one after another;
-* ``cparams`` (C, :data:`N_CPARAMS`) float64 per collider and substep: grid and time shift, friction,
-  bounce, offset, world->rest affine map, gradient map, velocity map (see ``_C_*`` indices);
-* ``tris`` (K, 3) int32 and ``vvel`` (W, 3) float32: triangles and per-frame vertex velocities of
-  deforming colliders.
+The kernels take every collider of a bake as one :class:`~engine.colliders.ColliderSet` (``cset``
+below): named record arrays per grid and per collider, the grids' arrays stacked.
 """
 
 from __future__ import annotations
@@ -82,6 +72,8 @@ from numba import njit, prange
 
 from . import sdf
 from .cache import SDF_DIR  # noqa: F401  (re-exported: where grids are cached)
+from .colliders import (COLLIDER_DTYPE, GRID_DTYPE, KIND_GRID, KIND_POLYTOPE, ColliderSet,  # noqa: F401
+                        empty_world_args, pack_grids)
 from .errors import CacheFormatError
 from .scene import MeshCollider
 from .walls import table
@@ -106,24 +98,6 @@ _AMBIGUOUS_HIGH = 0.8
 _PROBES_PER_AXIS = 12
 
 GRID_MODES = {"SOLID": "SOLID_INSIDE", "CONTAINER": "SOLID_OUTSIDE", "SHELL": "SHELL"}
-
-# cparams layout
-# grid, time shift (deforming), friction, bounce, offset, deforming flag, velocity row, triangle row
-_C_G0, _C_S, _C_FRICTION, _C_BOUNCE, _C_OFFSET, _C_DEFORM, _C_VOFF, _C_TOFF = 0, 2, 3, 4, 5, 6, 7, 8
-_C_A = 9      # 12 entries: world -> rest, 3 x 4 row-major
-_C_GM = 21    # 9 entries: rest gradient -> world gradient, 3 x 3 row-major
-_C_VD = 30    # 12 entries: rest point -> world velocity, 3 x 4 row-major
-# convex polytopes (Gourlay 2012): kind, first plane, plane count, parity (+1 solid, -1 hole), centre (3),
-# inscribed radius (holes' broad phase), circumscribed radius (solids' broad phase), broad-phase margin
-_C_KIND, _C_POFF, _C_PCOUNT, _C_PARITY, _C_CEN, _C_RIN, _C_ROUT, _C_REACH = 42, 43, 44, 45, 46, 49, 50, 51
-# world-space box (lower 3, upper 3) outside which the collider cannot act on a particle: the broad
-# phase every query starts with, so particles far from a collider cost a few comparisons
-_C_BOX = 52
-N_CPARAMS = 58
-
-#: ``_C_KIND`` values.
-KIND_GRID = 0.0
-KIND_POLYTOPE = 1.0
 
 #: A vertex may stand this far (relative to the mesh size) outside a face plane of a convex mesh.
 CONVEX_TOLERANCE = 1e-6
@@ -227,22 +201,22 @@ def convex_planes(mesh, mode: str) -> np.ndarray | None:
 # ---------------------------------------------------------------------------------------------
 
 @njit(cache=True)
-def _sample_grid(rx, ry, rz, g, gparams, block_phi, block_tri, tile_flat, tile_block):
-    gp = gparams[g]
-    return sdf.sample_flat(rx, ry, rz, gp[4], gp[5], gp[6], gp[7], block_phi, block_tri, tile_flat,
-                           np.int64(gp[0]), np.int64(gp[1]), np.int64(gp[2]), np.int64(gp[3]), tile_block,
-                           gp[8], gp[9], gp[10])
+def _sample_grid(rx, ry, rz, g, cset):
+    gr = cset.grids[g]
+    o, n = gr.origin, gr.tiles
+    return sdf.sample_flat(rx, ry, rz, o[0], o[1], o[2], gr.inv_cell, cset.block_phi, cset.block_tri, cset.tile_flat,
+                           gr.tile_start, n[0], n[1], n[2], cset.tile_block, gr.band, gr.thickness, gr.outside_sign)
 
 
 @njit(inline="always", cache=True)
-def _near(px, py, pz, cp):
-    """Broad phase: True if the point lies in the collider's world box (see ``_C_BOX``)."""
-    b = _C_BOX
-    return (cp[b] <= px <= cp[b + 3] and cp[b + 1] <= py <= cp[b + 4] and cp[b + 2] <= pz <= cp[b + 5])
+def _near(px, py, pz, col):
+    """Broad phase: True if the point lies in the collider's world box (``box_lo``, ``box_hi``)."""
+    lo, hi = col.box_lo, col.box_hi
+    return (lo[0] <= px <= hi[0] and lo[1] <= py <= hi[1] and lo[2] <= pz <= hi[2])
 
 
 @njit(cache=True)
-def _polytope_phi(r0, r1, r2, cp, planes):
+def _polytope_phi(r0, r1, r2, col, planes):
     """Contact distance of Gourlay 2012: parity * max_k (n_k . r - d_k), with the gradient parity * n_k.
 
     Exact inside a hole (the distance to the nearest face) and inside a solid; outside a solid it
@@ -250,20 +224,20 @@ def _polytope_phi(r0, r1, r2, cp, planes):
     broad phase (inscribed sphere of a hole, circumscribed sphere of a solid) answers with a lower
     bound of the distance and no gradient for points that cannot touch a face.
     """
-    parity = cp[_C_PARITY]
-    e0 = r0 - cp[_C_CEN]
-    e1 = r1 - cp[_C_CEN + 1]
-    e2 = r2 - cp[_C_CEN + 2]
+    parity = col.parity
+    cen = col.centre
+    e0 = r0 - cen[0]
+    e1 = r1 - cen[1]
+    e2 = r2 - cen[2]
     dc = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
     if parity < 0.0:
-        if dc < cp[_C_RIN] - cp[_C_REACH]:
-            return cp[_C_RIN] - dc, 0.0, 0.0, 0.0
-    elif dc > cp[_C_ROUT] + cp[_C_REACH]:
-        return dc - cp[_C_ROUT], 0.0, 0.0, 0.0
+        if dc < col.r_in - col.reach:
+            return col.r_in - dc, 0.0, 0.0, 0.0
+    elif dc > col.r_out + col.reach:
+        return dc - col.r_out, 0.0, 0.0, 0.0
     best = -1e300
     k_best = 0
-    off = np.int64(cp[_C_POFF])
-    for k in range(off, off + np.int64(cp[_C_PCOUNT])):
+    for k in range(col.plane_start, col.plane_start + col.plane_count):
         dist = planes[k, 0] * r0 + planes[k, 1] * r1 + planes[k, 2] * r2 - planes[k, 3]
         if dist > best:
             best = dist
@@ -277,59 +251,56 @@ def collider_phi(px, py, pz, c, cset):
     the closest triangle and the rest-space point: ``(phi, n0, n1, n2, tri, r0, r1, r2)``.
 
     The normal is zero beyond the grid's band (no contact can happen there)."""
-    gparams, block_phi, block_tri, tile_flat, tile_block, cparams = cset[0], cset[1], cset[2], cset[3], \
-        cset[4], cset[5]
-    cp = cparams[c]
-    a = _C_A
-    r0 = cp[a] * px + cp[a + 1] * py + cp[a + 2] * pz + cp[a + 3]
-    r1 = cp[a + 4] * px + cp[a + 5] * py + cp[a + 6] * pz + cp[a + 7]
-    r2 = cp[a + 8] * px + cp[a + 9] * py + cp[a + 10] * pz + cp[a + 11]
-    if cp[_C_KIND] == KIND_POLYTOPE:
-        phi, g0, g1, g2 = _polytope_phi(r0, r1, r2, cp, cset[8])
+    col = cset.colliders[c]
+    a = col.world_to_rest
+    r0 = a[0, 0] * px + a[0, 1] * py + a[0, 2] * pz + a[0, 3]
+    r1 = a[1, 0] * px + a[1, 1] * py + a[1, 2] * pz + a[1, 3]
+    r2 = a[2, 0] * px + a[2, 1] * py + a[2, 2] * pz + a[2, 3]
+    g = col.grid
+    if col.kind == KIND_POLYTOPE:
+        phi, g0, g1, g2 = _polytope_phi(r0, r1, r2, col, cset.planes)
         tri = -1
         shift = 0.0
     else:
-        g = np.int64(cp[_C_G0])
-        phi, g0, g1, g2, tri = _sample_grid(r0, r1, r2, g, gparams, block_phi, block_tri, tile_flat, tile_block)
-        shift = cp[_C_S]
+        phi, g0, g1, g2, tri = _sample_grid(r0, r1, r2, g, cset)
+        shift = col.time_shift
     if shift != 0.0 and tri >= 0:
         # deforming: the grid is of the nearest frame; the surface has moved since with the
         # velocity of the nearest triangle, so look where the point was relative to it then
         u0, u1, u2 = collider_velocity(c, tri, r0, r1, r2, cset)
-        phi, g0, g1, g2, tri2 = _sample_grid(r0 - u0 * shift, r1 - u1 * shift, r2 - u2 * shift, g, gparams,
-                                             block_phi, block_tri, tile_flat, tile_block)
+        phi, g0, g1, g2, tri2 = _sample_grid(r0 - u0 * shift, r1 - u1 * shift, r2 - u2 * shift, g, cset)
         if tri2 >= 0:
             tri = tri2
-    m = _C_GM
-    n0 = cp[m] * g0 + cp[m + 1] * g1 + cp[m + 2] * g2
-    n1 = cp[m + 3] * g0 + cp[m + 4] * g1 + cp[m + 5] * g2
-    n2 = cp[m + 6] * g0 + cp[m + 7] * g1 + cp[m + 8] * g2
+    m = col.grad_to_world
+    n0 = m[0, 0] * g0 + m[0, 1] * g1 + m[0, 2] * g2
+    n1 = m[1, 0] * g0 + m[1, 1] * g1 + m[1, 2] * g2
+    n2 = m[2, 0] * g0 + m[2, 1] * g1 + m[2, 2] * g2
     nn = math.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
     if nn > 0.0:
         n0 /= nn
         n1 /= nn
         n2 /= nn
-    return phi - cp[_C_OFFSET], n0, n1, n2, tri, r0, r1, r2
+    return phi - col.offset, n0, n1, n2, tri, r0, r1, r2
 
 
 @njit(cache=True)
 def collider_velocity(c, tri, r0, r1, r2, cset):
     """World velocity (m/s) of collider ``c``'s surface near rest-space point r with closest triangle tri."""
-    cparams, tris, vvel = cset[5], cset[6], cset[7]
-    cp = cparams[c]
-    if cp[_C_DEFORM] > 0.5:
+    tris, vvel = cset.tris, cset.vvel
+    col = cset.colliders[c]
+    if col.deforming:
         if tri < 0:
             return 0.0, 0.0, 0.0
-        t = np.int64(cp[_C_TOFF]) + tri
-        o = np.int64(cp[_C_VOFF])
+        t = col.tri_start + tri
+        o = col.vel_start
         a, b, e = o + tris[t, 0], o + tris[t, 1], o + tris[t, 2]
         third = 1.0 / 3.0
         return ((vvel[a, 0] + vvel[b, 0] + vvel[e, 0]) * third, (vvel[a, 1] + vvel[b, 1] + vvel[e, 1]) * third,
                 (vvel[a, 2] + vvel[b, 2] + vvel[e, 2]) * third)
-    d = _C_VD
-    return (cp[d] * r0 + cp[d + 1] * r1 + cp[d + 2] * r2 + cp[d + 3],
-            cp[d + 4] * r0 + cp[d + 5] * r1 + cp[d + 6] * r2 + cp[d + 7],
-            cp[d + 8] * r0 + cp[d + 9] * r1 + cp[d + 10] * r2 + cp[d + 11])
+    d = col.rest_velocity
+    return (d[0, 0] * r0 + d[0, 1] * r1 + d[0, 2] * r2 + d[0, 3],
+            d[1, 0] * r0 + d[1, 1] * r1 + d[1, 2] * r2 + d[1, 3],
+            d[2, 0] * r0 + d[2, 1] * r1 + d[2, 2] * r2 + d[2, 3])
 
 
 @njit(inline="always", cache=True)
@@ -343,35 +314,34 @@ def _times_wall(f_all, d0, d1, d2, phi, n0, n1, n2, inv_scale, t0, step, psi, dp
 
 
 @njit(inline="always", cache=True)
-def _deep_in_hole(px, py, pz, cp, reach):
+def _deep_in_hole(px, py, pz, col, reach):
     """True if the point lies so deep inside a convex container's inscribed sphere that no face is
     within ``reach`` of it (the broad phase of Gourlay 2012 for holes)."""
-    a = _C_A
-    e0 = cp[a] * px + cp[a + 1] * py + cp[a + 2] * pz + cp[a + 3] - cp[_C_CEN]
-    e1 = cp[a + 4] * px + cp[a + 5] * py + cp[a + 6] * pz + cp[a + 7] - cp[_C_CEN + 1]
-    e2 = cp[a + 8] * px + cp[a + 9] * py + cp[a + 10] * pz + cp[a + 11] - cp[_C_CEN + 2]
-    return math.sqrt(e0 * e0 + e1 * e1 + e2 * e2) < cp[_C_RIN] - reach - abs(cp[_C_OFFSET])
+    a, cen = col.world_to_rest, col.centre
+    e0 = a[0, 0] * px + a[0, 1] * py + a[0, 2] * pz + a[0, 3] - cen[0]
+    e1 = a[1, 0] * px + a[1, 1] * py + a[1, 2] * pz + a[1, 3] - cen[1]
+    e2 = a[2, 0] * px + a[2, 1] * py + a[2, 2] * pz + a[2, 3] - cen[2]
+    return math.sqrt(e0 * e0 + e1 * e1 + e2 * e2) < col.r_in - reach - abs(col.offset)
 
 
 @njit(cache=True)
-def _hole_free(px, py, pz, cp, planes, support, inv_scale, t0, step, psi, dpsi, f_all, d0, d1, d2):
+def _hole_free(px, py, pz, col, planes, support, inv_scale, t0, step, psi, dpsi, f_all, d0, d1, d2):
     """Multiply the free fraction (f_all, gradient d) by 1 - psi of every face of a convex container."""
-    if _deep_in_hole(px, py, pz, cp, support):
+    if _deep_in_hole(px, py, pz, col, support):
         return f_all, d0, d1, d2                      # inscribed sphere: no face within reach
-    a = _C_A
-    r0 = cp[a] * px + cp[a + 1] * py + cp[a + 2] * pz + cp[a + 3]
-    r1 = cp[a + 4] * px + cp[a + 5] * py + cp[a + 6] * pz + cp[a + 7]
-    r2 = cp[a + 8] * px + cp[a + 9] * py + cp[a + 10] * pz + cp[a + 11]
-    m = _C_GM
-    off = np.int64(cp[_C_POFF])
-    for k in range(off, off + np.int64(cp[_C_PCOUNT])):
-        phi = planes[k, 3] - (planes[k, 0] * r0 + planes[k, 1] * r1 + planes[k, 2] * r2) - cp[_C_OFFSET]
+    a = col.world_to_rest
+    r0 = a[0, 0] * px + a[0, 1] * py + a[0, 2] * pz + a[0, 3]
+    r1 = a[1, 0] * px + a[1, 1] * py + a[1, 2] * pz + a[1, 3]
+    r2 = a[2, 0] * px + a[2, 1] * py + a[2, 2] * pz + a[2, 3]
+    m = col.grad_to_world
+    for k in range(col.plane_start, col.plane_start + col.plane_count):
+        phi = planes[k, 3] - (planes[k, 0] * r0 + planes[k, 1] * r1 + planes[k, 2] * r2) - col.offset
         if phi >= support:
             continue
         # inward normal (the direction phi grows) in world space
-        n0 = -(cp[m] * planes[k, 0] + cp[m + 1] * planes[k, 1] + cp[m + 2] * planes[k, 2])
-        n1 = -(cp[m + 3] * planes[k, 0] + cp[m + 4] * planes[k, 1] + cp[m + 5] * planes[k, 2])
-        n2 = -(cp[m + 6] * planes[k, 0] + cp[m + 7] * planes[k, 1] + cp[m + 8] * planes[k, 2])
+        n0 = -(m[0, 0] * planes[k, 0] + m[0, 1] * planes[k, 1] + m[0, 2] * planes[k, 2])
+        n1 = -(m[1, 0] * planes[k, 0] + m[1, 1] * planes[k, 1] + m[1, 2] * planes[k, 2])
+        n2 = -(m[2, 0] * planes[k, 0] + m[2, 1] * planes[k, 1] + m[2, 2] * planes[k, 2])
         nn = math.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
         f_all, d0, d1, d2 = _times_wall(f_all, d0, d1, d2, phi, n0 / nn, n1 / nn, n2 / nn, inv_scale, t0, step,
                                         psi, dpsi)
@@ -390,14 +360,14 @@ def collider_free(px, py, pz, support, inv_scale, t0, step, psi, dpsi, cset):
     d0 = 0.0
     d1 = 0.0
     d2 = 0.0
-    cparams = cset[5]
-    for c in range(cparams.shape[0]):
-        cp = cparams[c]
-        if not _near(px, py, pz, cp):
+    cols = cset.colliders
+    for c in range(cols.shape[0]):
+        col = cols[c]
+        if not _near(px, py, pz, col):
             continue
-        if cp[_C_KIND] == KIND_POLYTOPE and cp[_C_PARITY] < 0.0:
+        if col.kind == KIND_POLYTOPE and col.parity < 0.0:
             # a convex container: every face is a wall, combined like the walls of a box
-            f_all, d0, d1, d2 = _hole_free(px, py, pz, cp, cset[8], support, inv_scale, t0, step, psi, dpsi,
+            f_all, d0, d1, d2 = _hole_free(px, py, pz, col, cset.planes, support, inv_scale, t0, step, psi, dpsi,
                                            f_all, d0, d1, d2)
             continue
         phi, n0, n1, n2, tri, r0, r1, r2 = collider_phi(px, py, pz, c, cset)
@@ -411,13 +381,13 @@ def collider_free(px, py, pz, support, inv_scale, t0, step, psi, dpsi, cset):
 def collider_near(px, py, pz, reach, cset):
     """True if some collider's surface may lie within ``reach`` metres of the point (a conservative
     test: used to pick the particles that need the wall queries of :func:`collider_free`)."""
-    cparams = cset[5]
-    for c in range(cparams.shape[0]):
-        cp = cparams[c]
-        if not _near(px, py, pz, cp):
+    cols = cset.colliders
+    for c in range(cols.shape[0]):
+        col = cols[c]
+        if not _near(px, py, pz, col):
             continue
-        if cp[_C_KIND] == KIND_POLYTOPE and cp[_C_PARITY] < 0.0:
-            if _deep_in_hole(px, py, pz, cp, reach):
+        if col.kind == KIND_POLYTOPE and col.parity < 0.0:
+            if _deep_in_hole(px, py, pz, col, reach):
                 continue  # inside the inscribed sphere, farther than reach from every face
             return True
         phi = collider_phi(px, py, pz, c, cset)[0]
@@ -427,20 +397,19 @@ def collider_near(px, py, pz, reach, cset):
 
 
 @njit(cache=True)
-def _solid_eject(r0, r1, r2, u0, u1, u2, cp, planes, phi, n0, n1, n2):
+def _solid_eject(r0, r1, r2, u0, u1, u2, col, planes, phi, n0, n1, n2):
     """Gourlay's (2012) collision distance for a point inside a convex solid, moving at u relative to it:
     the face it is least deep behind among those it is moving deeper through (u . n <= 0), so it
     leaves the way it came in. Falls back to the contact distance (phi, n) when no face qualifies."""
-    m = _C_GM
+    m = col.grad_to_world
     best = -1e300
     found = False
     b0 = b1 = b2 = 0.0
-    off = np.int64(cp[_C_POFF])
-    for k in range(off, off + np.int64(cp[_C_PCOUNT])):
+    for k in range(col.plane_start, col.plane_start + col.plane_count):
         dist = planes[k, 0] * r0 + planes[k, 1] * r1 + planes[k, 2] * r2 - planes[k, 3]
-        w0 = cp[m] * planes[k, 0] + cp[m + 1] * planes[k, 1] + cp[m + 2] * planes[k, 2]
-        w1 = cp[m + 3] * planes[k, 0] + cp[m + 4] * planes[k, 1] + cp[m + 5] * planes[k, 2]
-        w2 = cp[m + 6] * planes[k, 0] + cp[m + 7] * planes[k, 1] + cp[m + 8] * planes[k, 2]
+        w0 = m[0, 0] * planes[k, 0] + m[0, 1] * planes[k, 1] + m[0, 2] * planes[k, 2]
+        w1 = m[1, 0] * planes[k, 0] + m[1, 1] * planes[k, 1] + m[1, 2] * planes[k, 2]
+        w2 = m[2, 0] * planes[k, 0] + m[2, 1] * planes[k, 1] + m[2, 2] * planes[k, 2]
         ww = math.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
         w0 /= ww
         w1 /= ww
@@ -451,7 +420,7 @@ def _solid_eject(r0, r1, r2, u0, u1, u2, cp, planes, phi, n0, n1, n2):
             b0, b1, b2 = w0, w1, w2
     if not found:
         return phi, n0, n1, n2
-    return best - cp[_C_OFFSET], b0, b1, b2
+    return best - col.offset, b0, b1, b2
 
 
 @njit(cache=True)
@@ -470,8 +439,8 @@ def _first_hit(ax, ay, az, bx, by, bz, sweep, cset):
         px = ax + f * ex
         py = ay + f * ey
         pz = az + f * ez
-        for c in range(cset[5].shape[0]):
-            if not _near(px, py, pz, cset[5][c]):
+        for c in range(cset.colliders.shape[0]):
+            if not _near(px, py, pz, cset.colliders[c]):
                 continue
             phi, n0, n1, n2, tri, r0, r1, r2 = collider_phi(px, py, pz, c, cset)
             if phi < 0.0:
@@ -490,8 +459,8 @@ def project(x_start, x, v, sweep, contact, inv_dt, use_response, cset):
     inv_dt : float, 1/s; with ``use_response`` False, v += (push) * inv_dt (position-based solvers).
     use_response : bool; True applies the velocity response of the module docstring.
     """
-    cparams = cset[5]
-    n_col = cparams.shape[0]
+    cols = cset.colliders
+    n_col = cols.shape[0]
     if n_col == 0:
         return
     for i in prange(x.shape[0]):
@@ -512,16 +481,17 @@ def project(x_start, x, v, sweep, contact, inv_dt, use_response, cset):
         for _ in range(3):
             pushed = False
             for c in range(n_col):
-                if not _near(px, py, pz, cparams[c]):
+                col = cols[c]
+                if not _near(px, py, pz, col):
                     continue
                 phi, n0, n1, n2, tri, r0, r1, r2 = collider_phi(px, py, pz, c, cset)
                 if phi >= contact or (n0 == 0.0 and n1 == 0.0 and n2 == 0.0):
                     continue
                 pushed = pushed or phi < 0.0
                 cv0, cv1, cv2 = collider_velocity(c, tri, r0, r1, r2, cset)
-                if phi < 0.0 and cparams[c, _C_KIND] == KIND_POLYTOPE and cparams[c, _C_PARITY] > 0.0:
+                if phi < 0.0 and col.kind == KIND_POLYTOPE and col.parity > 0.0:
                     # Gourlay's (2012) collision distance: eject through the face the particle came in by
-                    phi, n0, n1, n2 = _solid_eject(r0, r1, r2, vx - cv0, vy - cv1, vz - cv2, cparams[c], cset[8],
+                    phi, n0, n1, n2 = _solid_eject(r0, r1, r2, vx - cv0, vy - cv1, vz - cv2, col, cset.planes,
                                                    phi, n0, n1, n2)
                 if phi < 0.0:
                     px -= phi * n0
@@ -535,12 +505,12 @@ def project(x_start, x, v, sweep, contact, inv_dt, use_response, cset):
                 un = u0 * n0 + u1 * n1 + u2 * n2
                 if un < 0.0 and phi < 0.0:
                     # approaching a surface it touched: reflect the normal part with the bounce
-                    k = -(1.0 + cparams[c, _C_BOUNCE]) * un
+                    k = -(1.0 + col.bounce) * un
                     u0 += k * n0
                     u1 += k * n1
                     u2 += k * n2
-                    un = -cparams[c, _C_BOUNCE] * un
-                keep = 1.0 - cparams[c, _C_FRICTION]
+                    un = -col.bounce * un
+                keep = 1.0 - col.friction
                 vx = cv0 + un * n0 + keep * (u0 - un * n0)
                 vy = cv1 + un * n1 + keep * (u1 - un * n1)
                 vz = cv2 + un * n2 + keep * (u2 - un * n2)
@@ -564,9 +534,9 @@ def inside_any(x, cset, out):
     """out[i] = True where particle i lies inside some collider's solid (phi_eff < 0)."""
     for i in prange(x.shape[0]):
         hit = False
-        for c in range(cset[5].shape[0]):
+        for c in range(cset.colliders.shape[0]):
             px, py, pz = np.float64(x[i, 0]), np.float64(x[i, 1]), np.float64(x[i, 2])
-            if not _near(px, py, pz, cset[5][c]):
+            if not _near(px, py, pz, cset.colliders[c]):
                 continue
             phi, n0, n1, n2, tri, r0, r1, r2 = collider_phi(px, py, pz, c, cset)
             if phi < 0.0:
@@ -577,42 +547,6 @@ def inside_any(x, cset, out):
 # ---------------------------------------------------------------------------------------------
 # The world: grids, packing, motion
 # ---------------------------------------------------------------------------------------------
-
-def _empty_cset():
-    return (np.zeros((0, 12)), np.zeros((0, sdf.BLOCK_NODES), dtype=np.float32),
-            np.zeros((0, sdf.BLOCK_NODES), dtype=np.int32), np.zeros(0, dtype=np.int32),
-            np.zeros((0, sdf.BLOCK_NODES), dtype=np.int32), np.zeros((0, N_CPARAMS)),
-            np.zeros((0, 3), dtype=np.int32), np.zeros((0, 3), dtype=np.float32), np.zeros((0, 4)))
-
-
-def _pack_grids(grids):
-    gparams = np.zeros((len(grids), 12))
-    phis, tris, tiles, rows = [], [], [], []
-    tile_off = block_off = row_off = 0
-    for g, grid in enumerate(grids):
-        gparams[g, 0] = tile_off
-        gparams[g, 1:4] = grid.tile_index.shape
-        gparams[g, 4:7] = grid.origin
-        gparams[g, 7] = 1.0 / grid.cell_size
-        gparams[g, 8] = grid.band
-        gparams[g, 9] = grid.thickness
-        gparams[g, 10] = grid.outside_sign
-        t = grid.tile_index.reshape(-1).copy()
-        t[t >= 0] += row_off
-        tb = grid.tile_block.copy()
-        tb[tb >= 0] += block_off
-        tiles.append(t)
-        rows.append(tb)
-        phis.append(grid.block_phi)
-        tris.append(grid.block_tri)
-        tile_off += t.shape[0]
-        row_off += tb.shape[0]
-        block_off += grid.block_phi.shape[0]
-    cat = lambda parts, shape, dtype: (np.ascontiguousarray(np.concatenate(parts)) if parts  # noqa: E731
-                                       else np.zeros(shape, dtype=dtype))
-    return (gparams, cat(phis, (0, sdf.BLOCK_NODES), np.float32), cat(tris, (0, sdf.BLOCK_NODES), np.int32),
-            cat(tiles, (0,), np.int32), cat(rows, (0, sdf.BLOCK_NODES), np.int32))
-
 
 class _Entry:
     """One collider's grids and motion inside a :class:`CollisionWorld`."""
@@ -709,19 +643,20 @@ class CollisionWorld:
                      memory / 2**20, report["seconds"], " (cached)" if cached else "")
             if progress is not None:
                 progress(report)
-        packed = _pack_grids(grids) if grids else _empty_cset()[:5]
-        self._grids = packed
-        self._cparams = np.zeros((len(self.entries), N_CPARAMS))
-        self._tris = (np.ascontiguousarray(np.concatenate(tris), dtype=np.int32) if tris
-                      else np.zeros((0, 3), dtype=np.int32))
-        self._vvel = (np.ascontiguousarray(np.concatenate(vvel)) if vvel else np.zeros((0, 3), dtype=np.float32))
-        self._planes = np.ascontiguousarray(np.concatenate(planes)) if planes else np.zeros((0, 4))
+        packed = pack_grids(grids) if grids else empty_world_args()[:5]
         self._reach = float(support) + 2.0 * self.dx   # broad-phase margin of polytopes
         self._speeds = [self._frame_speeds(e) for e in self.entries]
-        self._constant = np.array([self._constant_row(e) for e in self.entries]).reshape(-1, N_CPARAMS)
-        self._cparams[:] = self._constant
+        self._constant = np.zeros(len(self.entries), dtype=COLLIDER_DTYPE)
         for c, e in enumerate(self.entries):
-            self._set_pose(self._cparams[c], e, 0.0)
+            self._set_constant(c, e)
+        colliders = self._constant.copy()
+        self._args = ColliderSet(
+            *packed, colliders,
+            tris=np.ascontiguousarray(np.concatenate(tris), dtype=np.int32) if tris else np.zeros((0, 3), np.int32),
+            vvel=np.ascontiguousarray(np.concatenate(vvel)) if vvel else np.zeros((0, 3), dtype=np.float32),
+            planes=np.ascontiguousarray(np.concatenate(planes)) if planes else np.zeros((0, 4)))
+        for c, e in enumerate(self.entries):
+            self._set_pose(colliders, c, e, 0.0)
         self.time = 0.0
 
     @property
@@ -730,9 +665,10 @@ class CollisionWorld:
         return any(e.collider.settings.friction > 0.0 for e in self.entries)
 
     @property
-    def args(self) -> tuple:
-        """The ``cset`` tuple the kernels take (see the module docstring)."""
-        return (*self._grids, self._cparams, self._tris, self._vvel, self._planes)
+    def args(self) -> ColliderSet:
+        """The ``cset`` the kernels take, at the time of the last :meth:`update` (its arrays are
+        updated in place)."""
+        return self._args
 
     def _frame_speeds(self, e: _Entry) -> np.ndarray:
         """Fastest surface speed of a collider in each frame interval, m/s (shape (F-1,) or (0,))."""
@@ -773,30 +709,31 @@ class CollisionWorld:
                 limit = min(limit, MAX_SURFACE_TRAVEL * self.dx / v)
         return limit
 
-    def _constant_row(self, e: _Entry) -> np.ndarray:
-        """The part of a collider's ``cparams`` row that does not change during the bake."""
+    def _set_constant(self, c: int, e: _Entry) -> None:
+        """The fields of collider c's record that do not change during the bake."""
         col = e.collider
-        row = np.zeros(N_CPARAMS)
-        row[_C_FRICTION] = col.settings.friction
-        row[_C_BOUNCE] = col.settings.bounce
-        row[_C_OFFSET] = e.offset
-        row[_C_G0] = e.grid_index
-        row[_C_TOFF] = e.tri_offset
+        rec = self._constant[c]
+        rec["friction"] = col.settings.friction
+        rec["bounce"] = col.settings.bounce
+        rec["offset"] = e.offset
+        rec["grid"] = e.grid_index
+        rec["tri_start"] = e.tri_offset
+        rec["kind"] = KIND_GRID
         if e.planes is not None:
             v = col.mesh.vertices
             centre = v.mean(axis=0)
-            row[_C_KIND] = KIND_POLYTOPE
-            row[_C_POFF] = e.plane_offset
-            row[_C_PCOUNT] = len(e.planes)
-            row[_C_PARITY] = -1.0 if e.mode == "CONTAINER" else 1.0
-            row[_C_CEN:_C_CEN + 3] = centre
-            row[_C_RIN] = float(np.min(e.planes[:, 3] - e.planes[:, :3] @ centre))
-            row[_C_ROUT] = float(np.max(np.linalg.norm(v - centre, axis=1)))
-            row[_C_REACH] = self._reach + abs(e.offset)
-        return row
+            rec["kind"] = KIND_POLYTOPE
+            rec["plane_start"] = e.plane_offset
+            rec["plane_count"] = len(e.planes)
+            rec["parity"] = -1.0 if e.mode == "CONTAINER" else 1.0
+            rec["centre"] = centre
+            rec["r_in"] = float(np.min(e.planes[:, 3] - e.planes[:, :3] @ centre))
+            rec["r_out"] = float(np.max(np.linalg.norm(v - centre, axis=1)))
+            rec["reach"] = self._reach + abs(e.offset)
 
-    def _set_pose(self, row: np.ndarray, e: _Entry, t: float) -> None:
-        """Fill the time-dependent part of a collider's ``cparams`` row for time t."""
+    def _set_pose(self, records: np.ndarray, c: int, e: _Entry, t: float) -> None:
+        """Fill the time-dependent fields of collider c's record for time t."""
+        rec = records[c]
         col = e.collider
         rest_to_world = np.eye(4)
         velocity = np.zeros((3, 4))
@@ -810,25 +747,25 @@ class CollisionWorld:
             f, s = self._frame(t, n)
             # the grid of the nearer frame, and the time since that frame (negative before it)
             near = f if s < 0.5 else min(f + 1, n - 1)
-            row[_C_G0] = e.grid_index + near
-            row[_C_S] = (f + s - near) / self.fps
-            row[_C_DEFORM] = 1.0
-            row[_C_VOFF] = e.vel_offset + f * col.mesh.vertices.shape[0]
+            rec["grid"] = e.grid_index + near
+            rec["time_shift"] = (f + s - near) / self.fps
+            rec["deforming"] = True
+            rec["vel_start"] = e.vel_offset + f * col.mesh.vertices.shape[0]
         linear = rest_to_world[:3, :3]
         inv = np.linalg.inv(linear)
         world_to_rest = np.concatenate([inv, (-inv @ rest_to_world[:3, 3])[:, None]], axis=1)
-        row[_C_A:_C_A + 12] = world_to_rest.reshape(-1)
+        rec["world_to_rest"] = world_to_rest
         if e.mode == "CONTAINER":
             # outside a container is solid, however far: no box bounds where it acts
-            row[_C_BOX:_C_BOX + 3] = -np.inf
-            row[_C_BOX + 3:_C_BOX + 6] = np.inf
+            rec["box_lo"] = -np.inf
+            rec["box_hi"] = np.inf
         else:
             # the rest box of a deforming collider already spans every frame
             world = e.corners if col.motion == "DEFORMING" else e.corners @ linear.T + rest_to_world[:3, 3]
-            row[_C_BOX:_C_BOX + 3] = world.min(axis=0)
-            row[_C_BOX + 3:_C_BOX + 6] = world.max(axis=0)
-        row[_C_GM:_C_GM + 9] = inv.T.reshape(-1)
-        row[_C_VD:_C_VD + 12] = velocity.reshape(-1)
+            rec["box_lo"] = world.min(axis=0)
+            rec["box_hi"] = world.max(axis=0)
+        rec["grad_to_world"] = inv.T
+        rec["rest_velocity"] = velocity
 
     def update(self, t: float) -> None:
         """Set every moving collider's pose and velocity for time t, seconds after the first frame
@@ -836,10 +773,11 @@ class CollisionWorld:
         if t == self.time:
             return
         self.time = t
+        records = self._args.colliders
         for c, e in enumerate(self.entries):
             if e.collider.motion != "STATIC":
-                self._cparams[c] = self._constant[c]
-                self._set_pose(self._cparams[c], e, t)
+                records[c] = self._constant[c]
+                self._set_pose(records, c, e, t)
 
     def inside(self, x: np.ndarray) -> np.ndarray:
         """Boolean mask (N,) of points inside some collider's solid at the current time."""
@@ -847,11 +785,6 @@ class CollisionWorld:
         if self.entries and len(x):
             inside_any(np.ascontiguousarray(x, dtype=np.float32), self.args, out)
         return out
-
-
-def empty_world_args() -> tuple:
-    """The ``cset`` of a scene without mesh colliders."""
-    return _empty_cset()
 
 
 def _grid(mesh, cell, band, mode, name, grid_dir):

@@ -853,7 +853,7 @@ def density_pressure(x, rows, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
     r2max = np.float32(support * support)
     inv_h = np.float32(1.0 / h)
     unit = mass / (math.pi * h * h * h)  # m W = unit * w(q)
-    n_col = cset[5].shape[0]
+    n_col = cset.colliders.shape[0]
     for t_row in prange(rows.shape[0]):  # an equal share of the SPH and MIXA rows per thread
         i = rows[t_row]
         xi = x[i, 0]

@@ -330,7 +330,7 @@ def boundary_flags(x, level, level_h, reach_factor, boxes, cset,
                 if (x0 - lo[0] < reach or hi[0] - x0 < reach or x1 - lo[1] < reach or hi[1] - x1 < reach
                         or x2 - lo[2] < reach or hi[2] - x2 < reach):
                     near = True
-        if not near and cset[5].shape[0] > 0:
+        if not near and cset.colliders.shape[0] > 0:
             near = collider_near(x0, x1, x2, reach, cset)
         out[i] = near
 
@@ -358,7 +358,7 @@ def boundary_walls(x, bidx, level, level_h, boxes, table_q0, table_step, psi, dp
         g0 = 0.0
         g1 = 0.0
         g2 = 0.0
-        if cset[5].shape[0] > 0:
+        if cset.colliders.shape[0] > 0:
             free_col, g0, g1, g2 = collider_free(xi, yi, zi, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi, dpsi,
                                                  cset)
         wall_free[i] = free_box * free_col
@@ -786,7 +786,7 @@ class PBFSolver:
         m, pt = self.model, self.particles
         self._wall_free[:] = 1.0
         self._slot[:] = -1
-        if m.boxes.shape[0] == 0 and cset[5].shape[0] == 0:
+        if m.boxes.shape[0] == 0 and cset.colliders.shape[0] == 0:
             self._bidx = np.zeros(0, dtype=np.int32)
             return
         flags = np.empty(len(pt), dtype=np.bool_)

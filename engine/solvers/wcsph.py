@@ -206,7 +206,7 @@ def density_pressure(x, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
     r2max = np.float32(support * support)
     inv_h = np.float32(1.0 / h)
     unit = mass / (math.pi * h * h * h)  # m W = unit * w(q)
-    n_col = cset[5].shape[0]
+    n_col = cset.colliders.shape[0]
     for i in prange(x.shape[0]):
         xi = x[i, 0]
         yi = x[i, 1]
@@ -269,7 +269,7 @@ def continuity_density(x, v, rho_old, nbr_start, nbr_count, nbr, dt, h, mass, rh
     hy = np.float32(hyd * gy)
     hz = np.float32(hyd * gz)
     zero = np.float32(0.0)
-    n_col = cset[5].shape[0]
+    n_col = cset.colliders.shape[0]
     for i in prange(x.shape[0]):
         xi = x[i, 0]
         yi = x[i, 1]
@@ -316,7 +316,7 @@ def wall_density(x, h, rho0, boxes, table_d0, table_step, psi, dpsi, cset,
                  # outputs
                  out):
     """rho0 psi_walls at each point (box walls and mesh colliders), kg/m^3."""
-    n_col = cset[5].shape[0]
+    n_col = cset.colliders.shape[0]
     for i in prange(x.shape[0]):
         _, wall, _, _, _ = _walls_at(np.float64(x[i, 0]), np.float64(x[i, 1]), np.float64(x[i, 2]), boxes,
                                      2.0 * h, rho0, table_d0, table_step, psi, dpsi, cset, n_col)
@@ -652,7 +652,7 @@ class WCSPHSolver:
         self._rebuild(moved2)
         self.timings["neighbours"] += time.perf_counter() - t0
         m, pt = self.model, self.particles
-        n_col = self._cset[5].shape[0]
+        n_col = self._cset.colliders.shape[0]
         wall_grad = np.empty((len(pt), 3), dtype=np.float32) if n_col else _NO_GRADIENT
         nl = self.neighbours
         t0 = time.perf_counter()
