@@ -17,5 +17,6 @@ if "BLENDER_USER_RESOURCES" not in os.environ:
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: physics validation that takes more than a few seconds")
+    config.addinivalue_line("markers", "slow: physics validation and long bakes; `pytest -m 'not slow'` is the fast "
+                                       "layer to run on every change, the full suite is what CI runs")
     config.addinivalue_line("markers", "blender: runs inside real Blender (the bpy module)")

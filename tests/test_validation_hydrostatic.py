@@ -18,12 +18,17 @@ import math
 import os
 
 import numpy as np
+import pytest
 from numpy.testing import assert_allclose
 
 from engine.particles import Particles
 from engine.solvers import wcsph
 
 REFERENCE = os.path.join(os.path.dirname(__file__), "data", "hydrostatic_column_analytic.csv")
+
+#: Physics validation: outside the fast layer (``pytest -m "not slow"``).
+pytestmark = pytest.mark.slow
+
 G = 9.81
 RHO0 = 1000.0
 DX, HEIGHT, WIDTH = 0.01, 0.2, 0.1

@@ -29,6 +29,7 @@ def _by_id(points: dict, name: str) -> np.ndarray:
     return points[name][np.argsort(points["id"])]
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_bake_in_background_mode_plays_the_cache(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     column_scene(scene, cache_dir)
@@ -55,6 +56,7 @@ def test_bake_in_background_mode_plays_the_cache(scene, surge, tmp_path):
     assert not np.allclose(evaluated_points(liquid, 1)["position"], evaluated_points(liquid, 3)["position"])
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_second_bake_updates_the_same_liquid(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     column_scene(scene, cache_dir)
@@ -75,6 +77,7 @@ def test_second_bake_updates_the_same_liquid(scene, surge, tmp_path):
     assert len(os.listdir(usd_root)) == 1
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_saved_file_plays_in_a_fresh_blender_without_surge(scene, surge, tmp_path):
     blend = str(tmp_path / "shot.blend")
     column_scene(scene, "//surge_cache/")
@@ -166,6 +169,7 @@ def _too_many_particles(_tmp_path):
     (_cache_path_blocked_by_a_file, "is not writable"),
     (_too_many_particles, "Increase the particle spacing"),
 ], ids=["fluid-without-faces", "unwritable-cache", "too-many-particles"])
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_bad_input_is_refused_and_keeps_the_earlier_bake(earlier_bake, tmp_path, spoil, message):
     cache_dir, before, shown = earlier_bake
     spoil(tmp_path)
@@ -222,6 +226,7 @@ def test_relative_cache_folder_needs_a_saved_file(scene, surge):
         bpy.ops.surge.bake()
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_free_bake_removes_only_surge_files(earlier_bake):
     cache_dir, before, _shown = earlier_bake
     assert any(p.endswith(".usdc") for p in before) and "manifest.json" in before
@@ -239,6 +244,7 @@ def test_free_bake_removes_only_surge_files(earlier_bake):
     assert _liquids() == [liquid] and evaluated_points(liquid, 2)["count"] == 250
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_cancel_keeps_the_frames_baked_so_far(scene, surge, tmp_path):
     """What Esc does in the modal operator, driven directly (background mode has no events)."""
     bake = submodule(surge, "bridge.bake")
@@ -345,6 +351,7 @@ class _FakeWindowManager:
         self.removed.append(timer)
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_modal_bake_cancels_on_escape_and_keeps_frames(scene, surge, tmp_path):
     """The modal operator's event handling, called as Blender would (there are no events headless)."""
     bake = submodule(surge, "bridge.bake")
@@ -375,6 +382,7 @@ def test_modal_bake_cancels_on_escape_and_keeps_frames(scene, surge, tmp_path):
     assert evaluated_points(scene.surge.liquid_object, frames[-1])["count"] == 250
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_hybrid_solver_bakes_through_the_operator(scene, surge, tmp_path):
     """Scene.surge.solver = 'HYBRID' with its interface settings: a 0.36 m column at 2 cm spacing,
     deep enough for a grid part under the interface (cells of one spacing, interface 0.14 m under the

@@ -251,6 +251,7 @@ def _bake_scene(scene, cache_dir: str, spacing: float):
     return monkey
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_water_falling_onto_suzanne_stays_out_of_her_head(scene, surge, tmp_path):
     spacing = 0.02
     cache_dir = str(tmp_path / "cache")

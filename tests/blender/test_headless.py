@@ -31,6 +31,7 @@ def _tool(*args):
                           text=True, timeout=900, cwd=str(ROOT))
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_tool_bakes_a_blend_with_progress_lines_and_saves_it(scene, surge, tmp_path):
     blend = _saved_scene(scene, tmp_path)
     out = _tool(blend, "--save")
@@ -47,6 +48,7 @@ def test_tool_bakes_a_blend_with_progress_lines_and_saves_it(scene, surge, tmp_p
     assert liquid is not None and evaluated_points(liquid, 3)["count"] == 250
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_tool_fails_with_a_message_on_a_broken_scene(scene, surge, tmp_path):
     column_scene(scene, "//surge_cache/")
     add_box("Sheet", (0.0, 0.0, 0.1), (0.05, 0.05, 0.1), role="FLUID")  # flat: no volume to fill
@@ -63,6 +65,7 @@ def test_tool_fails_with_a_message_on_a_broken_scene(scene, surge, tmp_path):
     assert missing.returncode == 1 and "no such file" in missing.stderr
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_bake_in_a_terminal_runs_apart_and_load_baked_shows_it(scene, surge, tmp_path):
     blend = _saved_scene(scene, tmp_path)
     assert bpy.ops.surge.bake_in_terminal() == {"FINISHED"}

@@ -44,6 +44,7 @@ def test_inflow_settings_reach_the_engine(scene, surge):
     assert [c.name for c in description.containers] == ["Tank"]
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_bake_a_tap_into_a_tank_with_a_drain(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     _tap_scene(scene, cache_dir)

@@ -58,6 +58,7 @@ print("RESULT " + json.dumps(out))
     return json.loads(line[len("RESULT "):])
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_both_forms_replay_the_cache_in_a_fresh_blender_without_surge(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     reader = _write_cache(surge, cache_dir)

@@ -12,6 +12,7 @@ from blender_helpers import column_scene, evaluated_points, submodule
 pytestmark = pytest.mark.blender
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_preview_bakes_the_first_frames_coarser_and_leaves_the_full_cache_alone(scene, surge, tmp_path):
     bake = submodule(surge, "bridge.bake")
     cache_mod = submodule(surge, "engine.cache")

@@ -58,6 +58,7 @@ def _draw(function, context) -> list:
     return log
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_modal_bake_reports_figures_and_the_cancel_button_keeps_frames(scene, surge, tmp_path):
     bake = submodule(surge, "bridge.bake")
     sidebar = submodule(surge, "panels.sidebar")

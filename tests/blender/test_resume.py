@@ -32,6 +32,7 @@ def _cancelled_bake(surge, scene, after: int):
     return session.finish()
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_resume_after_cancel_gives_the_frames_of_an_uninterrupted_bake(scene, surge, tmp_path):
     cache_mod = submodule(surge, "engine.cache")
     _small_scene(scene, str(tmp_path / "whole"))
@@ -53,6 +54,7 @@ def test_resume_after_cancel_gives_the_frames_of_an_uninterrupted_bake(scene, su
     assert evaluated_points(scene.surge.liquid_object, 8)["count"] == 45
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_resume_with_changed_settings_asks_then_resumes_or_rebakes(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     cache_mod = submodule(surge, "engine.cache")
@@ -78,6 +80,7 @@ def test_resume_with_changed_settings_asks_then_resumes_or_rebakes(scene, surge,
     assert manifest["settings"]["particle_spacing"] == pytest.approx(0.025, rel=1e-6)
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_nothing_to_resume_is_refused(scene, surge, tmp_path):
     _small_scene(scene, str(tmp_path / "cache"))
     scene.surge.checkpoint_interval = 0

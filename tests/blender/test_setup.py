@@ -105,6 +105,7 @@ def test_artists_own_preset_saves_and_restores(scene, surge, tmp_path, monkeypat
     assert not os.path.exists(path)
 
 
+@pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_a_scene_set_up_with_operators_bakes_with_the_preset(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     water = add_box("Water", (0, 0, 0), (0.1, 0.1, 0.1))

@@ -116,6 +116,7 @@ def _render(scene, path, blur: bool) -> np.ndarray:
     return pixels
 
 
+@pytest.mark.slow  # a Cycles render
 def test_cycles_renders_two_frames_with_motion_blur_from_velocity(scene, surge, tmp_path):
     x = np.array([[0.0, 0.0, 0.0], [0.3, 0.0, 0.1]])
     fast = np.array([[12.0, 0.0, 0.0], [0.0, 0.0, 12.0]])  # half a metre per frame at 24 fps
