@@ -201,6 +201,7 @@ def test_solid_polytope_ejects_a_fast_particle_the_way_it_came():
     assert_allclose(x[0], [0.0, 0.0, -0.01], rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow  # an end-to-end bake checked for leaks or volume: physics validation
 def test_liquid_stays_in_a_rotated_convex_tank(tmp_path):
     rot = rotation_z(np.radians(30))
     box = box_mesh([-0.1, -0.05, 0.0], [0.1, 0.05, 0.15])
@@ -251,6 +252,7 @@ def bake(tmp_path, scene, solver="PBF", spacing=0.006, **kw):
     return CacheReader(out), events
 
 
+@pytest.mark.slow  # an end-to-end bake checked for leaks or volume: physics validation
 def test_liquid_poured_into_a_single_sided_cup_stays_in_it(tmp_path):
     cup = open_cup(radius=0.05, height=0.08, base=(0.0, 0.0, 0.02))
     water = box_mesh([-0.025, -0.025, 0.06], [0.025, 0.025, 0.11])
@@ -276,6 +278,7 @@ def test_liquid_poured_into_a_single_sided_cup_stays_in_it(tmp_path):
     assert np.median(x[:, 2]) < 0.06
 
 
+@pytest.mark.slow  # an end-to-end bake checked for leaks or volume: physics validation
 def test_liquid_dropped_on_a_thin_plane_does_not_pass_through(tmp_path):
     plane = quad([-0.08, -0.08, 0.05], [0.16, 0, 0], [0, 0.16, 0])
     water = box_mesh([-0.03, -0.03, 0.1], [0.03, 0.03, 0.16])
@@ -292,6 +295,7 @@ def test_liquid_dropped_on_a_thin_plane_does_not_pass_through(tmp_path):
     assert np.median(x[:, 2]) < 0.08  # it landed on the sheet
 
 
+@pytest.mark.slow  # an end-to-end bake checked for leaks or volume: physics validation
 def test_fast_paddle_pushes_liquid_without_particles_crossing(tmp_path):
     fps = 24.0
     frames = 9
@@ -315,6 +319,7 @@ def test_fast_paddle_pushes_liquid_without_particles_crossing(tmp_path):
     assert x[:, 0].min() >= wall
 
 
+@pytest.mark.slow  # an end-to-end bake checked for leaks or volume: physics validation
 def test_box_lowered_into_a_pool_raises_the_level_by_its_volume(tmp_path):
     """Archimedes: a solid box pushed 4 cm into a pool raises the free surface by V / A."""
     fps = 24.0
@@ -347,6 +352,7 @@ def test_box_lowered_into_a_pool_raises_the_level_by_its_volume(tmp_path):
     assert_allclose(rise, expect, rtol=0, atol=0.004)
 
 
+@pytest.mark.slow  # an end-to-end bake checked for leaks or volume: physics validation
 def test_rising_bending_sheet_carries_the_liquid_on_it(tmp_path):
     """A sheet bent into a shallow bowl rises at 0.3 m/s while bending deeper: the liquid in it rides along."""
     fps = 24.0
@@ -381,6 +387,7 @@ def test_rising_bending_sheet_carries_the_liquid_on_it(tmp_path):
     assert_allclose(lift, 0.3 * t[-1, 0], rtol=0.15, atol=0.0)
 
 
+@pytest.mark.slow  # an end-to-end bake checked for leaks or volume: physics validation
 def test_wcsph_keeps_liquid_out_of_a_solid_sphere(tmp_path):
     ball = uv_sphere(0.05, (0.1, 0.1, 0.05), 16, 32)
     scene = SceneDescription(fluids=[FluidObject("Water", box_mesh([0.05, 0.05, 0.12], [0.15, 0.15, 0.17]))],

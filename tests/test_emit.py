@@ -196,6 +196,7 @@ def _tap_scene(frames=(1, 10), **inflow):
         frame_start=frames[0], frame_end=frames[1])
 
 
+@pytest.mark.slow  # an end-to-end bake checked for leaks or volume: physics validation
 def test_bake_with_inflow_and_outflow(tmp_path):
     """Varying counts per frame, fresh ids for emitted particles, the channel and age in the cache,
     nothing left inside the drain."""
@@ -272,6 +273,7 @@ def test_particle_budget_counts_what_inflows_emit():
     assert budget.check_particle_budget(scene, 0.01, memory=2**30, drained=True) == 0
 
 
+@pytest.mark.slow  # an end-to-end bake checked for leaks or volume: physics validation
 def test_lifetime_and_kill_box_in_a_bake(tmp_path):
     """Through the driver: no frame holds a particle older than the lifetime or outside the kill box."""
     scene = _tap_scene(frames=(1, 8), velocity_x=1.0)  # the stream leans towards +x
