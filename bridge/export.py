@@ -76,7 +76,10 @@ def _engine_values(group, parameters: list, scale: float) -> dict:
     values = {}
     for p in parameters:
         value = getattr(group, p.name)
-        if p.kind is float:
+        if p.kind is float and p.size:
+            factor = scale if p.unit in SCALED_UNITS else 1.0
+            value = tuple(float32_to_float(v) * factor for v in value)
+        elif p.kind is float:
             value = float32_to_float(value)
             if p.unit in SCALED_UNITS:
                 value *= scale
