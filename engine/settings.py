@@ -125,7 +125,9 @@ def _param(default, *, label, tooltip, unit="", min=None, max=None, soft_min=Non
 # SimulationSettings is generated from them with flat names (the group's prefix + the field name:
 # PBFSettings.iterations is SimulationSettings.pbf_iterations and Scene.surge.pbf_iterations), which
 # is also the form stored in job folders and cache manifests; ``settings.pbf`` (and ``.sph``,
-# ``.wcsph``, ``.hybrid``) gives a solver its own group back as a frozen dataclass.
+# ``.wcsph``, ``.hybrid``) gives a solver its own group back as a frozen dataclass. A solver's model
+# is built from its group (``hybrid.make_model(sph_model, settings.hybrid, ...)``), so the defaults
+# below are the only ones: a model constructor declares none of its own.
 
 
 @dataclass(frozen=True)
