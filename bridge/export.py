@@ -314,8 +314,9 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
             # even when already there: animated values the user changed without keying them would
             # otherwise stand in for the keyed ones at the first frame only
             scene.frame_set(scene.frame_start)
-        fluids = [FluidObject(obj.name, _world_mesh(obj, depsgraph, scale), settings=fluid_settings(obj, scale),
-                              channels=particle_channels(obj)) for obj in fluid_objects]
+        fluids = [FluidObject(obj.name, _world_mesh(obj, depsgraph, scale), velocity=settings.initial_velocity,
+                              settings=settings, channels=particle_channels(obj))
+                  for obj, settings in ((obj, fluid_settings(obj, scale)) for obj in fluid_objects)]
         tracks = []
         for obj in inflow_objects + outflow_objects + collider_objects:
             first = _Geometry(obj, depsgraph)

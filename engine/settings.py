@@ -379,6 +379,11 @@ def _spacing_factor():
 class FluidSettings:
     """Per-object parameters of a FLUID object (``Object.surge`` in Blender). Construct with keywords."""
 
+    initial_velocity: tuple = _param(
+        (0.0, 0.0, 0.0), label="Initial Velocity", unit="m/s", min=-1000.0, max=1000.0, soft_min=-20.0,
+        soft_max=20.0, group="Fluid",
+        tooltip="World-space velocity the liquid of this Fluid object starts with, at the first frame of the bake, "
+                "in metres per second")
     spacing_factor: float = _spacing_factor()
 
 

@@ -169,3 +169,12 @@ def test_kill_box_is_drawn_as_its_twelve_edges(scene, surge):
         assert np.count_nonzero(delta) == 1 and delta[axis] == (hi - lo)[axis]
     scene.surge.use_kill_box = False
     viewport.draw_kill_box(scene)  # off: draws nothing, touches no GPU
+
+
+def test_fluid_initial_velocity_is_exported_in_metres_per_second(scene, surge, tmp_path):
+    column_scene(scene, str(tmp_path / "cache"), frames=(1, 2))
+    scene.unit_settings.scale_length = 0.5  # one Blender unit is half a metre
+    bpy.data.objects["Water"].surge.initial_velocity = (2.0, 0.0, 0.0)  # 2 units/s: 1 m/s
+    export = submodule(surge, "bridge.export")
+    description, _settings = export.export_scene(scene, bpy.context.evaluated_depsgraph_get())
+    np.testing.assert_allclose(description.fluids[0].velocity, [1.0, 0.0, 0.0], rtol=0, atol=1e-7)
