@@ -152,7 +152,7 @@ class SURGE_OT_resume_bake(SceneIdle, bpy.types.Operator):
 
     bl_idname = "surge.resume_bake"
     bl_label = "Resume Bake"
-    bl_options = {"REGISTER"}
+    bl_options = set()  # as surge.bake: not repeatable
 
     frame: IntProperty(
         name="From Frame", default=0, min=0, options={"SKIP_SAVE"},

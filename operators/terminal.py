@@ -47,7 +47,7 @@ class SURGE_OT_bake_in_terminal(_Idle, bpy.types.Operator):
 
     bl_idname = "surge.bake_in_terminal"
     bl_label = "Bake in a Terminal"
-    bl_options = {"REGISTER"}
+    bl_options = set()  # Repeat Last must not start a second bake
 
     resume: BoolProperty(
         name="Resume", default=False, options={"SKIP_SAVE"},

@@ -373,8 +373,8 @@ def test_bake_state_is_not_saved_with_the_file(scene, surge, tmp_path):
 
 def test_bake_operator_is_not_repeatable(surge):
     """Repeat Last and Adjust Last Operation must not start a long, blocking bake again."""
-    assert "REGISTER" not in bpy.types.SURGE_OT_bake.bl_options
-    assert "UNDO" not in bpy.types.SURGE_OT_bake.bl_options
+    for op in (bpy.types.SURGE_OT_bake, bpy.types.SURGE_OT_resume_bake, bpy.types.SURGE_OT_bake_in_terminal):
+        assert not {"REGISTER", "UNDO"} & set(op.bl_options), op
 
 
 def test_float_display_precision_shows_the_defaults(surge):
