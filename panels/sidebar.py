@@ -1,4 +1,6 @@
-"""The Surge tab in the 3D view's sidebar (press N): object role, simulation settings, bake."""
+"""The Surge tab in the 3D view's sidebar (press N): object role, simulation settings, bake; the object
+panel also in Properties > Physics. What is drawn follows the settings description (engine.settings):
+a setting shows only for the solver and role that read it, greyed out where its mode makes it idle."""
 
 from __future__ import annotations
 

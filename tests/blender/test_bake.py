@@ -167,7 +167,7 @@ def _too_many_particles(_tmp_path):
     (_cache_path_blocked_by_a_file, "is not writable"),
     (_too_many_particles, "Increase the particle spacing"),
 ], ids=["fluid-without-faces", "unwritable-cache", "too-many-particles"])
-def test_bad_input_is_refused_and_keeps_the_earlier_bake(earlier_bake, tmp_path, spoil, message):
+def test_bad_input_is_refused_and_keeps_the_earlier_bake(earlier_bake, surge, tmp_path, spoil, message):
     cache_dir, before, shown = earlier_bake
     spoil(tmp_path)
     with pytest.raises(RuntimeError, match=message):
