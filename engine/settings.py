@@ -58,6 +58,7 @@ WCSPH_DENSITY_MODES = (
                                "read low and close up until it reaches the rest density"),
 )
 
+
 def names(items) -> tuple:
     """The identifiers of an enum's ``(identifier, label, tooltip)`` items."""
     return tuple(item[0] for item in items)
