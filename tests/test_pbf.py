@@ -7,7 +7,6 @@ from numpy.testing import assert_allclose
 
 from engine import driver
 from engine.cache import CacheReader
-from engine.kernels import cubic_dwdr, cubic_w
 from engine.particles import Particles
 from engine.settings import SimulationSettings
 from engine.solvers import pbf
@@ -44,16 +43,6 @@ def run(solver, steps, every=1):
             out.append(dict(iterations=solver.iterations, error=solver.density_error,
                             speed=np.linalg.norm(v, axis=1).mean(), dt=dt))
     return out
-
-
-def test_shape_functions_match_the_engine_kernels():
-    h = 0.03
-    r = np.linspace(0.0, 2.2 * h, 50)
-    w = [pbf._w_shape(ri / h) / (np.pi * h ** 3) for ri in r]
-    dw = [pbf._dw_shape(ri / h) / (np.pi * h ** 4) for ri in r]
-    # the same polynomial evaluated two ways: only rounding differs
-    assert_allclose(w, [cubic_w(ri, h) for ri in r], rtol=1e-12, atol=1e-9)
-    assert_allclose(dw, [cubic_dwdr(ri, h) for ri in r], rtol=1e-12, atol=1e-9)
 
 
 def _brute_force_neighbours(s):

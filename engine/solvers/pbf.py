@@ -64,9 +64,9 @@ import numpy as np
 from numba import njit, prange
 
 from ..collision import CollisionWorld, SWEEP_STEP, collider_free, collider_near, empty_world_args, project
-from ..kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32, half_space_tables, lattice_sum
+from ..kernels import cubic_dshape32 as _dw32, cubic_dwdr, cubic_shape32 as _w32, cubic_w, half_space_tables, lattice_sum
 from ..neighbors import NBR_BLOCK, CellGrid, NeighbourList, build_grid
-from ..walls import near_box, wall_gradient, wall_mass
+from ..walls import clamp_into_boxes, clamp_point_into_boxes, near_box, near_walls, wall_gradient, wall_mass
 from ..particles import Particles
 from ..state_check import max_speed
 
@@ -163,7 +163,7 @@ def prototype_stiffness(h: float, dx: float, mass: float, rho0: float) -> float:
     gx, gy, gz = np.meshgrid(rng, rng, rng, indexing="ij")
     r = np.sqrt(gx * gx + gy * gy + gz * gz).ravel()
     r = r[(r > 0.0) & (r < 2.0 * h)]
-    dw = np.array([_dw_shape(q) for q in r / h]) * _SIGMA / h ** 4
+    dw = np.array([cubic_dwdr(float(ri), h) for ri in r])
     return 1.0 / float(np.sum((mass / rho0 * dw) ** 2))
 
 
@@ -178,9 +178,8 @@ def surface_gradients(h: float, dx: float, mass: float, rho0: float) -> tuple[fl
     r = np.linalg.norm(d, axis=1)
     keep = (r > 0.0) & (r < 2.0 * h)
     d, r = d[keep], r[keep]
-    q = r / h
-    dw = np.array([_dw_shape(qi) for qi in q]) * _SIGMA / h ** 4
-    w = np.array([_w_shape(qi) for qi in q]) / _w_shape(1.0)
+    dw = np.array([cubic_dwdr(float(ri), h) for ri in r])
+    w = np.array([cubic_w(float(ri), h) for ri in r]) / cubic_w(h, h)
     grad = (mass / rho0 * dw / r)[:, None] * -d  # grad_i W_ij = dW/dr (x_i - x_j) / r
     return float(np.linalg.norm(grad.sum(axis=0))), float(np.linalg.norm((w[:, None] * grad).sum(axis=0)))
 
@@ -230,26 +229,6 @@ def make_model(*, dx, rho0, iterations, tolerance, beta, xsph, kappa, gravity, b
 
 
 @njit(inline="always", cache=True)
-def _w_shape(q):
-    """Cubic spline shape: W(r, h) = w(r / h) / (pi h^3) (Monaghan 1992; kernels.cubic_w).
-
-    Written without branches, w = (2 - q)+^3 / 4 - (1 - q)+^3 (equal to 1 - 1.5 q^2 + 0.75 q^3 for
-    q < 1): neighbour distances are random, so the two-branch form mispredicts about every other pair.
-    """
-    t = max(2.0 - q, 0.0)
-    s = max(1.0 - q, 0.0)
-    return 0.25 * t * t * t - s * s * s
-
-
-@njit(inline="always", cache=True)
-def _dw_shape(q):
-    """dw/dq of :func:`_w_shape`: dW/dr = dw/dq / (pi h^4) (kernels.cubic_dwdr); branch-free too."""
-    t = max(2.0 - q, 0.0)
-    s = max(1.0 - q, 0.0)
-    return -0.75 * t * t + 3.0 * s * s
-
-
-@njit(inline="always", cache=True)
 def _corner(boxes, b, c):
     """Corner c (0 lower, 1 upper) of box b as a tuple of floats. A slice ``boxes[b, 0]`` would be a
     new array view, whose reference count numba updates atomically on every particle: in a parallel
@@ -257,26 +236,18 @@ def _corner(boxes, b, c):
     return (boxes[b, c, 0], boxes[b, c, 1], boxes[b, c, 2])
 
 
-@njit(inline="always", cache=True)
-def _clamp_coord(c, lo, hi):
-    if c < lo:
-        return lo
-    if c > hi:
-        return hi
-    return c
-
-
 # ----------------------------------------------------------------------------------------------
 # batch kernels
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def predict(x, v, gx, gy, gz, dt, boxes, bounce, margin,
+def predict(x, v, gx, gy, gz, dt, boxes, no_friction, bounce, margin,
             # outputs
             v_start):
-    """v_start = v; v += g dt; x += v dt; then project x into every box container it was near.
-
-    Projection removes the velocity into the wall, so the step starts with no particle outside.
+    """v_start = v; v += g dt; x += v dt; then put x back into every box container it crossed
+    (:func:`engine.walls.clamp_into_boxes` with ``no_friction``, zeros: box friction acts in
+    :func:`finish`). The velocity into the wall is reversed and scaled by the box's bounce, so the
+    step starts with no particle outside.
     """
     for i in prange(x.shape[0]):
         for k in range(3):
@@ -284,26 +255,9 @@ def predict(x, v, gx, gy, gz, dt, boxes, bounce, margin,
         v[i, 0] += gx * dt
         v[i, 1] += gy * dt
         v[i, 2] += gz * dt
-        x0 = x[i, 0]
-        x1 = x[i, 1]
-        x2 = x[i, 2]
         for k in range(3):
             x[i, k] += v[i, k] * dt
-        for b in range(boxes.shape[0]):
-            lo = _corner(boxes, b, 0)
-            hi = _corner(boxes, b, 1)
-            # test the start position: a particle inside a box at the start can never leave it
-            if not near_box(x0, x1, x2, lo, hi, margin):
-                continue
-            for k in range(3):
-                if x[i, k] < lo[k]:
-                    x[i, k] = lo[k]
-                    if v[i, k] < 0.0:
-                        v[i, k] *= -bounce[b]
-                elif x[i, k] > hi[k]:
-                    x[i, k] = hi[k]
-                    if v[i, k] > 0.0:
-                        v[i, k] *= -bounce[b]
+        clamp_into_boxes(x, v, i, boxes, margin, no_friction, bounce)
 
 
 @njit(parallel=True, cache=True)
@@ -321,14 +275,7 @@ def boundary_flags(x, level, level_h, reach_factor, boxes, cset,
         x0 = np.float64(x[i, 0])
         x1 = np.float64(x[i, 1])
         x2 = np.float64(x[i, 2])
-        near = False
-        for b in range(boxes.shape[0]):
-            lo = _corner(boxes, b, 0)
-            hi = _corner(boxes, b, 1)
-            if near_box(x0, x1, x2, lo, hi, reach):
-                if (x0 - lo[0] < reach or hi[0] - x0 < reach or x1 - lo[1] < reach or hi[1] - x1 < reach
-                        or x2 - lo[2] < reach or hi[2] - x2 < reach):
-                    near = True
+        near = near_walls(x0, x1, x2, boxes, reach)
         if not near and cset[5].shape[0] > 0:
             near = collider_near(x0, x1, x2, reach, cset)
         out[i] = near
@@ -447,7 +394,7 @@ def correct(x, lam, level, nbr_start, nbr_count, nbr, lh, lmass, cohesion, unifo
     dx_i = 1/rho0 sum_j m_j (lambda_i + lambda_j + g_ij W_ij / W(h_ij)) grad W_ij
            + wall_factor min(lambda_i, 0) grad psi_walls,
     limited to ``max_move h_i`` in length, then projected into every box container x_i was near
-    (no leak, even mid-iteration); with ``test_all`` False only particles with ``slot`` >= 0 are tested. ``scale`` = sigma m_0 / rho0; ``slot[i]`` >= 0 indexes ``wall_grad``
+    (no leak, even mid-iteration; :func:`engine.walls.clamp_point_into_boxes`); with ``test_all`` False only particles with ``slot`` >= 0 are tested. ``scale`` = sigma m_0 / rho0; ``slot[i]`` >= 0 indexes ``wall_grad``
     for particles near a wall (:func:`boundary_walls`).
     """
     h0 = lh[0]
@@ -533,13 +480,8 @@ def correct(x, lam, level, nbr_start, nbr_count, nbr, lh, lmass, cohesion, unifo
         # Only particles flagged near a wall (slot >= 0) can reach one in the first FLAG_ITERATIONS
         # iterations (see PBFSolver._boundary); later iterations test every particle.
         # boxes32: the box corners rounded to float32, as the float64 clamp's result was when stored.
-        for b in range(boxes32.shape[0] if (s >= 0 or test_all) else 0):
-            lo = _corner(boxes32, b, 0)
-            hi = _corner(boxes32, b, 1)
-            if near_box(xi, yi, zi, lo, hi, margin32):
-                n0 = min(max(n0, lo[0]), hi[0])
-                n1 = min(max(n1, lo[1]), hi[1])
-                n2 = min(max(n2, lo[2]), hi[2])
+        if s >= 0 or test_all:
+            n0, n1, n2 = clamp_point_into_boxes(n0, n1, n2, boxes32, margin32)
         x_out[i, 0] = n0
         x_out[i, 1] = n1
         x_out[i, 2] = n2
@@ -692,6 +634,7 @@ class PBFSolver:
         self._lh = model.level_h.astype(np.float32)
         self._lmass = (model.level_mass / model.level_mass[0]).astype(np.float32)
         self._boxes32 = model.boxes.astype(np.float32)
+        self._no_friction = np.zeros(model.boxes.shape[0], dtype=np.float64)
         #: neighbour list of the last substep (sorted order)
         self.neighbours = NeighbourList(block=NBR_BLOCK)
         self._changed = True
@@ -809,7 +752,8 @@ class PBFSolver:
         cset = self.collision.args if self.collision is not None else _NO_COLLIDERS
         if self.collision is not None:
             self._x_buf[:] = pt.x
-        predict(pt.x, pt.v, m.gravity[0], m.gravity[1], m.gravity[2], dt, m.boxes, m.box_bounce, margin, pt.a)
+        predict(pt.x, pt.v, m.gravity[0], m.gravity[1], m.gravity[2], dt, m.boxes, self._no_friction, m.box_bounce,
+                margin, pt.a)
         self.time += dt
         if self.collision is not None:
             self.collision.update(self.time)
