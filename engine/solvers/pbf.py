@@ -99,6 +99,8 @@ FLAG_ITERATIONS = 4
 #: 20-25 % faster over blocks of 8 (less padding walked, 8-lane gathers; a 2-core AVX-512 machine),
 #: where the correction pass ran 5-10 % slower.
 DENSITY_BLOCK = 8
+if NBR_BLOCK % DENSITY_BLOCK:
+    raise ImportError(f"DENSITY_BLOCK ({DENSITY_BLOCK}) must divide the neighbour lists' padding ({NBR_BLOCK})")
 
 #: Particles per block of the deterministic error reduction.
 BLOCK = 4096
