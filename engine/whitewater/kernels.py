@@ -288,20 +288,20 @@ def _coord(xc, inv):
 
 
 @njit(parallel=True, cache=True)
-def query(p, lx, lv, cell_key, cell_start, cell_nbr, R, only_kind, kind,
+def query(p, lx, lv, cell_key, cell_start, cell_nbr, R, skip_kind, kind,
           # outputs
           count, velocity):
     """Liquid neighbours within R of each point, and the liquid velocity there (Section 5).
 
     velocity is the W-weighted mean of the liquid velocities around the point (the paper's
     v~_f = sum_f v_f K(x_d - x_f) / sum_f K(x_d - x_f)), 0 where no liquid is near. Points whose
-    ``kind`` differs from ``only_kind`` are skipped when ``only_kind`` >= 0 (spray needs no
-    liquid velocity).
+    ``kind`` equals ``skip_kind`` are skipped when ``skip_kind`` >= 0 (spray needs no liquid
+    velocity). A ``velocity`` of another length than ``p`` asks for the counts only.
     """
     inv = 1.0 / R
     R2 = R * R
     for q in prange(p.shape[0]):
-        if only_kind >= 0 and kind[q] == only_kind:
+        if skip_kind >= 0 and kind[q] == skip_kind:
             continue
         px, py, pz = np.float64(p[q, 0]), np.float64(p[q, 1]), np.float64(p[q, 2])
         ci, cj, ck = _coord(px, inv), _coord(py, inv), _coord(pz, inv)
@@ -335,6 +335,8 @@ def query(p, lx, lv, cell_key, cell_start, cell_nbr, R, only_kind, kind,
                 sy += w * lv[j, 1]
                 sz += w * lv[j, 2]
         count[q] = n
+        if velocity.shape[0] != p.shape[0]:
+            continue  # counts only
         if wsum > 0.0:
             velocity[q, 0] = sx / wsum
             velocity[q, 1] = sy / wsum
@@ -414,3 +416,42 @@ def advance(x, v, kind, liquid_v, life, age, dt, g0, g1, g2, spray_drag, buoyanc
         v[q, 0] = u0 + w0 * decay
         v[q, 1] = u1 + w1 * decay
         v[q, 2] = u2 + w2 * decay
+
+
+@njit(cache=True)
+def survivors(x, v, kind, life, spray_floor,
+              # outputs
+              keep):
+    """Which particles stay: foam with lifetime left, finite state, spray not below ``spray_floor``
+    (the lowest liquid minus R: under every liquid there is nothing to land in). Returns how many."""
+    n = 0
+    for q in range(x.shape[0]):
+        ok = True
+        for a in range(3):
+            if not (math.isfinite(x[q, a]) and math.isfinite(v[q, a])):
+                ok = False
+        if kind[q] == FOAM and life[q] <= 0.0:
+            ok = False
+        if kind[q] == SPRAY and x[q, 2] < spray_floor:
+            ok = False
+        keep[q] = ok
+        n += ok
+    return n
+
+
+@njit(cache=True)
+def compact(keep, x, v, life, age, kind, ids):
+    """Move the kept particles to the front of every array, in order, in place (no copies)."""
+    m = 0
+    for q in range(keep.shape[0]):
+        if keep[q]:
+            if m != q:
+                for a in range(3):
+                    x[m, a] = x[q, a]
+                    v[m, a] = v[q, a]
+                life[m] = life[q]
+                age[m] = age[q]
+                kind[m] = kind[q]
+                ids[m] = ids[q]
+            m += 1
+    return m

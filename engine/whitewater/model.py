@@ -152,11 +152,12 @@ class LiquidFrame:
             self._potentials = (ta, wc, ke)
         return self._potentials
 
-    def query(self, points: np.ndarray, kind: np.ndarray | None = None, skip_kind: int = -1):
-        """Liquid neighbour count and liquid velocity at each point (see :func:`kernels.query`)."""
+    def query(self, points: np.ndarray, kind: np.ndarray | None = None, skip_kind: int = -1,
+              velocity: bool = True):
+        """Liquid neighbour count and (with ``velocity``) liquid velocity at each point (see :func:`kernels.query`)."""
         m = len(points)
         count = np.zeros(m, np.int32)
-        vel = np.zeros((m, 3), np.float32)
+        vel = np.zeros((m if velocity else 0, 3), np.float32)
         if m and len(self.x):
             g = self.grid
             k.query(points, self.x, self.v, g.cell_key, g.cell_start, g.cell_nbr, self.R, skip_kind,
@@ -229,6 +230,7 @@ def step(state: Diffuse, liquid: LiquidFrame, frame: int, dt: float, next_id: in
         _count, vf = liquid.query(state.position, state.kind, skip_kind=k.SPRAY)
         k.advance(state.position, state.velocity, state.kind, vf, state.lifetime, state.age, float(dt),
                   g[0], g[1], g[2], s.spray_drag, s.buoyancy, s.bubble_drag)
+        del vf, _count  # 16 bytes a particle: gone before the next allocations
     # 2. emit from this frame's liquid
     born = Diffuse.empty()
     if len(liquid) and dt > 0.0:
@@ -249,7 +251,7 @@ def step(state: Diffuse, liquid: LiquidFrame, frame: int, dt: float, next_id: in
             born = Diffuse.empty(total)
             k.emit(liquid.x, liquid.v, liquid.id, counts, offsets, strength, 0.5 * spacing, float(dt), 0.1,
                    s.lifetime, s.lifetime_variation, s.seed, frame, born.position, born.velocity, born.lifetime)
-            born_count, _ = liquid.query(born.position)
+            born_count, _ = liquid.query(born.position, velocity=False)
             k.classify(born_count, s.spray_neighbours, s.bubble_neighbours, born.kind)
             share = np.array([s.spray_amount, s.foam_amount, s.bubble_amount]) / scale
             draw = np.empty(total)
@@ -257,18 +259,19 @@ def step(state: Diffuse, liquid: LiquidFrame, frame: int, dt: float, next_id: in
             born = born.take(draw < share[born.kind])
     # 3. reclassify the survivors at their new position, remove the dissolved and the lost
     if before:
-        count, _ = liquid.query(state.position)
+        count, _ = liquid.query(state.position, velocity=False)
         k.classify(count, s.spray_neighbours, s.bubble_neighbours, state.kind)
-        keep = (state.lifetime > 0.0) | (state.kind != k.FOAM)
-        keep &= np.isfinite(state.position).all(axis=1) & np.isfinite(state.velocity).all(axis=1)
-        if len(liquid):
-            # spray that falls below all liquid has nowhere to land (the stage does not see colliders)
-            keep &= ~((state.kind == k.SPRAY) & (state.position[:, 2] < liquid.x[:, 2].min() - liquid.R))
-        else:
-            keep &= state.kind != k.SPRAY
-        stats.removed = int(before - keep.sum())
+        del count
+        keep = np.empty(before, np.bool_)
+        floor = float(liquid.x[:, 2].min()) - liquid.R if len(liquid) else np.inf
+        kept = k.survivors(state.position, state.velocity, state.kind, state.lifetime, floor,
+                           keep)
+        stats.removed = before - kept
         if stats.removed:
-            state = state.take(keep)
+            # in place: views of the first ``kept`` rows, no second copy of the state
+            k.compact(keep, state.position, state.velocity, state.lifetime, state.age, state.kind, state.id)
+            state = Diffuse(*(getattr(state, name)[:kept] for name in Diffuse.ARRAYS))
+        del keep
     # 4. the cap: newborns beyond it are not made (the oldest particles are kept)
     room = max(0, s.max_particles - len(state))
     if len(born) > room:

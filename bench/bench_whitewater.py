@@ -1,0 +1,130 @@
+"""Cost of the whitewater stage against the particle bake it runs over, and its memory per particle.
+
+1. The dam break of ``bench/bench_blender.py`` (n = 46: 97,336 particles, PBF, 1 s at 24 fps) is baked
+   through Blender (``bpy.ops.surge.bake()``, timed as there: export, child process, stepping, cache
+   and USD writing), after a two-frame bake that compiles the kernels.
+2. The whitewater stage runs over that cache in a child process the way the add-on runs it
+   (``python -m engine.cli whitewater``), after a run over two frames that compiles its kernels;
+   the figure is its wall time over the bake's. Per frame: particles emitted and alive, seconds.
+3. Memory: 10 million live diffuse particles (foam, spray and bubbles around a liquid of the same
+   97k particles at rest) stepped through one frame; prints the state's bytes per particle and the
+   peak of numpy allocations during the step (tracemalloc) per particle.
+
+    .venv/bin/python bench/bench_whitewater.py            # all three
+    .venv/bin/python bench/bench_whitewater.py --memory-only --live 10000000
+
+Prints figures, asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def stage_child(cache: str, settings: dict, frames_limit: int | None = None) -> tuple[float, list]:
+    """Run ``engine.cli whitewater`` over ``cache``; returns (wall seconds, frame events)."""
+    path = os.path.join(tempfile.mkdtemp(prefix="surge_ww_"), "settings.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(settings, fh)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "engine.cli", "whitewater", cache, "--settings", path, "--quiet"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - t0
+    events = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0:
+        raise SystemExit(f"whitewater stage failed ({out.returncode}): {out.stdout[-2000:]} {out.stderr[-2000:]}")
+    return seconds, [e for e in events if e.get("event") == "frame"]
+
+
+def bake_and_stage(n: int) -> None:
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import bench_blender  # noqa: E402  (Blender as a module; enables Surge from this tree)
+    from blender_session import enable_from_source  # noqa: E402
+
+    import bpy  # noqa: E402
+
+    enable_from_source(ROOT, tempfile.mkdtemp(prefix="surge_bench_repo_"))
+    frames = 25
+    bench_blender.bake(n, 2, "PBF")  # compiles the solver kernels
+    small = bpy.context.scene.surge.cache_directory
+    stage_child(small, {})  # compiles the whitewater kernels (two frames)
+    bake_seconds, count = bench_blender.bake(n, frames, "PBF")
+    cache = bpy.context.scene.surge.cache_directory
+    stage_seconds, events = stage_child(cache, {})
+    print(f"dam break: {count:,} particles, {frames - 1} frames at 24 fps")
+    print(f"  particle bake (bpy.ops.surge.bake)         {bake_seconds:8.1f} s")
+    print(f"  whitewater stage (engine.cli whitewater)   {stage_seconds:8.1f} s")
+    print(f"  stage / bake                               {stage_seconds / bake_seconds:8.1%}")
+    print("  frame  emitted    spray     foam  bubbles   seconds")
+    for e in events:
+        print(f"  {e['frame']:5d} {e['emitted']:8d} {e['spray']:8d} {e['foam']:8d} {e['bubbles']:8d} {e['seconds']:9.3f}")
+    total = sum(e["seconds"] for e in events)
+    print(f"  mean seconds per frame (model and file writing) {total / max(1, len(events)):.3f}")
+
+
+def memory(live: int, n: int) -> None:
+    sys.path.insert(0, ROOT)
+    from engine.settings import WhitewaterSettings
+    from engine.whitewater import kernels, model
+
+    dx = 0.025
+    g = np.mgrid[0:n, 0:n, 0:n].reshape(3, -1).T.astype(np.float32) * dx
+    liquid = model.LiquidFrame(g, np.zeros_like(g), np.arange(len(g)), dx)
+    rng = np.random.default_rng(1)
+    state = model.Diffuse.empty(live)
+    edge = n * dx
+    # a third inside the liquid, a third in its top layer, a third in the air above
+    state.position[:, :2] = rng.uniform(0, edge, (live, 2)).astype(np.float32)
+    state.position[:, 2] = np.choose(np.arange(live) % 3, [rng.uniform(0, edge * 0.8, live),
+                                                           np.full(live, edge - dx * 0.5),
+                                                           rng.uniform(edge + 3 * dx, edge + 0.5, live)])
+    state.kind[:] = [kernels.BUBBLE, kernels.FOAM, kernels.SPRAY] * (live // 3) + [kernels.BUBBLE] * (live % 3)
+    state.lifetime[:] = 5.0
+    state.id[:] = np.arange(live)
+    settings = WhitewaterSettings(use_auto_thresholds=False, max_particles=live + 1)
+    gravity = np.array([0.0, 0.0, -9.81])
+    # compile on a small copy first
+    model.step(state.take(np.arange(1000)), liquid, 2, 1 / 24, live, settings, model.Thresholds.manual(settings), dx,
+               gravity)
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    state, _, stats = model.step(state, liquid, 3, 1 / 24, live, settings, model.Thresholds.manual(settings), dx,
+                                 gravity)
+    seconds = time.perf_counter() - t0
+    _current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    print(f"memory: {live:,} live diffuse particles over {len(g):,} liquid particles")
+    print(f"  state bytes per particle                   {state.nbytes / len(state):8.1f}")
+    print(f"  peak extra numpy bytes per particle in a frame step {peak / live:8.1f}")
+    print(f"  one frame step                             {seconds:8.2f} s ({stats.removed:,} removed)")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=46, help="particles along the dam-break block's edge")
+    ap.add_argument("--live", type=int, default=10_000_000, help="live diffuse particles for the memory run")
+    ap.add_argument("--memory-only", action="store_true")
+    ap.add_argument("--no-memory", action="store_true")
+    args = ap.parse_args(argv)
+    if not args.memory_only:
+        bake_and_stage(args.n)
+    if not args.no_memory:
+        memory(args.live, args.n)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
