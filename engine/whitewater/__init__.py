@@ -28,7 +28,8 @@ re-run with new settings without simulating the liquid again. Per frame:
    runs out; the lifetime grows with the energy of the splash that made it.
 
 Where this differs from the paper: the interaction radius R is two particle spacings for every
-part of the model; potentials are computed once per cached frame (the paper: every simulation
+part of the model; the potentials read the velocity field averaged over R (position-based solvers
+leave spacing-scale noise on each particle's velocity, which Eq. 2 would read as trapped air); potentials are computed once per cached frame (the paper: every simulation
 step) with dt the frame's duration; drags are rates per second integrated exactly; the automatic
 thresholds (tau_max the mean per-frame maximum of each potential, tau_min a tenth of it) follow the
 foam generator of Bender, Koschier, Kugelstadt & Weiler 2018 ("Turbulent micropolar SPH fluids

@@ -125,6 +125,39 @@ def surface_normals(x, cell_start, cell_nbr, particle_cell, R,
 
 
 @njit(parallel=True, cache=True)
+def smoothed_velocity(x, v, cell_start, cell_nbr, particle_cell, R,
+                      # outputs
+                      out):
+    """The velocity field averaged with W over R around each particle: sum_j v_j W_ij / sum_j W_ij (j = i
+    included). Position-based solvers leave each particle's velocity with noise at the scale of the
+    spacing, which Eq. 2 would read as colliding liquid; the average keeps motions of the scale of R."""
+    R2 = R * R
+    for i in prange(x.shape[0]):
+        s0 = s1 = s2 = 0.0
+        wsum = 0.0
+        c = particle_cell[i]
+        for k in range(27):
+            cc = cell_nbr[c, k]
+            if cc < 0:
+                continue
+            for j in range(cell_start[cc], cell_start[cc + 1]):
+                dx = x[i, 0] - x[j, 0]
+                dy = x[i, 1] - x[j, 1]
+                dz = x[i, 2] - x[j, 2]
+                r2 = dx * dx + dy * dy + dz * dz
+                if r2 >= R2:
+                    continue
+                w = _weight(math.sqrt(r2), R)
+                wsum += w
+                s0 += w * v[j, 0]
+                s1 += w * v[j, 1]
+                s2 += w * v[j, 2]
+        out[i, 0] = s0 / wsum
+        out[i, 1] = s1 / wsum
+        out[i, 2] = s2 / wsum
+
+
+@njit(parallel=True, cache=True)
 def potentials(x, v, normal, cell_start, cell_nbr, particle_cell, R,
                # outputs
                trapped_air, wave_crest, energy):

@@ -140,14 +140,17 @@ class LiquidFrame:
         return len(self.x)
 
     def potentials(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Raw trapped-air (m/s), wave-crest (1) and energy (J/kg) potentials, in grid order."""
+        """Raw trapped-air (m/s), wave-crest (1) and energy (J/kg) potentials, in grid order, of the
+        smoothed velocity field (:func:`kernels.smoothed_velocity`)."""
         if self._potentials is None:
             g = self.grid
             n = len(self.x)
             ta, wc, ke = np.zeros(n), np.zeros(n), np.zeros(n)
             if n:
                 k.surface_normals(self.x, g.cell_start, g.cell_nbr, g.particle_cell, self.R, self.normal, self.count)
-                k.potentials(self.x, self.v, self.normal, g.cell_start, g.cell_nbr, g.particle_cell, self.R,
+                smooth = np.empty_like(self.v)
+                k.smoothed_velocity(self.x, self.v, g.cell_start, g.cell_nbr, g.particle_cell, self.R, smooth)
+                k.potentials(self.x, smooth, self.normal, g.cell_start, g.cell_nbr, g.particle_cell, self.R,
                              ta, wc, ke)
             self._potentials = (ta, wc, ke)
         return self._potentials
