@@ -374,7 +374,8 @@ class StageRunner:
                 "elapsed": round(time.perf_counter() - self.started, 3)}
 
 
-def follow_bake(cache_dir: str, stages: list[Stage], progress: Progress, restart: bool = False) -> Progress:
+def follow_bake(cache_dir: str, stages: list[Stage], progress: Progress, restart: bool = False,
+                writers: tuple = ()) -> Progress:
     """A progress callback for :func:`engine.driver.bake` that runs ``stages`` on every frame it writes.
 
     The driver reports the initial frame (or, resuming, the frames before the checkpoint) with its
@@ -382,13 +383,19 @@ def follow_bake(cache_dir: str, stages: list[Stage], progress: Progress, restart
     cache; the stages run on it before the event is passed on, so whoever shows frames as they are
     reported finds the stages' files already written. The frame event gains ``"<stage>_seconds"`` and
     the stage's own figures prefixed with its name. A stage that fails stops the bake with its error
-    (the frames it finished stay listed). Call ``.finish(status, message)`` on the returned callable
-    when the bake ends.
+    (the frames it finished stay listed). ``writers`` are callables ``writer(frame, arrays)`` run on
+    each frame before the stages, without a manifest of their own (the points' USD files, which the
+    host finds by frame number). Call ``.finish(status, message)`` on the returned callable when the
+    bake ends.
     """
     runners = [StageRunner(cache_dir, s, restart=restart) for s in stages]
     skip = {"event", "stage", "frame", "frame_start", "frame_end", "elapsed", "eta", "memory", "particles", "seconds"}
 
     def run_on(reader: CacheReader, frame: int, event: dict, missing_only: bool = False) -> None:
+        if writers:
+            arrays = reader.read_frame(frame)
+            for writer in writers:
+                writer(frame, arrays)
         start = int(reader.manifest.get("frame_start", frame))
         end = int(reader.manifest.get("frame_end", frame))
         for runner in runners:
@@ -412,7 +419,7 @@ def follow_bake(cache_dir: str, stages: list[Stage], progress: Progress, restart
                 runner.open(reader)
             for frame in reader.frames:
                 run_on(reader, frame, {}, missing_only=True)
-        elif kind == "frame" and all(runner.manifest is not None for runner in runners):
+        elif kind == "frame":
             run_on(CacheReader(cache_dir), int(event["frame"]), event)
         progress(event)
 

@@ -210,3 +210,36 @@ class Births:
             self.frames = np.concatenate([self.frames, np.full(len(new), frame, dtype=np.int64)])[order]
         born = self.frames[np.searchsorted(self.ids, ids)]
         return ((frame - born) / self.fps).astype(np.float32)
+
+
+def points_path(usd_dir: str, frame: int) -> str:
+    """Path of one frame's point file in ``usd_dir``; the number is the frame, as Blender's sequence reader
+    expects."""
+    if frame < 0 or frame > 999999:
+        raise ValueError(f"Frame {frame} is outside 0-999999")
+    return os.path.join(usd_dir, f"liquid_{frame:06d}.usdc")
+
+
+class PointsWriter:
+    """Writes each baked frame's particles to ``usd_dir/liquid_NNNNNN.usdc`` (:func:`write_frame`), as the
+    bake's child process caches them (see :func:`engine.stages.follow_bake`).
+
+    Parameters
+    ----------
+    usd_dir : str
+    radius : float
+        Particle radius, m.
+    fps : float
+        For the ``age`` of caches that do not hold it (time since each id was first seen).
+    """
+
+    def __init__(self, usd_dir: str, radius: float, fps: float):
+        self.usd_dir = usd_dir
+        self.radius = float(radius)
+        self.births = Births(fps)
+
+    def __call__(self, frame: int, arrays: dict) -> None:
+        os.makedirs(self.usd_dir, exist_ok=True)
+        if "age" not in arrays:
+            arrays = dict(arrays, age=self.births.ages(frame, arrays["id"]))
+        write_frame(points_path(self.usd_dir, frame), arrays, frame, self.radius)
