@@ -117,8 +117,41 @@ def _surface_changed(settings, context) -> None:
     surface.sync(scene, export.unit_scale(scene))
 
 
+def _display_changed(settings, context) -> None:
+    from .bridge import liquid
+
+    liquid.apply_display(settings.id_data)
+
+
+#: Scene.surge.liquid_display items.
+LIQUID_DISPLAYS = (
+    ("SURFACE", "Surface", "Show and render the baked surface mesh (the points if no surface is baked)"),
+    ("POINTS", "Points", "Show and render the particles"),
+    ("BOTH", "Both", "Show and render the surface and the particles"),
+)
+
+
+def _surface_annotations() -> dict:
+    """The baked surface's settings (engine.settings.SurfaceSettings) and its display."""
+    ann = {p.name: _property_for(p) for p in settings_mod.surface_parameters()}
+    ann.update(
+        use_surface_in_bake=BoolProperty(
+            name="Mesh During Bake", default=False,
+            description="Make the surface mesh of each frame inside the bake, as soon as the frame is simulated; "
+                        "off, press Bake Surface after the bake (or to re-mesh with new surface settings)"),
+        liquid_display=EnumProperty(
+            name="Display", items=LIQUID_DISPLAYS, default="SURFACE", update=_display_changed,
+            description="What of the baked liquid the viewport and renders show"),
+        surface_object=PointerProperty(
+            name="Surface Object", type=bpy.types.Object,
+            description="The mesh object that plays the baked surface; meshing again updates it"),
+    )
+    return ann
+
+
 def _scene_annotations() -> dict:
     ann = {p.name: _property_for(p) for p in settings_mod.parameters()}
+    ann.update(_surface_annotations())
     ann.update(
         cache_directory=StringProperty(
             name="Cache Directory", subtype="DIR_PATH", default="//surge_cache/",

@@ -42,6 +42,28 @@ def bake_open_file(resume: bool = False, save: bool = False) -> int:
     return EXIT_CANCELLED if scene.surge.bake_status.startswith("Bake cancelled") else EXIT_DONE
 
 
+def bake_surface_open_file(save: bool = False, restart: bool = False) -> int:
+    """Mesh the surface of the open .blend's baked cache (blocking); returns the exit status.
+
+    Progress lines ``Surge: Surface frame 12 of 72: ...``; a failure prints ``Surge: error: <message>``
+    on stderr. 3 when cancelled (``cancel.flag`` in the cache folder).
+    """
+    try:
+        result = bpy.ops.surge.bake_surface(restart=restart)
+    except RuntimeError as exc:
+        message = str(exc).strip().removeprefix("Error:").strip()
+        print(f"Surge: error: {message}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    if "FINISHED" not in result:
+        print(f"Surge: error: the surface did not run ({', '.join(sorted(result))})", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    scene = bpy.context.scene
+    if save:
+        bpy.ops.wm.save_mainfile()
+        print(f"Surge: saved '{bpy.data.filepath}'", flush=True)
+    return EXIT_CANCELLED if scene.surge.bake_status.startswith("Surface cancelled") else EXIT_DONE
+
+
 #: Run by ``python -c`` in a child when Blender is a Python module (no ``blender`` program):
 #: enable this add-on, open the file, bake. {module}, {root}, {blend} and {resume} are filled in.
 _MODULE_CHILD = """

@@ -174,6 +174,25 @@ class VIEW3D_PT_surge_simulation(SurgeSidebarPanel, bpy.types.Panel):
                     row.prop(settings, name)
 
 
+def draw_surface(layout, settings) -> None:
+    """The baked surface: its settings, Bake Surface and Free Surface, and what the liquid shows."""
+    header, body = layout.panel("surge_bake_surface", default_closed=False)
+    header.label(text="Surface")
+    if body is None:
+        return
+    col = body.column()
+    col.enabled = not settings.is_baking
+    for p in settings_mod.surface_parameters():
+        col.prop(settings, p.name)
+    col.prop(settings, "use_surface_in_bake")
+    row = body.row(align=True)
+    row.enabled = not settings.is_baking
+    row.operator("surge.bake_surface", icon="MOD_FLUIDSIM")
+    row.operator("surge.free_surface", icon="TRASH")
+    if settings.surface_object is not None:
+        body.prop(settings, "liquid_display", expand=True)
+
+
 class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
     """Cache folder, bake and free buttons, and the progress of a running bake"""
 
@@ -218,6 +237,7 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
             sub.active = settings.use_surface_preview
             sub.prop(settings, "surface_radius")
             sub.prop(settings, "surface_smoothing")
+        draw_surface(layout, settings)
         header, body = layout.panel("surge_bake_keyframes", default_closed=True)
         header.label(text="Bake to Keyframes")
         if body is not None:
