@@ -72,6 +72,7 @@ EXIT_COMPLETE, EXIT_ENGINE_ERROR, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 3
 #: (a dict of strings); it returns a :class:`Stage`. Modules are relative to this package.
 STAGE_TYPES = {
     "surface": ".surface.stage:make_stage",
+    "whitewater": ".whitewater.stage:make_stage",
 }
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -97,6 +98,9 @@ class Stage:
     name = ""
     settings: dict = {}
     file_re = re.compile(r"^$")
+    #: True for a stage that carries state from frame to frame (whitewater): a run keeps only the frames
+    #: done before the first frame that must be redone, and processes the rest in order.
+    sequential = False
 
     def begin(self, folder: str, state: dict, resumed: bool) -> None:
         """Called once before the first frame. ``state`` is the manifest's ``state`` dict, kept across
@@ -272,6 +276,13 @@ class StageRunner:
                 if (f in listed and os.path.isfile(path) and sources.get(str(f)) == _source_stamp(path)
                         and all(os.path.isfile(os.path.join(self.folder, p)) for p in self.stage.frame_files(f))):
                     kept.append(f)
+            if self.stage.sequential:
+                prefix = []
+                for f in reader.frames:
+                    if f not in kept:
+                        break
+                    prefix.append(f)
+                kept = prefix
             state = dict(old.get("state", {}))
         else:
             if os.path.isdir(self.folder):

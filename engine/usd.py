@@ -243,3 +243,49 @@ class PointsWriter:
         if "age" not in arrays:
             arrays = dict(arrays, age=self.births.ages(frame, arrays["id"]))
         write_frame(points_path(self.usd_dir, frame), arrays, frame, self.radius)
+
+
+def write_points(path: str, position: np.ndarray, velocity: np.ndarray, ids: np.ndarray, radius: float,
+                 primvars: dict, frame: int, prim_path: str = PRIM_PATH) -> None:
+    """Write a point cloud to ``path`` (a ``.usdc`` file), atomically: any particles, not only the liquid's.
+
+    Parameters
+    ----------
+    position, velocity : ndarray, shape (N, 3), float32, m and m/s
+    ids : ndarray, shape (N,), int
+        Stable ids (``ids`` and the ``id`` primvar).
+    radius : float
+        Radius every point renders at, m (the constant ``widths`` are twice it).
+    primvars : dict of str -> ndarray, shape (N,)
+        Float attributes, each a vertex primvar of its name (Blender attributes after import).
+    frame : int
+        Frame number, recorded in the layer's metadata.
+    prim_path : str
+        Path of the ``UsdGeomPoints`` prim (the object that plays the file looks for it).
+    """
+    Sdf, Usd, UsdGeom, Vt = import_pxr()
+    x = np.ascontiguousarray(position, dtype=np.float32).reshape(-1, 3)
+    layer = Sdf.Layer.CreateAnonymous(".usdc")
+    stage = Usd.Stage.Open(layer)
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    layer.customLayerData = {"surge:frame": int(frame), "surge:format": "surge-points", "surge:format_version": 1}
+    points = UsdGeom.Points.Define(stage, prim_path)
+    stage.SetDefaultPrim(points.GetPrim())
+    points.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(x))
+    points.CreateVelocitiesAttr(Vt.Vec3fArray.FromNumpy(np.ascontiguousarray(velocity, dtype=np.float32).reshape(-1, 3)))
+    points.CreateWidthsAttr(Vt.FloatArray([2.0 * float(radius)]))
+    points.SetWidthsInterpolation(UsdGeom.Tokens.constant)
+    i32 = np.ascontiguousarray(ids, dtype=np.int32).reshape(-1)
+    points.CreateIdsAttr(Vt.Int64Array.FromNumpy(i32.astype(np.int64)))
+    api = UsdGeom.PrimvarsAPI(points)
+    api.CreatePrimvar("id", Sdf.ValueTypeNames.IntArray, UsdGeom.Tokens.vertex).Set(Vt.IntArray.FromNumpy(i32))
+    for name, values in primvars.items():
+        values = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+        if len(values) != len(x):
+            raise ValueError(f"Point attribute '{name}' has {len(values)} values for {len(x)} points")
+        api.CreatePrimvar(name, Sdf.ValueTypeNames.FloatArray, UsdGeom.Tokens.vertex).Set(Vt.FloatArray.FromNumpy(values))
+    if len(x):
+        lo, hi = x.min(axis=0) - radius, x.max(axis=0) + radius
+        points.CreateExtentAttr(Vt.Vec3fArray.FromNumpy(np.array([lo, hi], dtype=np.float32)))
+    _export(layer, path)

@@ -12,6 +12,7 @@ import pytest
 
 from engine import settings as sm
 from engine.cache import CacheReader, CacheWriter
+from engine import stages
 from engine.errors import BakeCancelled, InvalidSettingsError
 from engine.whitewater import kernels, model, stage
 
@@ -204,22 +205,27 @@ def test_foam_moves_with_the_liquid_and_dissolves():
 
 # -- the stage ---------------------------------------------------------------------------------------------
 
+def manifest(cache):
+    return stages.read_manifest(cache, stage.NAME)
+
+
 def test_colliding_liquid_makes_whitewater_and_reruns_bit_identical(tmp_path):
     cache = write_cache(tmp_path / "c", colliding_blocks())
     liquid_before = {f: open(CacheReader(cache).frame_path(f), "rb").read() for f in CacheReader(cache).frames}
     a = stage.run(cache, MANUAL)
-    assert a["emitted"] > 0
+    assert a["emitted"] > 0 and a["processed"] == 8
     first = {f: stage.read_frame(cache, f) for f in range(1, 9)}
-    b = stage.run(cache, MANUAL)
-    assert a["emitted"] == b["emitted"]
+    b = stage.run(cache, MANUAL, restart=True)
+    assert b["processed"] == 8 and a["emitted"] == b["emitted"]
     for f in range(1, 9):
         again = stage.read_frame(cache, f)
         for name in stage.ATTRIBUTES:
             assert np.array_equal(first[f][name], again[name]), (f, name)
     # the liquid's cache is untouched by whitewater runs
     assert {f: open(CacheReader(cache).frame_path(f), "rb").read() for f in CacheReader(cache).frames} == liquid_before
-    # another seed places the particles differently
-    stage.run(cache, sm.WhitewaterSettings(**{**MANUAL.__dict__, "seed": 7}))
+    # the same settings again keep every frame; another seed redoes them and places the particles differently
+    assert stage.run(cache, MANUAL)["processed"] == 0
+    assert stage.run(cache, sm.WhitewaterSettings(**{**MANUAL.__dict__, "seed": 7}))["processed"] == 8
     assert not np.array_equal(stage.read_frame(cache, 8)["position"], first[8]["position"])
 
 
@@ -234,19 +240,29 @@ def test_cancel_keeps_frames_and_resume_matches(tmp_path):
         return len(calls) > 5  # after five frames
 
     with pytest.raises(BakeCancelled):
-        stage.run(cache, MANUAL, cancel=cancel)
-    doc = stage.read_manifest(cache)
+        stage.run(cache, MANUAL, cancel=cancel, restart=True)
+    doc = manifest(cache)
     assert doc["status"] == "cancelled" and doc["frames"] == [1, 2, 3, 4, 5]
-    stage.run(cache, MANUAL, resume=True)
-    doc = stage.read_manifest(cache)
+    resumed = stage.run(cache, MANUAL)
+    assert resumed["kept"] == 5 and resumed["processed"] == 3
+    doc = manifest(cache)
     assert doc["status"] == "complete" and doc["frames"] == list(range(1, 9))
     for f in range(1, 9):
         again = stage.read_frame(cache, f)
         for name in stage.ATTRIBUTES:
             assert np.array_equal(whole[f][name], again[name]), (f, name)
-    # new settings cannot resume: the message says why
-    with pytest.raises(InvalidSettingsError, match="settings changed"):
-        stage.run(cache, sm.WhitewaterSettings(**{**MANUAL.__dict__, "seed": 3}), resume=True)
+
+
+def test_sequential_stage_redoes_everything_after_a_changed_frame(tmp_path):
+    cache = write_cache(tmp_path / "c", colliding_blocks())
+    stage.run(cache, MANUAL)
+    # frame 4 of the liquid changes (a resumed bake rewrote it): frames 4-8 depend on it, 1-3 do not
+    reader = CacheReader(cache)
+    arrays = reader.read_frame(4)
+    with open(reader.frame_path(4), "wb") as fh:
+        np.savez(fh, **dict(arrays, velocity=arrays["velocity"] * 1.5))
+    again = stage.run(cache, MANUAL)
+    assert again["kept"] == 3 and again["processed"] == 5
 
 
 def test_amounts_per_kind_and_cap(tmp_path):
@@ -255,12 +271,12 @@ def test_amounts_per_kind_and_cap(tmp_path):
     foam_only = stage.run(cache, sm.WhitewaterSettings(**{**MANUAL.__dict__, "spray_amount": 0.0,
                                                          "bubble_amount": 0.0}))
     assert 0 < foam_only["emitted"] < base["emitted"]
-    doc = stage.read_manifest(cache)
+    doc = manifest(cache)
     # newborns are all foam: every particle's kind at its first frame
     for f in doc["frames"]:
         ww = stage.read_frame(cache, f)
         assert np.all(ww["kind"][ww["age"] == 0] == kernels.FOAM)
-    assert sum(doc["stats"][str(f)]["emitted"] for f in doc["frames"]) == foam_only["emitted"]
+    assert sum(doc["state"]["stats"][str(f)]["emitted"] for f in doc["frames"]) == foam_only["emitted"]
     # twice every amount: about twice the particles (the draws differ, so not exactly)
     double = stage.run(cache, sm.WhitewaterSettings(**{**MANUAL.__dict__, "spray_amount": 2.0, "foam_amount": 2.0,
                                                       "bubble_amount": 2.0}))
@@ -315,11 +331,12 @@ def test_dam_break_whitewater_follows_the_impact(dam_breaks):
     emitted = {}
     for height, cache in dam_breaks.items():
         result = stage.run(cache, MANUAL)
-        doc = stage.read_manifest(cache)
+        doc = manifest(cache)
+        stats = doc["state"]["stats"]
         impact = _impact_frame(cache)
         assert impact is not None
-        before = sum(doc["stats"][str(f)]["emitted"] for f in doc["frames"] if f < impact - 1)
-        after = sum(doc["stats"][str(f)]["emitted"] for f in doc["frames"] if f >= impact - 1)
+        before = sum(stats[str(f)]["emitted"] for f in doc["frames"] if f < impact - 1)
+        after = sum(stats[str(f)]["emitted"] for f in doc["frames"] if f >= impact - 1)
         # the falling column's shear near the walls makes a little before the surge hits the far wall
         assert before <= 0.25 * after, (height, before, after)
         emitted[height] = result["emitted"]
@@ -338,7 +355,7 @@ def test_dam_break_classification_against_the_liquid(dam_breaks):
     cache = dam_breaks[0.32]
     stage.run(cache, MANUAL)
     reader = CacheReader(cache)
-    doc = stage.read_manifest(cache)
+    doc = manifest(cache)
     checked = 0
     for f in doc["frames"][-8:]:
         ww = stage.read_frame(cache, f)

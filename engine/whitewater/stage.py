@@ -1,44 +1,52 @@
-"""The whitewater stage: spray, foam and bubbles made from a baked liquid cache, in a folder of their own.
+"""Whitewater as a stage over a particle cache (:mod:`engine.stages`): spray, foam and bubbles made from
+the baked liquid, re-run with new settings without simulating again.
 
-Layout inside the liquid's cache folder (the liquid's own files are only read)::
+Files in ``<cache>/whitewater/`` (the particle cache itself is only read):
 
-    whitewater/manifest.json                  format, settings and their hash, the liquid cache it
-                                              was made from, thresholds, frames done, per-frame figures
-    whitewater/frames/whitewater_NNNNNN.npz   the diffuse particles of one frame (engine.whitewater.model)
+==============================================  ===================================================
+path                                            what
+==============================================  ===================================================
+``manifest.json``                               format ``surge-stage``, stage ``whitewater``, its
+                                                settings (:class:`engine.settings.WhitewaterSettings`
+                                                plus the cache's spacing and frame rate)
+                                                and their SHA-256, the frames done and the particle
+                                                frame each was made from; ``state`` holds the
+                                                thresholds used, the next free id after each frame
+                                                and each frame's figures
+``frames/whitewater_NNNNNN.npz``                every diffuse particle of the frame (the model's
+                                                whole state, see :mod:`.model`): ``position``,
+                                                ``velocity``, ``age``, ``lifetime``, ``kind``, ``id``
+``usd_XXXXXXXXXXXX/<kind>_NNNNNN.usdc``         with option ``usd=1``: one point file per kind
+                                                (``spray``, ``foam``, ``bubbles``) for Blender
+                                                (:func:`engine.usd.write_points`), a new folder each
+                                                time the stage starts over
+==============================================  ===================================================
 
-Every frame file holds the whole state of the model, so resuming after a cancel continues from the
-last frame written and gives the same result, bit for bit, as an uninterrupted run. Files are
-written to a temporary name and renamed into place; a frame counts once the manifest lists it.
-
-The frame loop (:func:`run`) reads frames in, writes per-frame files and a manifest, reports
-progress and honours a cancel callable: the shape of a generic stage over a cache. Only
-:class:`WhitewaterStage` (prepare, then one call per frame in order) is specific to whitewater.
+The model carries its particles from frame to frame, so the stage is *sequential*: a run keeps the
+frames done before the first one that must be redone, restores the particles of the last kept frame
+and continues from there. A resumed run gives the same files, bit for bit, as an uninterrupted one.
 """
 
 from __future__ import annotations
 
-import json
-import logging
+import dataclasses
 import os
 import re
-import time
+import uuid
 
 import numpy as np
 
-from .. import __version__
-from ..cache import CacheReader, _write_json_atomic
-from ..errors import BakeCancelled, CacheFormatError, InvalidSettingsError
-from ..settings import WhitewaterSettings, whitewater_hash
+from .. import settings as settings_mod
+from ..cache import CacheReader
+from ..errors import CacheFormatError
+from ..stages import Stage, StageRunner, read_manifest, write_atomic
 from . import model
 
-log = logging.getLogger(__name__)
-
-STAGE_DIR = "whitewater"
-FRAMES_DIR = "frames"
-MANIFEST = "manifest.json"
-FORMAT_NAME = "surge-whitewater"
-FORMAT_VERSION = 1
-_FRAME_RE = re.compile(r"^whitewater_(\d{6})\.npz$")
+NAME = "whitewater"
+KINDS = model.KIND_NAMES  # spray, foam, bubbles: kind 0, 1, 2
+FILE_RE = re.compile(r"^(frames/whitewater_\d{6}(\.tmp)?\.npz|"
+                     r"usd_[0-9a-f]{12}/(spray|foam|bubbles)_\d{6}(\.tmp)?\.usdc)$")
+_USD_DIR_RE = re.compile(r"^usd_[0-9a-f]{12}$")
 
 #: name -> (dtype, trailing shape, unit, description) of the arrays of a frame file
 ATTRIBUTES = {
@@ -51,70 +59,15 @@ ATTRIBUTES = {
 }
 
 
-def stage_dir(cache_dir: str) -> str:
-    return os.path.join(cache_dir, STAGE_DIR)
+def frame_name(frame: int) -> str:
+    return f"frames/whitewater_{frame:06d}.npz"
 
 
-def frame_path(cache_dir: str, frame: int) -> str:
-    return os.path.join(stage_dir(cache_dir), FRAMES_DIR, f"whitewater_{frame:06d}.npz")
+def usd_name(kind: str, frame: int) -> str:
+    return f"{kind}_{frame:06d}.usdc"
 
 
-def read_manifest(cache_dir: str) -> dict | None:
-    """The stage's manifest, or None if the cache has no whitewater; refuses unknown versions."""
-    path = os.path.join(stage_dir(cache_dir), MANIFEST)
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise CacheFormatError(f"The whitewater manifest '{path}' cannot be read: {exc}") from exc
-    if doc.get("format") != FORMAT_NAME or doc.get("format_version") != FORMAT_VERSION:
-        raise CacheFormatError(f"'{path}' is whitewater of format {doc.get('format')!r} version "
-                               f"{doc.get('format_version')!r}; this version of Surge reads {FORMAT_NAME} "
-                               f"version {FORMAT_VERSION}. Run Bake Whitewater again to replace it.")
-    return doc
-
-
-def read_frame(cache_dir: str, frame: int) -> dict:
-    """Arrays of one whitewater frame (``np.load(..., allow_pickle=False)``)."""
-    doc = read_manifest(cache_dir)
-    if doc is None or frame not in set(doc.get("frames", [])):
-        raise CacheFormatError(f"Frame {frame} has no whitewater in '{cache_dir}'")
-    try:
-        with np.load(frame_path(cache_dir, frame), allow_pickle=False) as z:
-            return {name: z[name] for name in z.files}
-    except (OSError, ValueError) as exc:
-        raise CacheFormatError(f"Whitewater frame {frame} in '{cache_dir}' cannot be read: {exc}") from exc
-
-
-def own_files(cache_dir: str) -> list[str]:
-    """Paths of the files the stage writes (and nothing else), for freeing it."""
-    out = []
-    base = stage_dir(cache_dir)
-    for name in (MANIFEST, MANIFEST + ".tmp"):
-        if os.path.isfile(os.path.join(base, name)):
-            out.append(os.path.join(base, name))
-    folder = os.path.join(base, FRAMES_DIR)
-    if os.path.isdir(folder):
-        for name in sorted(os.listdir(folder)):
-            if _FRAME_RE.match(name[:-4] if name.endswith(".tmp") else name):
-                out.append(os.path.join(folder, name))
-    return out
-
-
-def clear(cache_dir: str) -> int:
-    """Delete the stage's files (the liquid's cache stays); returns how many were removed."""
-    files = own_files(cache_dir)
-    for p in files:
-        os.remove(p)
-    for d in (os.path.join(stage_dir(cache_dir), FRAMES_DIR), stage_dir(cache_dir)):
-        if os.path.isdir(d) and not os.listdir(d):
-            os.rmdir(d)
-    return len(files)
-
-
-def _gravity(cache_dir: str) -> np.ndarray:
+def job_gravity(cache_dir: str) -> np.ndarray:
     """The bake's gravity, from the job folder saved beside the cache (the default if there is none)."""
     path = os.path.join(cache_dir, "job", "scene.npz")
     if os.path.isfile(path):
@@ -127,189 +80,178 @@ def _gravity(cache_dir: str) -> np.ndarray:
     return np.array([0.0, 0.0, -9.81])
 
 
-def _source(manifest: dict) -> dict:
-    """What identifies the liquid a stage was made from."""
-    return {k: manifest.get(k) for k in ("settings_hash", "scene_hash", "created", "particle_spacing", "fps")}
-
-
-class WhitewaterStage:
-    """The whitewater model over one liquid cache: :meth:`prepare`, then :meth:`frame` for each frame in order.
+class WhitewaterStage(Stage):
+    """Spray, foam and bubbles from each particle frame (see the module docstring).
 
     Parameters
     ----------
-    cache_dir : str
-        Folder of a baked liquid (engine.cache).
-    settings : WhitewaterSettings
-    progress : callable, optional
-        Receives progress events (dicts) while preparing.
+    settings : engine.settings.WhitewaterSettings
+    particle_spacing : float
+        Of the particle cache, m.
+    fps : float
+        Frames per second of the cache (frame f is at time f / fps).
+    use_usd : bool
+        Also write the three point files per frame for Blender.
     """
 
-    def __init__(self, cache_dir: str, settings: WhitewaterSettings, progress=None):
-        self.reader = CacheReader(cache_dir)
-        self.cache_dir = cache_dir
-        self.settings = settings
-        self.progress = progress
-        m = self.reader.manifest
-        self.spacing = float(m.get("particle_spacing") or 0.0)
-        if not self.spacing > 0.0:
-            raise CacheFormatError(f"The cache in '{cache_dir}' records no particle spacing; bake it again")
-        self.fps = float(m.get("fps") or 24.0)
-        self.gravity = _gravity(cache_dir)
-        self.frames = self.reader.frames
-        if not self.frames:
-            raise CacheFormatError(f"The cache in '{cache_dir}' has no baked frames; bake the liquid first")
+    name = NAME
+    file_re = FILE_RE
+    sequential = True
+
+    def __init__(self, settings: settings_mod.WhitewaterSettings, particle_spacing: float, fps: float,
+                 use_usd: bool = False):
+        self.ww = settings
+        self.spacing = float(particle_spacing)
+        self.fps = float(fps)
+        self.gravity = np.array([0.0, 0.0, -9.81])  # the bake's, read in begin()
+        self.settings = dict(dataclasses.asdict(settings), particle_spacing=self.spacing, fps=self.fps)
+        self.use_usd = bool(use_usd)
+        self.usd_dir_name: str | None = None
         self.thresholds: model.Thresholds | None = None
-        self.state = model.Diffuse.empty()
+        self.diffuse = model.Diffuse.empty()
         self.next_id = 0
         self.previous: int | None = None
+        self.state: dict = {}
 
-    def liquid(self, frame: int) -> model.LiquidFrame:
-        arrays = self.reader.read_frame(frame)
-        return model.LiquidFrame(arrays["position"], arrays["velocity"], arrays["id"], self.spacing)
+    # -- Stage -------------------------------------------------------------------------------------
 
-    def prepare(self, thresholds: model.Thresholds | None = None, cancel=None) -> model.Thresholds:
-        """Find the thresholds: given (a resumed stage), the settings' own, or from the shot's range."""
-        if thresholds is None and not self.settings.use_auto_thresholds:
-            thresholds = model.Thresholds.manual(self.settings)
-        if thresholds is None:
-            # every frame when the shot is short, else an even sample of about 48 frames
-            stride = max(1, len(self.frames) // 48)
-            sample = self.frames[::stride]
-            maxima = []
-            t0 = time.monotonic()
-            for i, f in enumerate(sample):
-                if cancel is not None and cancel():
-                    raise BakeCancelled("Whitewater cancelled while measuring the shot")
-                maxima.append(model.frame_maxima(self.liquid(f)))
-                if self.progress:
-                    self.progress({"event": "analyse", "frame": f, "done": i + 1, "of": len(sample),
-                                   "elapsed": time.monotonic() - t0})
-            thresholds = model.auto_thresholds(np.array(maxima), self.spacing, self.gravity)
-        self.thresholds = thresholds
-        return thresholds
+    def begin(self, folder: str, state: dict, resumed: bool) -> None:
+        self.state = state
+        cache_dir = os.path.dirname(os.path.normpath(folder))
+        self.gravity = job_gravity(cache_dir)
+        kept = []
+        if resumed:
+            manifest = read_manifest(cache_dir, NAME) or {}
+            kept = sorted(manifest.get("frames", []))
+        if kept and "thresholds" in state:
+            self.thresholds = model.Thresholds.from_dict(state["thresholds"])
+            last = kept[-1]
+            with np.load(os.path.join(folder, frame_name(last)), allow_pickle=False) as z:
+                self.diffuse = model.Diffuse.from_arrays({k: z[k] for k in z.files})
+            self.next_id = int(state["next_id"][str(last)])
+            self.previous = last
+            state["next_id"] = {k: v for k, v in state["next_id"].items() if int(k) <= last}
+            state["stats"] = {k: v for k, v in state.get("stats", {}).items() if int(k) <= last}
+        else:
+            self.thresholds = self._thresholds(cache_dir)
+            state.clear()
+            state.update(thresholds=self.thresholds.to_dict(), next_id={}, stats={})
+        if self.use_usd:
+            name = state.get("usd_dir")
+            if not (kept and isinstance(name, str) and _USD_DIR_RE.match(name)):
+                name = f"usd_{uuid.uuid4().hex[:12]}"
+            state["usd_dir"] = name
+            self.usd_dir_name = name
 
-    def restore(self, arrays: dict, frame: int, next_id: int) -> None:
-        """Continue after ``frame``, whose particles are ``arrays`` (a resumed stage)."""
-        self.state = model.Diffuse.from_arrays(arrays)
-        self.previous = frame
-        self.next_id = int(next_id)
+    def frame_files(self, frame: int) -> list[str]:
+        files = [frame_name(frame)]
+        if self.use_usd and self.usd_dir_name:
+            files += [f"{self.usd_dir_name}/{usd_name(kind, frame)}" for kind in KINDS]
+        return files
 
-    def frame(self, frame: int) -> tuple[dict, model.FrameStats]:
-        """Advance to ``frame`` (the next frame of the cache) and return its particles and figures."""
+    def process_frame(self, frame: int, arrays: dict, folder: str) -> dict:
         dt = 0.0 if self.previous is None else (frame - self.previous) / self.fps
-        liquid = self.liquid(frame)
-        self.state, self.next_id, stats = model.step(self.state, liquid, frame, dt, self.next_id, self.settings,
-                                                     self.thresholds, self.spacing, self.gravity)
+        liquid = model.LiquidFrame(arrays["position"], arrays["velocity"], arrays["id"], self.spacing)
+        self.diffuse, self.next_id, stats = model.step(self.diffuse, liquid, frame, dt, self.next_id, self.ww,
+                                                       self.thresholds, self.spacing, self.gravity)
         self.previous = frame
-        return self.state.arrays(), stats
-
-
-def _write_frame(path: str, arrays: dict) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **{k: np.ascontiguousarray(arrays[k], dtype=ATTRIBUTES[k][0]) for k in ATTRIBUTES})
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def resumable(cache_dir: str, settings: WhitewaterSettings) -> tuple[int | None, str]:
-    """The last whitewater frame a run with ``settings`` can continue from, or None and why not."""
-    doc = read_manifest(cache_dir)
-    if doc is None or not doc.get("frames"):
-        return None, "there is no whitewater to resume"
-    if doc.get("settings_hash") != whitewater_hash(settings):
-        return None, "the whitewater settings changed since it was made"
-    if doc.get("source") != _source(CacheReader(cache_dir).manifest):
-        return None, "the liquid was baked again since"
-    return int(doc["frames"][-1]), ""
-
-
-def run(cache_dir: str, settings: WhitewaterSettings, progress=None, cancel=None, resume: bool = False) -> dict:
-    """Make the whitewater of every baked frame of ``cache_dir`` into ``cache_dir/whitewater``.
-
-    Parameters
-    ----------
-    progress : callable, optional
-        Receives one dict per event: ``{"event": "stage", "stage": "analyse" | "whitewater"}``,
-        ``{"event": "analyse", ...}`` while the automatic thresholds are measured, and per frame
-        ``{"event": "frame", "frame", "frame_start", "frame_end", "emitted", "spray", "foam",
-        "bubbles", "particles", "removed", "capped", "seconds", "elapsed", "eta"}``.
-    cancel : callable, optional
-        Returning True stops the run after the current frame (:class:`BakeCancelled`); the frames
-        written stay valid and ``resume=True`` continues from them.
-    resume : bool
-        Continue the run in the folder (same settings and liquid) instead of starting over.
-
-    Returns
-    -------
-    dict
-        ``frames`` done, ``particles`` alive at the last frame, ``emitted`` in all, ``capped`` (newborns
-        the cap refused), ``thresholds``, ``elapsed`` seconds.
-    """
-    t0 = time.monotonic()
-    emit = progress or (lambda event: None)
-    stage = WhitewaterStage(cache_dir, settings, progress=emit)
-    source = _source(stage.reader.manifest)
-    doc = None
-    if resume:
-        last, why = resumable(cache_dir, settings)
-        if last is None:
-            raise InvalidSettingsError([f"Whitewater cannot resume: {why}; run it from the start"])
-        doc = read_manifest(cache_dir)
-        stage.prepare(model.Thresholds.from_dict(doc["thresholds"]))
-        stage.restore(read_frame(cache_dir, last), last, doc["next_id"][str(last)])
-        todo = [f for f in stage.frames if f > last]
-    else:
-        clear(cache_dir)
-        emit({"event": "stage", "stage": "analyse", "elapsed": 0.0})
-        stage.prepare(cancel=cancel)
-        doc = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "engine_version": __version__,
-               "settings": {k: getattr(settings, k) for k in settings.__dataclass_fields__},
-               "settings_hash": whitewater_hash(settings), "source": source,
-               "thresholds": stage.thresholds.to_dict(), "particle_spacing": stage.spacing, "fps": stage.fps,
-               "gravity": [float(g) for g in stage.gravity],
-               "attributes": {k: {"dtype": v[0], "shape": list(v[1]), "unit": v[2], "description": v[3]}
-                              for k, v in ATTRIBUTES.items()},
-               "frames": [], "stats": {}, "next_id": {}, "status": "running", "message": "",
-               "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        todo = list(stage.frames)
-    os.makedirs(os.path.join(stage_dir(cache_dir), FRAMES_DIR), exist_ok=True)
-    manifest_path = os.path.join(stage_dir(cache_dir), MANIFEST)
-    doc.update(status="running", message="")
-    _write_json_atomic(manifest_path, doc)
-    emit({"event": "stage", "stage": "whitewater", "elapsed": time.monotonic() - t0})
-
-    first, last = stage.frames[0], stage.frames[-1]
-    capped_total = sum(int(s.get("capped", 0)) for s in doc["stats"].values())
-    loop_start = time.monotonic()
-    for i, f in enumerate(todo):
-        if cancel is not None and cancel():
-            doc.update(status="cancelled", message=f"Cancelled before frame {f}")
-            _write_json_atomic(manifest_path, doc)
-            raise BakeCancelled(f"Whitewater cancelled; frames up to {doc['frames'][-1] if doc['frames'] else '-'} "
-                                f"are kept")
-        t_frame = time.monotonic()
-        arrays, stats = stage.frame(f)
-        _write_frame(frame_path(cache_dir, f), arrays)
-        doc["frames"].append(int(f))
-        doc["stats"][str(f)] = stats.to_dict()
-        doc["next_id"][str(f)] = int(stage.next_id)
+        out = self.diffuse.arrays()
+        with write_atomic(os.path.join(folder, frame_name(frame))) as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **out)
+        if self.use_usd:
+            self._write_usd(frame, out, folder)
+        self.state["next_id"][str(frame)] = int(self.next_id)
+        figures = stats.to_dict()
+        self.state["stats"][str(frame)] = figures
         if stats.capped:
-            capped_total += stats.capped
-            doc["message"] = (f"The cap of {settings.max_particles:,} whitewater particles was reached: "
-                              f"{capped_total:,} new particles were not made; raise Max Particles or lower the "
-                              f"amounts")
-        _write_json_atomic(manifest_path, doc)
-        now = time.monotonic()
-        per_frame = (now - loop_start) / (i + 1)
-        emit({"event": "frame", "frame": int(f), "frame_start": first, "frame_end": last, **stats.to_dict(),
-              "particles": int(sum(stats.alive)), "seconds": now - t_frame, "elapsed": now - t0,
-              "eta": per_frame * (len(todo) - i - 1)})
-    doc["status"] = "complete"
-    _write_json_atomic(manifest_path, doc)
-    total = sum(int(s["emitted"]) for s in doc["stats"].values())
-    return {"frames": len(doc["frames"]), "particles": int(len(stage.state)), "emitted": total,
-            "capped": capped_total, "message": doc["message"], "thresholds": doc["thresholds"],
-            "elapsed": time.monotonic() - t0}
+            self.state["capped"] = int(self.state.get("capped", 0)) + stats.capped
+        return dict(figures, whitewater=int(len(self.diffuse)))
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _thresholds(self, cache_dir: str) -> model.Thresholds:
+        """The settings' own thresholds, or (automatic) from the potentials of up to 48 frames of the shot."""
+        if not self.ww.use_auto_thresholds:
+            return model.Thresholds.manual(self.ww)
+        reader = CacheReader(cache_dir)
+        frames = reader.frames
+        stride = max(1, len(frames) // 48)
+        maxima = []
+        for f in frames[::stride]:
+            a = reader.read_frame(f)
+            maxima.append(model.frame_maxima(model.LiquidFrame(a["position"], a["velocity"], a["id"], self.spacing)))
+        return model.auto_thresholds(np.array(maxima).reshape(-1, 3), self.spacing, self.gravity)
+
+    def _write_usd(self, frame: int, arrays: dict, folder: str) -> None:
+        from .. import usd
+
+        sizes = (self.ww.spray_size, self.ww.foam_size, self.ww.bubble_size)
+        kind = arrays["kind"]
+        for k, name in enumerate(KINDS):
+            sel = kind == k
+            path = os.path.join(folder, self.usd_dir_name, usd_name(name, frame))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            usd.write_points(path, arrays["position"][sel], arrays["velocity"][sel], arrays["id"][sel], sizes[k],
+                             {"age": arrays["age"][sel], "lifetime": arrays["lifetime"][sel]}, frame,
+                             prim_path=f"/SurgeWhitewater_{name}")
+
+
+def make_stage(cache_manifest: dict, settings: dict, options: dict) -> WhitewaterStage:
+    """The factory :data:`engine.stages.STAGE_TYPES` names: settings from a dict (strict), the spacing and
+    frame rate from the cache's manifest; option ``usd=1`` writes the point files."""
+    ww = settings_mod.whitewater_from_dict(settings, owner="Whitewater")
+    spacing = float(cache_manifest.get("particle_spacing") or cache_manifest["settings"]["particle_spacing"])
+    fps = float(cache_manifest.get("fps") or 24.0)
+    return WhitewaterStage(ww, spacing, fps, use_usd=options.get("usd") == "1")
+
+
+def run(cache_dir: str, settings: settings_mod.WhitewaterSettings, progress=None, cancel=None,
+        restart: bool = False, use_usd: bool = False) -> dict:
+    """Run the stage over ``cache_dir`` in this process (:class:`engine.stages.StageRunner`); frames done
+    with the same settings from the same particle frames are kept unless ``restart``.
+
+    Returns the runner's summary plus ``emitted`` (all frames), ``particles`` (alive at the last frame),
+    ``capped`` (newborns the cap refused) and ``thresholds``.
+    """
+    reader = CacheReader(cache_dir)
+    stage = make_stage(reader.manifest, dataclasses.asdict(settings), {"usd": "1" if use_usd else "0"})
+    summary = StageRunner(cache_dir, stage, progress=progress, cancel=cancel, restart=restart).run()
+    return dict(summary, **figures(cache_dir))
+
+
+def figures(cache_dir: str) -> dict:
+    """Totals of the whitewater in ``cache_dir``: ``emitted``, ``particles`` alive at the last frame,
+    ``capped``, ``thresholds`` and, when the cap bound, a ``message`` that says so."""
+    manifest = read_manifest(cache_dir, NAME)
+    if manifest is None:
+        return {"emitted": 0, "particles": 0, "capped": 0, "thresholds": None, "message": ""}
+    state = manifest.get("state", {})
+    stats = state.get("stats", {})
+    frames = manifest.get("frames", [])
+    last = stats.get(str(frames[-1]), {}) if frames else {}
+    capped = int(state.get("capped", 0))
+    cap = int(manifest.get("settings", {}).get("max_particles", 0))
+    message = (f"The cap of {cap:,} whitewater particles was reached: {capped:,} new particles were not made; "
+               f"raise Max Particles or lower the amounts") if capped else ""
+    return {"emitted": sum(int(s["emitted"]) for s in stats.values()),
+            "particles": int(last.get("spray", 0) + last.get("foam", 0) + last.get("bubbles", 0)),
+            "capped": capped, "thresholds": state.get("thresholds"), "message": message}
+
+
+def read_frame(cache_dir: str, frame: int) -> dict:
+    """Arrays of one whitewater frame (see :data:`ATTRIBUTES`)."""
+    path = os.path.join(cache_dir, NAME, frame_name(frame))
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError) as exc:
+        raise CacheFormatError(f"Whitewater frame {frame} in '{cache_dir}' cannot be read: {exc}") from exc
+
+
+def usd_folder(cache_dir: str) -> str | None:
+    """The folder of the whitewater's USD files in ``cache_dir`` (absolute), or None."""
+    manifest = read_manifest(cache_dir, NAME)
+    name = (manifest or {}).get("state", {}).get("usd_dir")
+    return os.path.join(cache_dir, NAME, name) if name and _USD_DIR_RE.match(name) else None
+
