@@ -301,13 +301,23 @@ def test_bytes_per_particle():
 
 # -- dam breaks (baked; slow) -----------------------------------------------------------------------------
 
+#: Thresholds for the dam breaks, fixed so that the two columns are measured with the same yardstick
+#: (automatic thresholds would scale with each shot). The rates are raised: at 1.6 cm spacing the
+#: columns have 1,100 and 2,200 particles, and the default rates make too few whitewater particles
+#: to count on.
+DAM = sm.WhitewaterSettings(use_auto_thresholds=False, trapped_air_min=0.8, trapped_air_max=4.0, wave_crest_min=0.6,
+                            wave_crest_max=3.0, energy_min=0.8, energy_max=8.0, trapped_air_rate=400.0,
+                            wave_crest_rate=400.0)
+TANK = 0.48  # m, length of the tank; the column stands against x = 0
+
+
 def _dam_break(tmp_path_factory, height):
     from helpers import column_scene
 
     from engine import driver
 
     cache = str(tmp_path_factory.mktemp(f"dam_{height}"))
-    scene = column_scene(water=(0.12, 0.08, height), tank=(0.48, 0.08, 0.4), frames=(1, 20))
+    scene = column_scene(water=(0.12, 0.08, height), tank=(TANK, 0.08, 0.4), frames=(1, 25))
     driver.bake(scene, sm.SimulationSettings(particle_spacing=0.016), cache)
     return cache
 
@@ -318,10 +328,10 @@ def dam_breaks(tmp_path_factory):
 
 
 def _impact_frame(cache):
-    """First frame at which the surge front reaches the far wall (x = 0.48 m, within a spacing)."""
+    """First frame at which the surge front reaches the far wall (within two spacings)."""
     r = CacheReader(cache)
     for f in r.frames:
-        if r.read_frame(f)["position"][:, 0].max() > 0.48 - 0.03:
+        if r.read_frame(f)["position"][:, 0].max() > TANK - 0.032:
             return f
     return None
 
@@ -330,44 +340,48 @@ def _impact_frame(cache):
 def test_dam_break_whitewater_follows_the_impact(dam_breaks):
     emitted = {}
     for height, cache in dam_breaks.items():
-        result = stage.run(cache, MANUAL)
-        doc = manifest(cache)
-        stats = doc["state"]["stats"]
+        result = stage.run(cache, DAM)
+        stats = manifest(cache)["state"]["stats"]
+        per_frame = {int(f): s["emitted"] for f, s in stats.items()}
         impact = _impact_frame(cache)
         assert impact is not None
-        before = sum(stats[str(f)]["emitted"] for f in doc["frames"] if f < impact - 1)
-        after = sum(stats[str(f)]["emitted"] for f in doc["frames"] if f >= impact - 1)
-        # the falling column's shear near the walls makes a little before the surge hits the far wall
-        assert before <= 0.25 * after, (height, before, after)
+        # nothing while the column only collapses (its first eighth of a second)
+        assert sum(per_frame[f] for f in (1, 2, 3)) == 0, per_frame
         emitted[height] = result["emitted"]
-        # none in the calm region behind the wave: what the reservoir's back half makes after the impact
-        calm = 0
-        for f in doc["frames"]:
-            if f >= impact:
-                ww = stage.read_frame(cache, f)
-                calm += int(np.sum((ww["age"] == 0) & (ww["position"][:, 0] < 0.06)))
-        print(height, "before", before, "after", after, "calm", calm, "impact", impact)
-    assert emitted[0.32] > 1.5 * emitted[0.16], emitted  # more whitewater from the higher column
+        if height == 0.32:
+            # most of it, and the strongest frame, come with the impact on the far wall (the tip of the
+            # surge is a crest moving along its normal, which makes a little before)
+            before = sum(n for f, n in per_frame.items() if f < impact - 1)
+            after = sum(n for f, n in per_frame.items() if f >= impact - 1)
+            assert before <= 0.25 * after, per_frame
+            assert max(per_frame, key=per_frame.get) >= impact - 1, per_frame
+        # none in the calm region behind the wave: the back of the reservoir while the wave climbs the far wall
+        for f in range(impact, min(impact + 6, max(per_frame) + 1)):
+            ww = stage.read_frame(cache, f)
+            assert not np.any((ww["age"] == 0) & (ww["position"][:, 0] < 0.06)), f
+    # the higher column hits harder: more whitewater (measured: 6 and 102)
+    assert emitted[0.32] > 3 * emitted[0.16], emitted
 
 
 @pytest.mark.slow
 def test_dam_break_classification_against_the_liquid(dam_breaks):
     cache = dam_breaks[0.32]
-    stage.run(cache, MANUAL)
+    stage.run(cache, DAM)
     reader = CacheReader(cache)
-    doc = manifest(cache)
-    checked = 0
-    for f in doc["frames"][-8:]:
+    checked = {0: 0, 1: 0, 2: 0}
+    dx = 0.016
+    for f in manifest(cache)["frames"]:
         ww = stage.read_frame(cache, f)
         liquid = reader.read_frame(f)["position"].astype(np.float64)
         for p, kind in zip(ww["position"].astype(np.float64), ww["kind"]):
-            r = np.sort(np.linalg.norm(liquid - p, axis=1))
-            n = int(np.sum(r < 2 * 0.016))
+            r = np.linalg.norm(liquid - p, axis=1)
+            n = int(np.sum(r < 2 * dx))
             if kind == kernels.SPRAY:
-                assert n < 6
+                assert n < 6  # outside the liquid
             elif kind == kernels.FOAM:
-                assert 6 <= n <= 20 and r[0] < 1.5 * 0.016 * 2  # touching the liquid's surface layer
+                # at the surface: within 1.5 spacings of the nearest liquid particle
+                assert 6 <= n <= 20 and r.min() < 1.5 * dx
             else:
-                assert n > 20
-            checked += 1
-    assert checked > 0
+                assert n > 20 and r.min() < dx  # inside the liquid
+            checked[int(kind)] += 1
+    assert all(c > 0 for c in checked.values()), checked
