@@ -149,9 +149,34 @@ def _surface_annotations() -> dict:
     return ann
 
 
+def _whitewater_annotations() -> dict:
+    """Whitewater settings (engine.settings.WhitewaterSettings) and the three objects that play it."""
+    ann = {p.name: _property_for(p) for p in settings_mod.whitewater_parameters()}
+    for kind, label in (("spray", "Spray"), ("foam", "Foam"), ("bubbles", "Bubbles")):
+        ann[f"{kind}_object"] = PointerProperty(
+            name=f"{label} Object", type=bpy.types.Object,
+            description=f"The point-cloud object that plays the baked {kind}; baking whitewater again updates it")
+    ann["summary"] = StringProperty(
+        name="Last Whitewater", default="",
+        description="What the last Bake Whitewater made: particles, the thresholds it used, whether the cap bound")
+    return ann
+
+
+#: ``Scene.surge.whitewater``: spray, foam and bubbles made over the baked liquid (a group of its own:
+#: these settings never change the liquid's cache).
+SurgeWhitewaterSettings = type("SurgeWhitewaterSettings", (bpy.types.PropertyGroup,), {
+    "__doc__": "Whitewater settings of a scene (``Scene.surge.whitewater``), mirroring "
+               "engine.settings.WhitewaterSettings, and the objects that play it.",
+    "__annotations__": _whitewater_annotations(),
+})
+
+
 def _scene_annotations() -> dict:
     ann = {p.name: _property_for(p) for p in settings_mod.parameters()}
     ann.update(_surface_annotations())
+    ann["whitewater"] = PointerProperty(
+        type=SurgeWhitewaterSettings, name="Whitewater",
+        description="Spray, foam and bubbles made from the baked liquid (Bake Whitewater)")
     ann.update(
         cache_directory=StringProperty(
             name="Cache Directory", subtype="DIR_PATH", default="//surge_cache/",
@@ -231,4 +256,4 @@ SurgeSceneSettings = type("SurgeSceneSettings", (bpy.types.PropertyGroup,), {
     "__annotations__": _scene_annotations(),
 })
 
-CLASSES = (SurgeParticleChannel, SurgeObjectSettings, SurgeSceneSettings)
+CLASSES = (SurgeParticleChannel, SurgeObjectSettings, SurgeWhitewaterSettings, SurgeSceneSettings)

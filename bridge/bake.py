@@ -459,9 +459,10 @@ def free_bake(scene) -> tuple[str, int]:
     shown = liquid.current_file(scene)
     if shown and (shown + os.sep).startswith(cache_dir + os.sep):
         liquid.release_files(scene)  # first: Windows cannot delete a file Blender holds open
-    from . import surface_bake
+    from . import surface_bake, whitewater
 
     count = surface_bake.free_surface(scene)[1] if os.path.isdir(cache_dir) else 0
+    count += whitewater.free_whitewater(scene)[1] if os.path.isdir(cache_dir) else 0
     count += files.free(cache_dir) if os.path.isdir(cache_dir) else 0
     preview = files.preview_dir(cache_dir)
     if os.path.isdir(preview):

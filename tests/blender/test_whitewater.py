@@ -1,0 +1,124 @@
+"""Whitewater in real Blender: Bake Whitewater over a bake, the three point clouds and their attributes,
+re-runs that leave the liquid's cache alone, the cap's message, Free Whitewater, and the saved file
+playing the whitewater without Surge."""
+
+import json
+import os
+
+import bpy
+import numpy as np
+import pytest
+
+from blender_helpers import add_box, evaluated_points, run_fresh_blender, snapshot, submodule
+
+pytestmark = pytest.mark.blender
+
+KINDS = ("spray", "foam", "bubbles")
+
+
+def splash_scene(sc, cache_dir, frames=(1, 10)):
+    """A block of water dropped 12 cm into a shallow pool: 250 + 125 particles at 2 cm."""
+    add_box("Pool", (0, 0, 0), (0.2, 0.1, 0.05), role="FLUID")
+    add_box("Drop", (0.06, 0.0, 0.16), (0.16, 0.1, 0.26), role="FLUID")
+    add_box("Tank", (0, 0, 0), (0.2, 0.1, 0.4), role="COLLIDER", collider_mode="CONTAINER")
+    sc.frame_start, sc.frame_end = frames
+    sc.surge.particle_spacing = 0.02
+    sc.surge.cache_directory = cache_dir
+    ww = sc.surge.whitewater
+    # fixed, low thresholds and high rates: a 375-particle splash is small
+    ww.use_auto_thresholds = False
+    ww.trapped_air_min, ww.trapped_air_max = 0.2, 2.0
+    ww.wave_crest_min, ww.wave_crest_max = 0.2, 2.0
+    ww.energy_min, ww.energy_max = 0.1, 1.0
+    ww.trapped_air_rate = ww.wave_crest_rate = 600.0
+    return sc
+
+
+def _liquid_files(cache_dir):
+    snap = snapshot(cache_dir)
+    return {k: v for k, v in snap.items() if k.split(os.sep)[0] in ("frames", "manifest.json")}
+
+
+def test_bake_whitewater_objects_attributes_and_free(scene, surge, tmp_path):
+    cache_dir = str(tmp_path / "cache")
+    splash_scene(scene, cache_dir)
+    with pytest.raises(RuntimeError, match="No Surge cache"):
+        bpy.ops.surge.bake_whitewater()
+    assert bpy.ops.surge.bake() == {"FINISHED"}
+    liquid = _liquid_files(cache_dir)
+    assert bpy.ops.surge.bake_whitewater() == {"FINISHED"}
+    assert "Whitewater of 10 frames ready" in scene.surge.bake_status
+    assert "particles made" in scene.surge.whitewater.summary
+    stage = submodule(surge, "engine.whitewater.stage")
+    ww = scene.surge.whitewater
+    objects = {k: getattr(ww, f"{k}_object") for k in KINDS}
+    assert all(o is not None and o.type == "POINTCLOUD" for o in objects.values())
+    assert {o.name for o in objects.values()} == {"Surge Spray", "Surge Foam", "Surge Bubbles"}
+    seen = {k: 0 for k in KINDS}
+    for frame in range(1, 11):
+        stored = stage.read_frame(cache_dir, frame)
+        for k, kind in enumerate(KINDS):
+            points = evaluated_points(objects[kind], frame)
+            want = int(np.sum(stored["kind"] == k))
+            assert points["count"] == want, (frame, kind)
+            seen[kind] += want
+            if want:
+                for name in ("velocity", "age", "lifetime"):
+                    assert name in points, (frame, kind, name)
+                sel = stored["kind"] == k
+                np.testing.assert_allclose(np.sort(points["age"]), np.sort(stored["age"][sel]), rtol=0, atol=1e-6)
+                np.testing.assert_allclose(points["radius"], getattr(ww, f"{'bubble' if kind == 'bubbles' else kind}_size"),
+                                           rtol=1e-6, atol=0)
+    assert seen["spray"] > 0 and seen["foam"] > 0, seen
+    # a re-run with other settings leaves the liquid's cache byte-identical
+    ww.foam_size = 0.008
+    assert bpy.ops.surge.bake_whitewater() == {"FINISHED"}
+    assert _liquid_files(cache_dir) == liquid
+    # the cap: a clear message, as a warning, and never more particles than it allows
+    ww.max_particles = 3
+    assert bpy.ops.surge.bake_whitewater() == {"FINISHED"}
+    assert "cap of 3 whitewater particles was reached" in scene.surge.bake_status
+    assert all(len(stage.read_frame(cache_dir, f)["id"]) <= 3 for f in range(1, 11))
+    # Free Whitewater deletes the whitewater alone
+    assert bpy.ops.surge.free_whitewater() == {"FINISHED"}
+    assert not os.path.exists(os.path.join(cache_dir, "whitewater"))
+    assert _liquid_files(cache_dir) == liquid
+    assert all(o.hide_render for o in objects.values())
+
+
+def test_saved_file_plays_whitewater_without_surge(scene, surge, tmp_path):
+    blend = str(tmp_path / "shot.blend")
+    splash_scene(scene, "//surge_cache/")
+    bpy.ops.wm.save_as_mainfile(filepath=blend)
+    assert bpy.ops.surge.bake() == {"FINISHED"}
+    assert bpy.ops.surge.bake_whitewater() == {"FINISHED"}
+    bpy.ops.wm.save_as_mainfile(filepath=blend)
+    cache_dir = str(tmp_path / "surge_cache")
+    stage = submodule(surge, "engine.whitewater.stage")
+    expect = {f: np.bincount(stage.read_frame(cache_dir, f)["kind"], minlength=3).tolist() for f in (4, 8, 10)}
+    script = f"""
+import json
+import bpy
+bpy.ops.wm.open_mainfile(filepath={blend!r})
+assert not hasattr(bpy.types.Scene, "surge"), "Surge is installed in the fresh Blender"
+scene = bpy.context.scene
+out = {{}}
+for frame in (4, 8, 10):
+    scene.frame_set(frame)
+    dg = bpy.context.evaluated_depsgraph_get()
+    row = []
+    for name in ("Surge Spray", "Surge Foam", "Surge Bubbles"):
+        data = bpy.data.objects[name].evaluated_get(dg).data
+        row.append([len(data.points), sorted(a.name for a in data.attributes)])
+    out[frame] = row
+print("RESULT " + json.dumps(out))
+"""
+    proc = run_fresh_blender(script)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads([x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1][len("RESULT "):])
+    for frame, counts in expect.items():
+        got = result[str(frame)]
+        assert [c for c, _names in got] == counts, (frame, got, counts)
+        for count, names in got:
+            if count:
+                assert {"velocity", "age", "lifetime"} <= set(names), names
