@@ -3,9 +3,10 @@
 1. The dam break of ``bench/bench_blender.py`` (n = 46: 97,336 particles, PBF, 1 s at 24 fps) is baked
    through Blender (``bpy.ops.surge.bake()``, timed as there: export, child process, stepping, cache
    and USD writing), after a two-frame bake that compiles the kernels.
-2. The whitewater stage runs over that cache in a child process the way the add-on runs it
-   (``python -m engine.cli whitewater``), after a run over two frames that compiles its kernels;
-   the figure is its wall time over the bake's. Per frame: particles emitted and alive, seconds.
+2. Bake Whitewater runs over that cache (``bpy.ops.surge.bake_whitewater()``: a child process running
+   the stage, writing its frames and USD files, and the three objects pointed at them), after a run
+   over the two-frame cache that compiles its kernels; the figure is its wall time over the bake's.
+   Per frame: particles emitted and alive by kind, seconds.
 3. Memory: 10 million live diffuse particles (foam, spray and bubbles around a liquid of the same
    97k particles at rest) stepped through one frame; prints the state's bytes per particle and the
    peak of numpy allocations during the step (tracemalloc) per particle.
@@ -19,9 +20,7 @@ Prints figures, asserts nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,47 +31,38 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def stage_child(cache: str, settings: dict, frames_limit: int | None = None) -> tuple[float, list]:
-    """Run ``engine.cli whitewater`` over ``cache``; returns (wall seconds, frame events)."""
-    path = os.path.join(tempfile.mkdtemp(prefix="surge_ww_"), "settings.json")
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(settings, fh)
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "engine.cli", "whitewater", cache, "--settings", path, "--quiet"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - t0
-    events = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    if out.returncode != 0:
-        raise SystemExit(f"whitewater stage failed ({out.returncode}): {out.stdout[-2000:]} {out.stderr[-2000:]}")
-    return seconds, [e for e in events if e.get("event") == "frame"]
-
-
 def bake_and_stage(n: int) -> None:
     sys.path.insert(0, os.path.join(ROOT, "bench"))
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    import bench_blender  # noqa: E402  (Blender as a module; enables Surge from this tree)
-    from blender_session import enable_from_source  # noqa: E402
+    import bench_blender  # noqa: E402  (Blender as a module)
+    from blender_session import enable_from_source  # noqa: E402  (bench_blender put tools/ on the path)
 
     import bpy  # noqa: E402
 
     enable_from_source(ROOT, tempfile.mkdtemp(prefix="surge_bench_repo_"))
     frames = 25
-    bench_blender.bake(n, 2, "PBF")  # compiles the solver kernels
-    small = bpy.context.scene.surge.cache_directory
-    stage_child(small, {})  # compiles the whitewater kernels (two frames)
+    bench_blender.bake(n, 2, "PBF")  # compiles the solver kernels ...
+    bpy.ops.surge.bake_whitewater()  # ... and the whitewater kernels
     bake_seconds, count = bench_blender.bake(n, frames, "PBF")
-    cache = bpy.context.scene.surge.cache_directory
-    stage_seconds, events = stage_child(cache, {})
-    print(f"dam break: {count:,} particles, {frames - 1} frames at 24 fps")
-    print(f"  particle bake (bpy.ops.surge.bake)         {bake_seconds:8.1f} s")
-    print(f"  whitewater stage (engine.cli whitewater)   {stage_seconds:8.1f} s")
-    print(f"  stage / bake                               {stage_seconds / bake_seconds:8.1%}")
-    print("  frame  emitted    spray     foam  bubbles   seconds")
-    for e in events:
-        print(f"  {e['frame']:5d} {e['emitted']:8d} {e['spray']:8d} {e['foam']:8d} {e['bubbles']:8d} {e['seconds']:9.3f}")
-    total = sum(e["seconds"] for e in events)
-    print(f"  mean seconds per frame (model and file writing) {total / max(1, len(events)):.3f}")
+    t0 = time.perf_counter()
+    bpy.ops.surge.bake_whitewater()  # blocks in background mode, like the bake
+    stage_seconds = time.perf_counter() - t0
+    from importlib import import_module
+
+    stages = import_module("bl_ext.surge_source.surge.engine.stages")
+    cache = bpy.path.abspath(bpy.context.scene.surge.cache_directory)
+    manifest = stages.read_manifest(cache, "whitewater")
+    stats = manifest["state"]["stats"]
+    print(f"dam break: {count:,} particles, {frames - 1} frames at 24 fps (frame 1 is the initial state)")
+    print(f"  particle bake (bpy.ops.surge.bake)                  {bake_seconds:8.1f} s")
+    print(f"  whitewater stage (bpy.ops.surge.bake_whitewater)    {stage_seconds:8.1f} s")
+    print(f"  stage / bake                                        {stage_seconds / bake_seconds:8.1%}")
+    print(f"  thresholds (automatic): {manifest['state']['thresholds']}")
+    print("  frame  emitted    spray     foam  bubbles  seconds (model and files)")
+    for f in manifest["frames"]:
+        s = stats[str(f)]
+        print(f"  {f:5d} {s['emitted']:8d} {s['spray']:8d} {s['foam']:8d} {s['bubbles']:8d} {s['seconds']:8.3f}")
+    total = sum(s["seconds"] for s in stats.values())
+    print(f"  mean seconds per frame in the stage {total / max(1, len(stats)):.3f}")
 
 
 def memory(live: int, n: int) -> None:

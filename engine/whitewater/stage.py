@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import time
 import uuid
 
 import numpy as np
@@ -150,6 +151,7 @@ class WhitewaterStage(Stage):
         return files
 
     def process_frame(self, frame: int, arrays: dict, folder: str) -> dict:
+        t0 = time.perf_counter()
         dt = 0.0 if self.previous is None else (frame - self.previous) / self.fps
         liquid = model.LiquidFrame(arrays["position"], arrays["velocity"], arrays["id"], self.spacing)
         self.diffuse, self.next_id, stats = model.step(self.diffuse, liquid, frame, dt, self.next_id, self.ww,
@@ -163,7 +165,7 @@ class WhitewaterStage(Stage):
             self._write_usd(frame, out, folder)
         self.state["next_id"][str(frame)] = int(self.next_id)
         figures = stats.to_dict()
-        self.state["stats"][str(frame)] = figures
+        self.state["stats"][str(frame)] = dict(figures, seconds=round(time.perf_counter() - t0, 4))
         if stats.capped:
             self.state["capped"] = int(self.state.get("capped", 0)) + stats.capped
         return dict(figures, whitewater=int(len(self.diffuse)))
