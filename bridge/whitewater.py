@@ -18,28 +18,23 @@ Surge Bubbles       ``bubbles_NNNNNN.usdc``               ``radius`` (the kind's
 Each is a point cloud with a Mesh Sequence Cache modifier and a material linked to the object:
 plain Blender data that plays with no Python on frame change and renders without Surge.
 
-:class:`WhitewaterSession` is polled like :class:`bridge.bake.BakeSession` and holds names, never
-Blender pointers.
+:class:`WhitewaterSession` is a :class:`bridge.stage_session.StageSession`: polled like a bake, holding
+names, never Blender pointers.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import sys
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import bpy
 from mathutils import Matrix
 
 from ..engine import settings as settings_mod
 from ..engine import stages
-from ..engine.cache import CacheReader
-from ..engine.errors import EngineError, InvalidSceneError
 from ..engine.whitewater import stage as ww_stage
-from . import export, files, liquid, usd
-from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
+from . import export, files, liquid
+from .stage_session import StageFailedError, StageSession, free_job_files
 
 #: Where the whitewater settings of a run are written for the child, and its log (inside the job folder).
 SETTINGS_FILE = "whitewater.json"
@@ -53,7 +48,7 @@ OBJECTS = {
 }
 
 
-class WhitewaterFailedError(EngineError):
+class WhitewaterFailedError(StageFailedError):
     """The whitewater stage ended with an error or its process stopped unexpectedly."""
 
 
@@ -70,17 +65,6 @@ def whitewater_settings(scene) -> settings_mod.WhitewaterSettings:
     values = export._engine_values(scene.surge.whitewater, settings_mod.whitewater_parameters(),
                                    export.unit_scale(scene))
     return settings_mod.whitewater_from_dict(values, owner=f"Scene '{scene.name}' whitewater")
-
-
-def write_settings(cache_dir: str, settings: settings_mod.WhitewaterSettings) -> str:
-    """Write the settings file the child reads; returns its path."""
-    path = os.path.join(files.job_dir(cache_dir), SETTINGS_FILE)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(asdict(settings), fh, indent=1, sort_keys=True)
-    os.replace(tmp, path)
-    return path
 
 
 # -- the three objects -----------------------------------------------------------------------------------
@@ -207,25 +191,6 @@ def summary_text(cache_dir: str) -> str:
 
 # -- the run ---------------------------------------------------------------------------------------------
 
-@dataclass
-class WhitewaterResult:
-    status: str  # 'complete' or 'cancelled'
-    frames: int
-    processed: int
-    elapsed: float
-    cache_dir: str
-    cap_message: str = ""
-
-    @property
-    def message(self) -> str:
-        if self.status == "complete":
-            text = (f"Whitewater of {self.frames} frames ready ({self.processed} made now, {self.elapsed:.1f} s) in "
-                    f"'{self.cache_dir}'")
-        else:
-            text = f"Whitewater cancelled; {self.frames} frames are kept in '{self.cache_dir}'"
-        return f"{text}. {self.cap_message}" if self.cap_message else text
-
-
 def describe(event: dict) -> str | None:
     """One line for the user about a whitewater progress event."""
     kind = event.get("event")
@@ -244,136 +209,30 @@ def describe(event: dict) -> str | None:
     return None
 
 
-class WhitewaterSession:
-    """The whitewater stage over the baked liquid of one scene.
+class WhitewaterSession(StageSession):
+    """The whitewater stage over the baked liquid of one scene (see :class:`bridge.stage_session.StageSession`)."""
 
-    Creating it checks the settings and the cache (raising before anything is written), then starts
-    the child process.
-    """
+    stage = ww_stage.NAME
+    title = "Whitewater"
+    settings_file = SETTINGS_FILE
+    log_file = LOG_FILE
+    failed_error = WhitewaterFailedError
+    describe = staticmethod(describe)
 
     def __init__(self, scene, restart: bool = False):
-        from .bake import ADDON_ROOT, numba_cache_dir
+        super().__init__(scene, asdict(whitewater_settings(scene)), restart=restart)
 
-        settings = whitewater_settings(scene)
-        cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
-        reader = CacheReader(cache_dir)  # CacheFormatError: nothing baked there
-        if not reader.frames:
-            raise InvalidSceneError(f"Scene '{scene.name}': the cache '{cache_dir}' holds no baked frame to make "
-                                    f"whitewater from; bake the liquid first")
-        self.scene_name = scene.name
-        self.cache_dir = cache_dir
-        self.relative = scene.surge.cache_directory.strip().startswith("//")
-        self.frame_start, self.frame_end = int(reader.frames[0]), int(reader.frames[-1])
-        path = write_settings(cache_dir, settings)
-        usd.import_pxr()  # puts Blender's pxr on sys.path, which the child inherits
-        flag = files.cancel_flag(cache_dir)
-        if os.path.exists(flag):
-            os.remove(flag)
-        command = [sys.executable, "-m", "engine.stages", "run", ww_stage.NAME, cache_dir, "--settings", path,
-                   "--option", "usd=1", "--cancel-file", flag]
-        if restart:
-            command.append("--restart")
-        self.process = BakeProcess(files.job_dir(cache_dir), cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
-                                   os.path.join(files.job_dir(cache_dir), LOG_FILE), command=command)
-        self.started = time.monotonic()
-        self.error: dict | None = None
-        self.shown = False
-        self.status = "Starting the whitewater process"
-        self.progress = 0.0
-        self.summary: dict = {}
-        self._publish()
+    def show(self, scene) -> bool:
+        return show_whitewater(scene, self.cache_dir, self.relative)
 
-    def scene(self):
-        scene = bpy.data.scenes.get(self.scene_name)
-        if scene is None:
-            self.process.kill()
-            raise WhitewaterFailedError(f"Scene '{self.scene_name}' was deleted while making whitewater; it was "
-                                        f"stopped")
-        return scene
+    def reread(self, scene) -> None:
+        reread(scene)
 
-    def _publish(self) -> None:
-        state = self.scene().surge
-        if not state.is_baking:
-            state.is_baking = True
-            state.bake_cancel_requested = False
-        if abs(state.bake_progress - self.progress) > 1e-4:
-            state.bake_progress = self.progress
-        if state.bake_status != self.status:
-            state.bake_status = self.status
+    def note(self) -> str:
+        return ww_stage.figures(self.cache_dir)["message"]
 
-    def poll(self, timeout: float = 0.0) -> list[dict]:
-        events = self.process.events(timeout)
-        for event in events:
-            kind = event.get("event")
-            if kind == "frame":
-                span = max(1, self.frame_end - self.frame_start)
-                self.progress = min(1.0, (event["frame"] - self.frame_start) / span)
-                scene = self.scene()
-                if not self.shown:
-                    self.shown = show_whitewater(scene, self.cache_dir, self.relative)
-                elif scene.frame_current == event["frame"]:
-                    reread(scene)
-            elif kind == "error":
-                self.error = event
-            elif kind == "done":
-                self.summary = event
-            text = describe(event)
-            if text:
-                self.status = text
-        if self.scene().surge.bake_cancel_requested and self.process.cancel_requested_at is None:
-            self.cancel()
-        self.process.kill_if_overdue()
-        self._publish()
-        return events
-
-    @property
-    def finished(self) -> bool:
-        return self.process.finished
-
-    def cancel(self) -> None:
-        self.process.request_cancel()
-        self.status = "Cancelling"
-        self._publish()
-
-    def finish(self) -> WhitewaterResult:
-        code = self.process.wait()
-        self.poll()
-        flag = files.cancel_flag(self.cache_dir)
-        if os.path.exists(flag):
-            os.remove(flag)
-        scene = self.scene()
-        scene.surge.is_baking = False
-        scene.surge.bake_cancel_requested = False
-        show_whitewater(scene, self.cache_dir, self.relative)
-        done = len(stages.done_frames(self.cache_dir, ww_stage.NAME))
-        elapsed = time.monotonic() - self.started
-        processed = int(self.summary.get("processed", 0))
-        cap = ww_stage.figures(self.cache_dir)["message"]
-        if code == EXIT_COMPLETE:
-            result = WhitewaterResult("complete", done, processed, elapsed, self.cache_dir, cap)
-        elif code == EXIT_CANCELLED or self.process.cancel_requested_at is not None:
-            result = WhitewaterResult("cancelled", done, processed, elapsed, self.cache_dir, cap)
-        elif code == EXIT_ENGINE_ERROR and self.error:
-            scene.surge.bake_status = f"Whitewater failed: {self.error.get('message', '')}"
-            raise WhitewaterFailedError(self.error.get("message") or "Whitewater failed")
-        else:
-            tail = self.process.log_tail()
-            message = (f"The whitewater process stopped unexpectedly (exit status {code})"
-                       + (f"; last lines of its log '{self.process.log_path}': {tail}" if tail else ""))
-            scene.surge.bake_status = message
-            raise WhitewaterFailedError(message)
-        scene.surge.bake_status = result.message
+    def finished_run(self, scene) -> None:
         scene.surge.whitewater.summary = summary_text(self.cache_dir)
-        scene.surge.bake_progress = done / max(1, self.frame_end - self.frame_start + 1)
-        return result
-
-    def abort(self) -> None:
-        self.process.kill()
-        self.process.wait()
-        scene = bpy.data.scenes.get(self.scene_name)
-        if scene is not None:
-            scene.surge.is_baking = False
-            scene.surge.bake_status = "Whitewater stopped"
 
 
 def free_whitewater(scene) -> tuple[str, int]:
@@ -383,11 +242,7 @@ def free_whitewater(scene) -> tuple[str, int]:
     cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
     release_files(scene)  # first: Windows cannot delete a file Blender holds open
     count = stages.clear_stage(cache_dir, ww_stage.NAME, ww_stage.FILE_RE) if os.path.isdir(cache_dir) else 0
-    for name in (SETTINGS_FILE, SETTINGS_FILE + ".tmp", LOG_FILE):
-        path = os.path.join(files.job_dir(cache_dir), name)
-        if os.path.isfile(path):
-            os.remove(path)
-            count += 1
+    count += free_job_files(cache_dir, (SETTINGS_FILE, LOG_FILE))
     for obj in _objects(scene):
         obj.hide_render = obj.hide_viewport = True
     scene.surge.whitewater.summary = ""

@@ -4,8 +4,6 @@ Fast tests run on liquids written straight into a cache (a lattice at rest, two 
 the dam-break tests bake real liquids and are marked slow.
 """
 
-import json
-import os
 
 import numpy as np
 import pytest
