@@ -488,3 +488,10 @@ def compact(keep, x, v, life, age, kind, ids):
                 ids[m] = ids[q]
             m += 1
     return m
+
+
+@njit(cache=True)
+def count_kinds(kind, out):
+    """out[t] = how many particles are of kind t (t = 0, 1, 2)."""
+    for q in range(kind.shape[0]):
+        out[kind[q]] += 1

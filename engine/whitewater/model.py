@@ -16,7 +16,7 @@ id         (M,)         int32    stable id, never reused within one stage
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,9 +44,22 @@ AUTO_PERCENTILE = 99.9
 AUTO_MIN_SHARE = 0.2
 
 
+#: Particles advected and classified per pass: the liquid velocity and neighbour counts a pass needs
+#: (16 bytes a particle) exist for this many particles at a time, not for all of them.
+CHUNK = 1 << 20
+
+#: Growth of the state's buffers when newborns do not fit (never beyond the cap): particles are
+#: appended in place, so a frame copies the state only when the population outgrows its buffers.
+GROWTH = 1.25
+
+
 @dataclass
 class Diffuse:
-    """Diffuse particles (see the module docstring for the arrays)."""
+    """Diffuse particles (see the module docstring for the arrays).
+
+    The arrays may be views of the first rows of larger ``buffers`` (name -> array), which
+    :meth:`append` fills in place while they have room.
+    """
 
     position: np.ndarray
     velocity: np.ndarray
@@ -54,6 +67,7 @@ class Diffuse:
     lifetime: np.ndarray
     kind: np.ndarray
     id: np.ndarray
+    buffers: dict | None = field(default=None, repr=False, compare=False)
 
     ARRAYS = ("position", "velocity", "age", "lifetime", "kind", "id")
     DTYPES = {"position": np.float32, "velocity": np.float32, "age": np.float32, "lifetime": np.float32,
@@ -81,11 +95,33 @@ class Diffuse:
     def take(self, keep: np.ndarray) -> "Diffuse":
         return Diffuse(*(getattr(self, name)[keep] for name in self.ARRAYS))
 
-    @staticmethod
-    def concat(a: "Diffuse", b: "Diffuse") -> "Diffuse":
-        if len(b) == 0:
-            return a
-        return Diffuse(*(np.concatenate([getattr(a, n), getattr(b, n)]) for n in Diffuse.ARRAYS))
+    def head(self, n: int) -> "Diffuse":
+        """The first ``n`` particles, as views (the buffers stay)."""
+        return Diffuse(*(getattr(self, name)[:n] for name in self.ARRAYS), buffers=self.buffers)
+
+    def append(self, other: "Diffuse", limit: int) -> "Diffuse":
+        """These particles followed by ``other``'s, written into the buffers (grown, up to ``limit``
+        rows, only when they have no room)."""
+        n, m = len(self), len(other)
+        if m == 0:
+            return self
+        need = n + m
+        buf = self.buffers
+        if buf is None or len(buf["id"]) < need:
+            cap = max(need, min(int(need * GROWTH), limit))
+            buf = {name: np.empty((cap,) + getattr(self, name).shape[1:], self.DTYPES[name]) for name in self.ARRAYS}
+            for name in self.ARRAYS:
+                buf[name][:n] = getattr(self, name)
+        for name in self.ARRAYS:
+            buf[name][n:need] = getattr(other, name)
+        return Diffuse(*(buf[name][:need] for name in self.ARRAYS), buffers=buf)
+
+    @property
+    def capacity_bytes(self) -> int:
+        """Bytes of the buffers (the state's memory, spare rows included)."""
+        if self.buffers is None:
+            return self.nbytes
+        return sum(a.nbytes for a in self.buffers.values())
 
 
 @dataclass(frozen=True)
@@ -236,10 +272,12 @@ def step(state: Diffuse, liquid: LiquidFrame, frame: int, dt: float, next_id: in
     # 1. advect by the kind found at the previous frame; foam and bubbles need the liquid's velocity
     #    at their old position in this frame's liquid (the paper's v~_f(t + dt))
     if before and dt > 0.0:
-        _count, vf = liquid.query(state.position, state.kind, skip_kind=k.SPRAY)
-        k.advance(state.position, state.velocity, state.kind, vf, state.lifetime, state.age, float(dt),
-                  g[0], g[1], g[2], s.spray_drag, s.buoyancy, s.bubble_drag)
-        del vf, _count  # 16 bytes a particle: gone before the next allocations
+        for a in range(0, before, CHUNK):
+            c = slice(a, min(a + CHUNK, before))
+            _count, vf = liquid.query(state.position[c], state.kind[c], skip_kind=k.SPRAY)
+            k.advance(state.position[c], state.velocity[c], state.kind[c], vf, state.lifetime[c], state.age[c],
+                      float(dt), g[0], g[1], g[2], s.spray_drag, s.buoyancy, s.bubble_drag)
+        del vf, _count
     # 2. emit from this frame's liquid
     born = Diffuse.empty()
     if len(liquid) and dt > 0.0:
@@ -268,8 +306,10 @@ def step(state: Diffuse, liquid: LiquidFrame, frame: int, dt: float, next_id: in
             born = born.take(draw < share[born.kind])
     # 3. reclassify the survivors at their new position, remove the dissolved and the lost
     if before:
-        count, _ = liquid.query(state.position, velocity=False)
-        k.classify(count, s.spray_neighbours, s.bubble_neighbours, state.kind)
+        for a in range(0, before, CHUNK):
+            c = slice(a, min(a + CHUNK, before))
+            count, _ = liquid.query(state.position[c], velocity=False)
+            k.classify(count, s.spray_neighbours, s.bubble_neighbours, state.kind[c])
         del count
         keep = np.empty(before, np.bool_)
         floor = float(liquid.x[:, 2].min()) - liquid.R if len(liquid) else np.inf
@@ -279,7 +319,7 @@ def step(state: Diffuse, liquid: LiquidFrame, frame: int, dt: float, next_id: in
         if stats.removed:
             # in place: views of the first ``kept`` rows, no second copy of the state
             k.compact(keep, state.position, state.velocity, state.lifetime, state.age, state.kind, state.id)
-            state = Diffuse(*(getattr(state, name)[:kept] for name in Diffuse.ARRAYS))
+            state = state.head(kept)
         del keep
     # 4. the cap: newborns beyond it are not made (the oldest particles are kept)
     room = max(0, s.max_particles - len(state))
@@ -289,6 +329,8 @@ def step(state: Diffuse, liquid: LiquidFrame, frame: int, dt: float, next_id: in
     born.id[:] = np.arange(next_id, next_id + len(born), dtype=np.int64).astype(np.int32)
     next_id += len(born)
     stats.emitted = len(born)
-    state = Diffuse.concat(state, born)
-    stats.alive = tuple(int(c) for c in np.bincount(state.kind, minlength=3)[:3])
+    state = state.append(born, s.max_particles)
+    alive = np.zeros(3, np.int64)
+    k.count_kinds(state.kind, alive)
+    stats.alive = tuple(int(c) for c in alive)
     return state, next_id, stats
