@@ -27,14 +27,20 @@ re-run with new settings without simulating the liquid again. Per frame:
    bubbles feel buoyancy and a drag toward the liquid's velocity. Foam dissolves when its lifetime
    runs out; the lifetime grows with the energy of the splash that made it.
 
-Where this differs from the paper: the interaction radius R is two particle spacings for every
-part of the model; the potentials read the velocity field averaged over R (position-based solvers
-leave spacing-scale noise on each particle's velocity, which Eq. 2 would read as trapped air); potentials are computed once per cached frame (the paper: every simulation
-step) with dt the frame's duration; drags are rates per second integrated exactly; the automatic
-thresholds (tau_max the mean per-frame maximum of each potential, tau_min a tenth of it) follow the
-foam generator of Bender, Koschier, Kugelstadt & Weiler 2018 ("Turbulent micropolar SPH fluids
-with foam"), with floors from sqrt(|g| dx) so a liquid at rest stays calm; spray that falls below
-all liquid is removed, since the stage does not see the colliders.
+Where this differs from the paper:
+
+* the interaction radius R is two particle spacings for every part of the model;
+* the potentials read the velocity field averaged over R (position-based solvers leave
+  spacing-scale noise on each particle's velocity, which Eq. 2 would read as trapped air);
+* potentials are computed once per cached frame (the paper: every simulation step), dt being the
+  frame's duration;
+* drags are rates per second, integrated exactly over the frame;
+* the automatic thresholds take tau_max from the shot's strongest frame (the 99.9th percentile of
+  each potential) and tau_min a fifth of it. The foam generator of Bender, Koschier, Kugelstadt &
+  Weiler 2018 ("Turbulent micropolar SPH fluids with foam") uses the mean per-frame maximum and a
+  tenth of it, which on dam breaks makes most of the moving liquid emit. Floors from sqrt(|g| dx)
+  keep a liquid at rest calm;
+* spray that falls below all liquid is removed, since the stage does not see the colliders.
 
 Glossary (kernels): ``R`` interaction radius (m), ``ta`` trapped-air potential (m/s), ``wc``
 wave-crest potential (1), ``ke`` kinetic energy per mass (J/kg), ``kind`` 0 spray / 1 foam /
