@@ -35,11 +35,10 @@ Where this differs from the paper:
 * potentials are computed once per cached frame (the paper: every simulation step), dt being the
   frame's duration;
 * drags are rates per second, integrated exactly over the frame;
-* the automatic thresholds take tau_max from the shot's strongest frame (the 99.9th percentile of
-  each potential) and tau_min a fifth of it. The foam generator of Bender, Koschier, Kugelstadt &
-  Weiler 2018 ("Turbulent micropolar SPH fluids with foam") uses the mean per-frame maximum and a
-  tenth of it, which on dam breaks makes most of the moving liquid emit. Floors from sqrt(|g| dx)
-  keep a liquid at rest calm;
+* the automatic thresholds follow the foam generator of Bender, Koschier, Kugelstadt & Weiler 2018
+  ("Turbulent micropolar SPH fluids with foam"): tau_max the mean over the shot of each frame's
+  maximum (read as the 99.9th percentile, robust to a single flung particle), tau_min a tenth of
+  it; floors from sqrt(|g| dx) keep a liquid at rest calm;
 * spray that falls below all liquid is removed, since the stage does not see the colliders.
 
 Glossary (kernels): ``R`` interaction radius (m), ``ta`` trapped-air potential (m/s), ``wc``

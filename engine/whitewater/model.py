@@ -33,15 +33,12 @@ KIND_NAMES = ("spray", "foam", "bubbles")
 #: particles to about 0.9 above them.
 RADIUS_SPACINGS = 2.0
 
-#: Automatic thresholds: tau_max of each potential is the strongest frame of the shot, read as the
-#: potential that the top 0.1 % of the liquid particles reach (a robust maximum: one particle flung
-#: away does not set it), and tau_min this share of it. The foam generator of Bender et al. 2018
-#: ("Turbulent micropolar SPH fluids with foam") uses the mean per-frame maximum and a tenth of it;
-#: measured on dam breaks, that makes most of the shot's moving liquid emit (the falling column and the
-#: surge's tongue before the impact), where a share of the strongest frame keeps whitewater to the
-#: impacts and crests.
+#: Automatic thresholds, after the foam generator of Bender et al. 2018 ("Turbulent micropolar SPH
+#: fluids with foam"): tau_max of each potential is its mean over the frames of the shot of each
+#: frame's maximum, tau_min a tenth of it. The maximum is read robustly, as the potential the top
+#: 0.1 % of the liquid particles reach, so that one particle flung away does not set it.
 AUTO_PERCENTILE = 99.9
-AUTO_MIN_SHARE = 0.2
+AUTO_MIN_SHARE = 0.1
 
 
 #: Particles advected and classified per pass: the liquid velocity and neighbour counts a pass needs
@@ -218,12 +215,12 @@ def frame_maxima(liquid: LiquidFrame) -> np.ndarray:
 
 
 def auto_thresholds(maxima: np.ndarray, spacing: float, gravity: np.ndarray) -> Thresholds:
-    """Thresholds from the shot's own range: tau_max = the largest of the per-frame maxima
+    """Thresholds from the shot's own range: tau_max = the mean of the per-frame maxima
     (:func:`frame_maxima`), tau_min :data:`AUTO_MIN_SHARE` of it; neither below :func:`floors`."""
-    strongest = np.asarray(maxima, dtype=np.float64).reshape(-1, 3).max(axis=0)
+    mean = np.asarray(maxima, dtype=np.float64).reshape(-1, 3).mean(axis=0)
     low = floors(spacing, gravity)
     out = []
-    for m, (fmin, fmax) in zip(strongest, (low.trapped_air, low.wave_crest, low.energy)):
+    for m, (fmin, fmax) in zip(mean, (low.trapped_air, low.wave_crest, low.energy)):
         tmax = max(float(m), fmax)
         out.append((max(AUTO_MIN_SHARE * tmax, fmin), tmax))
     return Thresholds(*out)

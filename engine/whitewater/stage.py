@@ -19,7 +19,10 @@ path                                            what
 ``usd_XXXXXXXXXXXX/<kind>_NNNNNN.usdc``         with option ``usd=1``: one point file per kind
                                                 (``spray``, ``foam``, ``bubbles``) for Blender
                                                 (:func:`engine.usd.write_points`), a new folder each
-                                                time the stage starts over
+                                                time the stage starts over; a kind without particles
+                                                at a frame holds one point of radius 0 and id
+                                                :data:`EMPTY_ID` (Blender 5.0's Cycles stops on an
+                                                empty point cloud)
 ==============================================  ===================================================
 
 The model carries its particles from frame to frame, so the stage is *sequential*: a run keeps the
@@ -48,6 +51,10 @@ KINDS = model.KIND_NAMES  # spray, foam, bubbles: kind 0, 1, 2
 FILE_RE = re.compile(r"^(frames/whitewater_\d{6}(\.tmp)?\.npz|"
                      r"usd_[0-9a-f]{12}/(spray|foam|bubbles)_\d{6}(\.tmp)?\.usdc)$")
 _USD_DIR_RE = re.compile(r"^usd_[0-9a-f]{12}$")
+
+#: Id of the one invisible point (radius 0, at the origin) in the point file of a kind that has no
+#: particle at that frame: Cycles in Blender 5.0 stops a render on an empty point cloud.
+EMPTY_ID = -1
 
 #: name -> (dtype, trailing shape, unit, description) of the arrays of a frame file
 ATTRIBUTES = {
@@ -192,10 +199,19 @@ class WhitewaterStage(Stage):
         kind = arrays["kind"]
         for k, name in enumerate(KINDS):
             sel = kind == k
+            part = {key: arrays[key][sel] for key in ("position", "velocity", "id", "age", "lifetime")}
+            size = sizes[k]
+            if not len(part["id"]):
+                # Cycles in Blender 5.0 stops the render on an empty point cloud: a frame without any
+                # particle of this kind holds one invisible point (radius 0, id -1) instead
+                part = {"position": np.zeros((1, 3), np.float32), "velocity": np.zeros((1, 3), np.float32),
+                        "id": np.full(1, EMPTY_ID, np.int32), "age": np.zeros(1, np.float32),
+                        "lifetime": np.zeros(1, np.float32)}
+                size = 0.0
             path = os.path.join(folder, self.usd_dir_name, usd_name(name, frame))
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            usd.write_points(path, arrays["position"][sel], arrays["velocity"][sel], arrays["id"][sel], sizes[k],
-                             {"age": arrays["age"][sel], "lifetime": arrays["lifetime"][sel]}, frame,
+            usd.write_points(path, part["position"], part["velocity"], part["id"], size,
+                             {"age": part["age"], "lifetime": part["lifetime"]}, frame,
                              prim_path=f"/SurgeWhitewater_{name}")
 
 
