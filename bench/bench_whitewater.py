@@ -31,6 +31,15 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _cpu() -> float:
+    """User and system CPU seconds of this process and of its children that have ended (the bake's and
+    the stage's child processes): less sensitive than wall time to what else runs on the machine."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def bake_and_stage(n: int) -> None:
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import bench_blender  # noqa: E402  (Blender as a module)
@@ -42,10 +51,13 @@ def bake_and_stage(n: int) -> None:
     frames = 25
     bench_blender.bake(n, 2, "PBF")  # compiles the solver kernels ...
     bpy.ops.surge.bake_whitewater()  # ... and the whitewater kernels
+    cpu0 = _cpu()
     bake_seconds, count = bench_blender.bake(n, frames, "PBF")
+    cpu1 = _cpu()
     t0 = time.perf_counter()
     bpy.ops.surge.bake_whitewater()  # blocks in background mode, like the bake
     stage_seconds = time.perf_counter() - t0
+    cpu2 = _cpu()
     from importlib import import_module
 
     stages = import_module("bl_ext.surge_source.surge.engine.stages")
@@ -56,6 +68,8 @@ def bake_and_stage(n: int) -> None:
     print(f"  particle bake (bpy.ops.surge.bake)                  {bake_seconds:8.1f} s")
     print(f"  whitewater stage (bpy.ops.surge.bake_whitewater)    {stage_seconds:8.1f} s")
     print(f"  stage / bake                                        {stage_seconds / bake_seconds:8.1%}")
+    print(f"  CPU seconds (this process and its children): bake {cpu1 - cpu0:.1f}, stage {cpu2 - cpu1:.1f}, "
+          f"stage / bake {(cpu2 - cpu1) / (cpu1 - cpu0):.1%}")
     print(f"  thresholds (automatic): {manifest['state']['thresholds']}")
     print("  frame  emitted    spray     foam  bubbles  seconds (model and files)")
     for f in manifest["frames"]:
