@@ -29,8 +29,9 @@ CANCEL_TIMEOUT = 10.0
 _EOF = None
 
 
-def child_environment(addon_root: str, numba_cache_dir: str) -> dict:
-    """Environment of the child: finds ``engine`` in the add-on and numba where Blender finds it.
+def child_environment(addon_root: str, numba_cache_dir: str, threads: int = 0) -> dict:
+    """Environment of the child: finds ``engine`` in the add-on and numba where Blender finds it;
+    ``threads`` (the add-on preference) caps numba's threads, 0 leaves numba's own default (every core).
 
     Numba may come from the extension's bundled wheels, which Blender installs into a folder on its
     own ``sys.path`` but not on a plain interpreter's; passing the parent's path makes the child see
@@ -41,6 +42,8 @@ def child_environment(addon_root: str, numba_cache_dir: str) -> dict:
     env["PYTHONPATH"] = os.pathsep.join(entries)
     env["NUMBA_CACHE_DIR"] = numba_cache_dir
     env["PYTHONIOENCODING"] = "utf-8"  # the events are read as UTF-8 whatever the system locale
+    if threads > 0:
+        env["NUMBA_NUM_THREADS"] = str(int(threads))
     return env
 
 
@@ -62,10 +65,12 @@ class BakeProcess:
     command : list of str, optional
         Another engine command with the same events and exit statuses instead (a stage over the cache,
         ``python -m engine.stages run ...``; :mod:`engine.stages`), which then names its own cancel file.
+    threads : int
+        Most threads the bake may use (``NUMBA_NUM_THREADS``); 0 for numba's default.
     """
 
     def __init__(self, job_dir: str, cache_dir: str, cancel_file: str, addon_root: str, numba_cache_dir: str,
-                 log_path: str, options: tuple = (), command: list | None = None):
+                 log_path: str, options: tuple = (), command: list | None = None, threads: int = 0):
         self.cancel_file = cancel_file
         self.log_path = log_path
         self.cancel_requested_at: float | None = None
@@ -74,7 +79,7 @@ class BakeProcess:
         self._log = open(log_path, "w", encoding="utf-8")
         try:
             self._proc = subprocess.Popen(
-                cmd, cwd=addon_root, env=child_environment(addon_root, numba_cache_dir),
+                cmd, cwd=addon_root, env=child_environment(addon_root, numba_cache_dir, threads),
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log,
                 text=True, encoding="utf-8", errors="replace", bufsize=1,
                 # no console window flashing up on Windows; 0 elsewhere

@@ -22,7 +22,7 @@ import bpy
 from ..engine import stages
 from ..engine.cache import CacheReader
 from ..engine.errors import EngineError, InvalidSceneError
-from . import files, usd
+from . import bake_state, files, usd
 from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
 
 
@@ -153,14 +153,14 @@ class StageSession:
         return scene
 
     def _publish(self) -> None:
-        state = self.scene().surge
+        state = bake_state.ensure(self.scene())
         if not state.is_baking:
             state.is_baking = True
-            state.bake_cancel_requested = False
-        if abs(state.bake_progress - self.progress) > 1e-4:
-            state.bake_progress = self.progress
-        if state.bake_status != self.status:
-            state.bake_status = self.status
+            state.cancel_requested = False
+        if abs(state.progress - self.progress) > 1e-4:
+            state.progress = self.progress
+        if state.status != self.status:
+            state.status = self.status
 
     def poll(self, timeout: float = 0.0) -> list[dict]:
         events = self.process.events(timeout)
@@ -181,7 +181,7 @@ class StageSession:
             text = self.describe(event)
             if text:
                 self.status = text
-        if self.scene().surge.bake_cancel_requested and self.process.cancel_requested_at is None:
+        if bake_state.ensure(self.scene()).cancel_requested and self.process.cancel_requested_at is None:
             self.cancel()
         self.process.kill_if_overdue()
         self._publish()
@@ -210,8 +210,9 @@ class StageSession:
         if os.path.exists(flag):
             os.remove(flag)
         scene = self.scene()
-        scene.surge.is_baking = False
-        scene.surge.bake_cancel_requested = False
+        state = bake_state.ensure(scene)
+        state.is_baking = False
+        state.cancel_requested = False
         self.show(scene)
         done = len(stages.done_frames(self.cache_dir, self.stage))
         elapsed = time.monotonic() - self.started
@@ -222,16 +223,16 @@ class StageSession:
             result = StageResult(status, done, processed, elapsed, self.cache_dir, self.title, self.done_words,
                                  self.note())
         elif code == EXIT_ENGINE_ERROR and self.error:
-            scene.surge.bake_status = f"{self.title} failed: {self.error.get('message', '')}"
+            state.status = f"{self.title} failed: {self.error.get('message', '')}"
             raise self.failed_error(self.error.get("message") or f"{self.title} failed")
         else:
             tail = self.process.log_tail()
             message = (f"The {self.title.lower()} process stopped unexpectedly (exit status {code})"
                        + (f"; last lines of its log '{self.process.log_path}': {tail}" if tail else ""))
-            scene.surge.bake_status = message
+            state.status = message
             raise self.failed_error(message)
-        scene.surge.bake_status = result.message
-        scene.surge.bake_progress = done / max(1, self.frame_end - self.frame_start + 1)
+        state.status = result.message
+        state.progress = done / max(1, self.frame_end - self.frame_start + 1)
         self.finished_run(scene)
         return result
 
@@ -241,5 +242,6 @@ class StageSession:
         self.process.wait()
         scene = bpy.data.scenes.get(self.scene_name)
         if scene is not None:
-            scene.surge.is_baking = False
-            scene.surge.bake_status = f"{self.title} stopped"
+            state = bake_state.ensure(scene)
+            state.is_baking = False
+            state.status = f"{self.title} stopped"

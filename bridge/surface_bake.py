@@ -17,7 +17,7 @@ import os
 from ..engine import settings as settings_mod
 from ..engine import stages
 from ..engine.surface import stage as surface_stage
-from . import export, files, liquid
+from . import bake_state, export, files, liquid
 from .stage_session import StageFailedError, StageSession, free_job_files
 from .stage_session import write_settings as _write_job_settings
 
@@ -118,5 +118,5 @@ def free_surface(scene) -> tuple[str, int]:
     if obj is not None:
         obj.hide_render = obj.hide_viewport = True
     liquid.apply_display(scene)
-    scene.surge.bake_status = f"Removed {count} surface files from '{cache_dir}'"
+    bake_state.set_status(scene, f"Removed {count} surface files from '{cache_dir}'")
     return cache_dir, count

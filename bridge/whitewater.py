@@ -33,7 +33,7 @@ from mathutils import Matrix
 from ..engine import settings as settings_mod
 from ..engine import stages
 from ..engine.whitewater import stage as ww_stage
-from . import export, files, liquid
+from . import bake_state, export, files, liquid
 from .stage_session import StageFailedError, StageSession, free_job_files
 
 #: Where the whitewater settings of a run are written for the child, and its log (inside the job folder).
@@ -246,5 +246,5 @@ def free_whitewater(scene) -> tuple[str, int]:
     for obj in _objects(scene):
         obj.hide_render = obj.hide_viewport = True
     scene.surge.whitewater.summary = ""
-    scene.surge.bake_status = f"Removed {count} whitewater files from '{cache_dir}'"
+    bake_state.set_status(scene, f"Removed {count} whitewater files from '{cache_dir}'")
     return cache_dir, count

@@ -29,7 +29,7 @@ def test_bake_surface_over_a_bake_and_free_it_alone(scene, surge, tmp_path):
     particles = _particle_files(cache_dir)
     assert scene.surge.surface_object is None
     assert bpy.ops.surge.bake_surface() == {"FINISHED"}
-    assert "Surface of 3 frames ready" in scene.surge.bake_status
+    assert "Surface of 3 frames ready" in submodule(surge, "bridge.bake_state").status(scene)
     obj = scene.surge.surface_object
     assert obj is not None and obj.type == "MESH"
     for frame in (1, 3):

@@ -50,7 +50,7 @@ def test_bake_whitewater_objects_attributes_and_free(scene, surge, tmp_path):
     assert bpy.ops.surge.bake() == {"FINISHED"}
     liquid = _liquid_files(cache_dir)
     assert bpy.ops.surge.bake_whitewater() == {"FINISHED"}
-    assert "Whitewater of 10 frames ready" in scene.surge.bake_status
+    assert "Whitewater of 10 frames ready" in submodule(surge, "bridge.bake_state").status(scene)
     assert "particles made" in scene.surge.whitewater.summary
     stage = submodule(surge, "engine.whitewater.stage")
     ww = scene.surge.whitewater
@@ -83,7 +83,7 @@ def test_bake_whitewater_objects_attributes_and_free(scene, surge, tmp_path):
     # the cap: a clear message, as a warning, and never more particles than it allows
     ww.max_particles = 3
     assert bpy.ops.surge.bake_whitewater() == {"FINISHED"}
-    assert "cap of 3 whitewater particles was reached" in scene.surge.bake_status
+    assert "cap of 3 whitewater particles was reached" in submodule(surge, "bridge.bake_state").status(scene)
     assert all(len(stage.read_frame(cache_dir, f)["id"]) <= 3 for f in range(1, 11))
     # Free Whitewater deletes the whitewater alone
     assert bpy.ops.surge.free_whitewater() == {"FINISHED"}
