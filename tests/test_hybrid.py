@@ -10,6 +10,7 @@ from numpy.testing import assert_allclose
 
 from engine import checkpoint, driver
 from engine.cache import CacheReader
+from engine.neighbors import build_grid
 from engine.particles import Particles
 from engine.scene import BoxContainer, FluidObject, MeshCollider, SceneDescription
 from engine.errors import InvalidSceneError
@@ -207,10 +208,32 @@ def test_markers_that_join_the_neighbour_search_take_the_grid_pressure():
     assert np.all(pt.p >= 0.0)
 
 
-def test_boundary_row_from_node_lists_equals_the_row_from_binned_particles():
+def test_node_candidates_from_the_neighbour_grid_equal_brute_force():
+    """The boundary row's nodes are not particles: each looks up the 27 cells around it in the cell grid
+    of engine.neighbors. Every particle within the reach (at most a cell edge) is found, nothing else,
+    for nodes inside, at the edge of and outside the particles' extent."""
+    rng = np.random.default_rng(5)
+    x = rng.uniform(0.0, 0.3, size=(4000, 3)).astype(np.float32)
+    cells = build_grid(x, 0.05)
+    xs = x[cells.order]
+    pos = rng.uniform(-0.06, 0.36, size=(300, 3))
+    reach = 0.045
+    start = np.arange(300, dtype=np.int64) * 4000
+    cap = np.full(300, 4000, dtype=np.int64)
+    count = np.zeros(300, dtype=np.int64)
+    nbr = np.empty(300 * 4000, dtype=np.int32)
+    hybrid.node_candidates(pos, xs, cells.cell_key, cells.cell_start, 1.0 / cells.cell_size, reach, start, cap,
+                           count, nbr)
+    assert count.sum() > 1000
+    for m in range(300):
+        d2 = np.sum((xs.astype(np.float64) - pos[m]) ** 2, axis=1)  # the kernel's float64 arithmetic
+        np.testing.assert_array_equal(np.sort(nbr[start[m]:start[m] + count[m]]), np.flatnonzero(d2 < reach ** 2))
+
+
+def test_boundary_row_from_node_lists_equals_the_row_searched_afresh():
     """Between neighbour-list builds the boundary row is filled from per-node lists of the particles
     within 2h + SKIN h / 2 at the build; after particles have moved (no build since) it must
-    equal the row found by searching the binned particles afresh (both sum eq. 9 in single precision,
+    equal the row found by searching a cell grid of the particles afresh (both sum eq. 9 in single precision,
     in different orders). Lists after the first build are written into slices sized from the
     previous build's counts, so the run must have built them more than once (and the rebuilds that
     keep the same particles in the neighbour search reorder only those)."""

@@ -74,7 +74,7 @@ the boundary row), :mod:`.state` (markers' debt, pressure guess, checkpoint stat
 :mod:`.solver` (:class:`HybridSolver`).
 """
 
-from .boundary import BoundaryRow, bin_band, fill_row_listed, fill_rows, node_candidates, row_nodes
+from .boundary import BoundaryRow, NodeLists, fill_row_listed, fill_rows, node_candidates, row_nodes
 from .kinds import advance, classify, column_tops, finish, grid_pressure, move_markers, percentile, sph_rows
 from .model import (INTERFACE_EVERY, INTERFACE_MODES, KIND_NAMES, MAC, MARKER_EVERY, MIXA, MIXB, SPH, Bands,
                     BoxWalls, Faces, GridFrame, HybridModel, make_model)
@@ -84,6 +84,6 @@ from ..sph import SKIN
 
 __all__ = ["BoundaryRow", "Bands", "BoxWalls", "Faces", "GridFrame", "HybridModel", "HybridSolver", "HybridState",
            "INTERFACE_EVERY", "INTERFACE_MODES", "KIND_NAMES", "MAC", "MARKER_EVERY", "MIXA", "MIXB",
-           "MarkerDebt", "PressureGuess", "SKIN", "SPH", "advance", "bin_band", "classify", "column_tops",
+           "MarkerDebt", "PressureGuess", "NodeLists", "SKIN", "SPH", "advance", "classify", "column_tops",
            "extrapolate_pressure", "fill_row_listed", "fill_rows", "finish", "grid_pressure", "make_model",
            "move_markers", "node_candidates", "percentile", "row_nodes", "sph_rows"]

@@ -2,10 +2,12 @@
 animation", eq. 9 (Shepard-normalised kernel interpolation of the particles' velocity and P = p / rho
 at the row's own staggered nodes).
 
-:class:`BoundaryRow` keeps, from one neighbour-list build to the next, the list of particles within
-2h + SKIN h / 2 of every node of the boundary row (:meth:`BoundaryRow.build`), so eq. 9 needs no
+The particles around a node are found in the cell grid of :mod:`engine.neighbors` (the nodes are not
+particles: each looks up its 27 cells, :func:`engine.neighbors.around_cell`). :class:`BoundaryRow` keeps,
+from one neighbour-list build to the next, the list of particles within 2h + SKIN h / 2 of every node
+of the boundary row, found in the grid of that build (:meth:`BoundaryRow.build`), so eq. 9 needs no
 search each substep (:func:`fill_row_listed`); rows filled once (the first fill, rows the MAC part
-takes over) bin the particles afresh (:func:`bin_band`, :func:`fill_rows`).
+takes over) search a grid of the particles around them (:func:`fill_rows`).
 """
 
 from __future__ import annotations
@@ -16,30 +18,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
+from ...neighbors import CellGrid, around_cell, build_grid, cell_coords
 from ..sph import pair_offset
 from .model import FASTMATH
-
-#: Rows of the boundary row's particle bins (:func:`bin_band`): position, m / rho, velocity, p / rho.
-BIN_X, BIN_M, BIN_U, BIN_Q = 0, 3, 4, 7
-#: Edges of those bins in smoothing lengths: columns (x, y) and layers (z). A node reads the 3 x 3
-#: columns within its support and in each one contiguous run of the layers within 2h of it.
-COLUMN_EDGE = 2.0
-LAYER_EDGE = 0.5
-
-
-class BinLayout(NamedTuple):
-    """Bins of the particles in a horizontal band zlo <= z <= zhi (metres): ``ncx`` x ``ncy`` columns of
-    edge 1 / cinv from (cx0, cy0), ``ncz`` layers of height 1 / zinv from zlo."""
-
-    cx0: float
-    cy0: float
-    zlo: float
-    zhi: float
-    cinv: float
-    zinv: float
-    ncx: int
-    ncy: int
-    ncz: int
 
 
 class NodeLists(NamedTuple):
@@ -56,144 +37,83 @@ class NodeLists(NamedTuple):
     row: int
 
 
-def bin_layout(cx0: float, cy0: float, width_x: float, width_y: float, zlo: float, zhi: float, column: float,
-               layer: float) -> BinLayout:
-    """The bins of columns ``column`` wide and layers ``layer`` high over [cx0, cx0 + width_x] x [cy0, cy0 +
-    width_y] x [zlo, zhi] (metres)."""
-    inv = 1.0 / column
-    zinv = 1.0 / layer
-    return BinLayout(float(cx0), float(cy0), float(zlo), float(zhi), inv, zinv, max(int(math.ceil(width_x * inv)), 1),
-                     max(int(math.ceil(width_y * inv)), 1), max(int(math.ceil((zhi - zlo) * zinv)), 1))
-
-
-@njit(cache=True)
-def bin_band(x, v, p, rho, n_sub, mass, layout,
-             # outputs
-             start, bins, ids):
-    """Counting sort of the first ``n_sub`` particles with zlo <= z <= zhi into the bins of ``layout``
-    (:class:`BinLayout`; bin (a, b, c) at a ncy ncz + b ncz + c):
-    the particles of a column lie in z order of their layers, so a node reads the layers within
-    its kernel support as one contiguous range per column. ``bins`` (8, N) float32 receives, per
-    binned particle, x, y, z, m / rho, u, v, w and p / rho (rows :data:`BIN_X` ... :data:`BIN_Q`),
-    ``ids`` its row; returns how many particles were binned."""
-    cx0, cy0, zlo, zhi, cinv, zinv, ncx, ncy, ncz = layout
-    nb = ncx * ncy * ncz
-    start[:] = 0
-    key = np.empty(n_sub, dtype=np.int64)
-    for n in range(n_sub):
-        z = x[n, 2]
-        if z < zlo or z > zhi:
-            key[n] = -1
-            continue
-        a = min(max(int(math.floor((x[n, 0] - cx0) * cinv)), 0), ncx - 1)
-        b = min(max(int(math.floor((x[n, 1] - cy0) * cinv)), 0), ncy - 1)
-        c = min(max(int((z - zlo) * zinv), 0), ncz - 1)
-        k = (a * ncy + b) * ncz + c
-        key[n] = k
-        start[k + 1] += 1
-    for k in range(nb):
-        start[k + 1] += start[k]
-    fill = start[:nb].copy()
-    for n in range(n_sub):
-        k = key[n]
-        if k < 0:
-            continue
-        t = fill[k]
-        fill[k] = t + 1
-        r = rho[n]
-        for d in range(3):
-            bins[d, t] = x[n, d]
-            bins[4 + d, t] = v[n, d]
-        bins[BIN_M, t] = mass / r
-        bins[BIN_Q, t] = p[n] / r
-        ids[t] = n
-    return start[nb]
+@njit(inline="always", cache=True)
+def _node_term(x, v, p, rho, n, fx, fy, fz, mass, inv_h, r2max, comp):
+    """Particle n's share of the Shepard sums at a node (eq. 9): (weight, weight times the velocity
+    component ``comp`` (0-2) or p / rho (3)), with the cubic spline without its normalisation, which the
+    Shepard ratio cancels, in single precision like the SPH sums; (0, 0) beyond 2h."""
+    _, _, _, r2 = pair_offset(x, n, fx, fy, fz)
+    if r2 >= r2max:
+        return np.float32(0.0), np.float32(0.0)
+    q = math.sqrt(r2) * inv_h
+    k2 = np.float32(2.0) - q
+    k1 = max(np.float32(1.0) - q, np.float32(0.0))
+    r = rho[n]
+    wt = np.float32(mass) / r * (np.float32(0.25) * k2 * k2 * k2 - k1 * k1 * k1)
+    return wt, wt * (p[n] / r if comp == 3 else v[n, comp])
 
 
 @njit(inline="always", cache=True)
-def _node_sum(px, py, pz, bins, comp, start, layout, h):
-    """Shepard-normalised kernel interpolation at a node (eq. 9) of row ``comp`` of
-    ``bins`` (a velocity component or p / rho), over the bins of :func:`bin_band` within 2h.
-    Returns (value, weight sum). Each column's candidates are one contiguous range read without a
-    branch (the kernel clamped to 0 outside its support), in single precision, so the loop runs in
-    vector lanes."""
-    cx0, cy0, zlo, _, cinv, zinv, ncx, ncy, ncz = layout
-    support = 2.0 * h
-    edge = 1.0 / cinv
-    a0 = max(int(math.floor((px - support - cx0) * cinv)), 0)
-    a1 = min(int(math.floor((px + support - cx0) * cinv)), ncx - 1)
-    b0 = max(int(math.floor((py - support - cy0) * cinv)), 0)
-    b1 = min(int(math.floor((py + support - cy0) * cinv)), ncy - 1)
-    c0 = max(int(math.floor((pz - support - zlo) * zinv)), 0)
-    c1 = min(int(math.floor((pz + support - zlo) * zinv)), ncz - 1)
-    if c0 > c1:
-        return 0.0, 0.0
-    r2max = support * support
+def _node_sum(px, py, pz, x, v, p, rho, rows, cell_key, cell_start, inv, mass, h, comp):
+    """Shepard-normalised kernel interpolation at a node (eq. 9) of the velocity component ``comp``
+    (0-2) or of p / rho (3), over the particles ``rows[cell_start[c]:cell_start[c + 1]]`` of the 27
+    cells (edge >= 2h) around the node. Returns (value, weight sum), in single precision like the
+    SPH sums."""
+    ci, cj, ck = cell_coords(px, py, pz, inv)
     inv_h = np.float32(1.0 / h)
+    r2max = np.float32(4.0 * h * h)
     fx = np.float32(px)
     fy = np.float32(py)
     fz = np.float32(pz)
-    two = np.float32(2.0)
-    one = np.float32(1.0)
-    quarter = np.float32(0.25)
     zero = np.float32(0.0)
-    s = np.float32(0.0)
-    sw = np.float32(0.0)
-    for a in range(a0, a1 + 1):
-        ex = max(cx0 + a * edge - px, 0.0, px - (cx0 + (a + 1) * edge))
-        for b in range(b0, b1 + 1):
-            ey = max(cy0 + b * edge - py, 0.0, py - (cy0 + (b + 1) * edge))
-            if ex * ex + ey * ey >= r2max:
-                continue  # the column lies outside the support
-            base = (a * ncy + b) * ncz
-            for t in range(start[base + c0], start[base + c1 + 1]):
-                d0 = fx - bins[BIN_X, t]
-                d1 = fy - bins[BIN_X + 1, t]
-                d2 = fz - bins[BIN_X + 2, t]
-                q = math.sqrt(d0 * d0 + d1 * d1 + d2 * d2) * inv_h
-                k2 = max(two - q, zero)
-                k1 = max(one - q, zero)
-                # the kernel without its normalisation, which the Shepard ratio cancels
-                wv = bins[BIN_M, t] * (quarter * k2 * k2 * k2 - k1 * k1 * k1)
-                sw += wv
-                s += wv * bins[comp, t]
+    s = zero
+    sw = zero
+    for q in range(27):
+        c = around_cell(cell_key, ci, cj, ck, q)
+        if c >= 0:
+            for t in range(cell_start[c], cell_start[c + 1]):
+                wt, ws = _node_term(x, v, p, rho, rows[t], fx, fy, fz, mass, inv_h, r2max, comp)
+                sw += wt
+                s += ws
     if sw > zero:
         return np.float64(s) / np.float64(sw), np.float64(sw)
     return 0.0, 0.0
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def fill_rows(bins, start, layout, h, k0, k1, ox, oy, oz, cell, solid,
+def fill_rows(x, v, p, rho, rows, cell_key, cell_start, inv, mass, h, k0, k1, ox, oy, oz, cell, solid,
               # outputs
-              u, v, w, p):
-    """Rows k0..k1 of the grid from particles (eq. 9): P = p / rho at the cell centres, u and
-    v on the row's faces, w on the face above each cell, from the particles binned by
-    :func:`bin_band` (``bins``, ``start``). Nodes without a particle keep their value, except P,
-    which becomes 0 (the free surface is above them)."""
+              u, vv, w, pg):
+    """Rows k0..k1 of the grid from particles (eq. 9): P = p / rho at the cell centres, u and v on the
+    row's faces, w on the face above each cell, from the particles ``rows`` in the cells of a grid of
+    cell edge 1 / inv >= 2h (:func:`engine.neighbors.build_grid`; ``cell_key``, ``cell_start`` index
+    ``rows``). Nodes without a particle keep their value, except P, which becomes 0 (the free surface
+    is above them)."""
     ni, nj, nk = solid.shape
     for i in prange(ni + 1):
         for j in range(nj + 1):
             for k in range(k0, k1 + 1):
                 zc = oz + (k + 0.5) * cell
                 if j < nj:
-                    val, sw = _node_sum(ox + i * cell, oy + (j + 0.5) * cell, zc, bins, BIN_U, start, layout, h)
+                    val, sw = _node_sum(ox + i * cell, oy + (j + 0.5) * cell, zc, x, v, p, rho, rows, cell_key,
+                                        cell_start, inv, mass, h, 0)
                     if sw > 0.0:
                         u[i, j, k] = val
                 if i < ni:
-                    val, sw = _node_sum(ox + (i + 0.5) * cell, oy + j * cell, zc, bins, BIN_U + 1, start, layout, h)
+                    val, sw = _node_sum(ox + (i + 0.5) * cell, oy + j * cell, zc, x, v, p, rho, rows, cell_key,
+                                        cell_start, inv, mass, h, 1)
                     if sw > 0.0:
-                        v[i, j, k] = val
+                        vv[i, j, k] = val
                 if i < ni and j < nj:
                     px = ox + (i + 0.5) * cell
                     py = oy + (j + 0.5) * cell
                     if k + 1 <= nk:
-                        val, sw = _node_sum(px, py, zc + 0.5 * cell, bins, BIN_U + 2, start, layout, h)
+                        val, sw = _node_sum(px, py, zc + 0.5 * cell, x, v, p, rho, rows, cell_key, cell_start, inv,
+                                            mass, h, 2)
                         if sw > 0.0:
                             w[i, j, k + 1] = val
-                    val, sw = _node_sum(px, py, zc, bins, BIN_Q, start, layout, h)
-                    p[i, j, k] = val
-                    if solid[i, j, k]:
-                        p[i, j, k] = 0.0
+                    val, sw = _node_sum(px, py, zc, x, v, p, rho, rows, cell_key, cell_start, inv, mass, h, 3)
+                    pg[i, j, k] = 0.0 if solid[i, j, k] else val
 
 
 @njit(cache=True)
@@ -241,44 +161,33 @@ def row_nodes(ox, oy, oz, cell, ni, nj, nk, k):
 
 
 @njit(parallel=True, cache=True)
-def node_candidates(pos, bins_start, bins, ids, layout, reach, start, cap,
+def node_candidates(pos, x, cell_key, cell_start, inv, reach, start, cap,
                     # outputs
                     count, nbr):
-    """For every node of ``pos``, the binned particles (:func:`bin_band`; ``ids`` their rows) within
-    ``reach``: their rows into nbr[start[m]:start[m] + cap[m]], in bin order (the same order on every
-    build from the same positions), and how many there are into count[m] (more than cap[m]: the list
-    did not fit; cap = 0 only counts)."""
-    cx0, cy0, zlo, _, cinv, zinv, ncx, ncy, ncz = layout
+    """For every node of ``pos``, the particles within ``reach`` (at most the cell edge 1 / inv) among the
+    27 cells around it in a grid of ``x`` (sorted rows, :func:`engine.neighbors.build_grid`): their rows
+    into nbr[start[m]:start[m] + cap[m]], in cell order (the same order on every build from the same
+    positions), and how many there are into count[m] (more than cap[m]: the list did not fit; cap = 0
+    only counts)."""
     r2max = reach * reach
-    edge = 1.0 / cinv
     for m in prange(pos.shape[0]):
         px = pos[m, 0]
         py = pos[m, 1]
         pz = pos[m, 2]
-        a0 = max(int(math.floor((px - reach - cx0) * cinv)), 0)
-        a1 = min(int(math.floor((px + reach - cx0) * cinv)), ncx - 1)
-        b0 = max(int(math.floor((py - reach - cy0) * cinv)), 0)
-        b1 = min(int(math.floor((py + reach - cy0) * cinv)), ncy - 1)
-        c0 = max(int(math.floor((pz - reach - zlo) * zinv)), 0)
-        c1 = min(int(math.floor((pz + reach - zlo) * zinv)), ncz - 1)
+        ci, cj, ck = cell_coords(px, py, pz, inv)
         n = 0
         out = start[m]
         room = cap[m]
-        for a in range(a0, a1 + 1):
-            ex = max(cx0 + a * edge - px, 0.0, px - (cx0 + (a + 1) * edge))
-            for b in range(b0, b1 + 1):
-                ey = max(cy0 + b * edge - py, 0.0, py - (cy0 + (b + 1) * edge))
-                if ex * ex + ey * ey >= r2max or c0 > c1:
-                    continue
-                base = (a * ncy + b) * ncz
-                for t in range(bins_start[base + c0], bins_start[base + c1 + 1]):
-                    d0 = px - bins[BIN_X, t]
-                    d1 = py - bins[BIN_X + 1, t]
-                    d2 = pz - bins[BIN_X + 2, t]
-                    if d0 * d0 + d1 * d1 + d2 * d2 < r2max:
-                        if n < room:
-                            nbr[out + n] = ids[t]
-                        n += 1
+        for q in range(27):
+            c = around_cell(cell_key, ci, cj, ck, q)
+            if c < 0:
+                continue
+            for t in range(cell_start[c], cell_start[c + 1]):
+                _, _, _, r2 = pair_offset(x, t, px, py, pz)
+                if r2 < r2max:
+                    if n < room:
+                        nbr[out + n] = t
+                    n += 1
         count[m] = n
 
 
@@ -292,9 +201,6 @@ def fill_row_listed(x, v, p, rho, mass, h, lists, solid,
     pos, comp, ij, start, count, nbr, k = lists
     inv_h = np.float32(1.0 / h)
     r2max = np.float32(4.0 * h * h)
-    two = np.float32(2.0)
-    one = np.float32(1.0)
-    quarter = np.float32(0.25)
     zero = np.float32(0.0)
     for m in prange(pos.shape[0]):
         fx = np.float32(pos[m, 0])
@@ -304,17 +210,9 @@ def fill_row_listed(x, v, p, rho, mass, h, lists, solid,
         s = zero
         sw = zero
         for t in range(start[m], start[m] + count[m]):
-            n = nbr[t]
-            _, _, _, r2 = pair_offset(x, n, fx, fy, fz)
-            if r2 >= r2max:
-                continue
-            q = math.sqrt(r2) * inv_h
-            k2 = two - q
-            k1 = max(one - q, zero)
-            r = rho[n]
-            wt = np.float32(mass) / r * (quarter * k2 * k2 * k2 - k1 * k1 * k1)
+            wt, ws = _node_term(x, v, p, rho, nbr[t], fx, fy, fz, mass, inv_h, r2max, c)
             sw += wt
-            s += wt * (p[n] / r if c == 3 else v[n, c])
+            s += ws
         i = ij[m, 0]
         j = ij[m, 1]
         if c == 3:
@@ -331,12 +229,12 @@ def fill_row_listed(x, v, p, rho, mass, h, lists, solid,
 
 
 class BoundaryRow:
-    """Eq. 9 for one grid: the node lists of the boundary row and the work arrays of the binned fill.
+    """Eq. 9 for one grid: the node lists of the boundary row.
 
     Attributes
     ----------
     lists : NodeLists or None
-        The lists of the last neighbour-list build (None: none, the next fill bins afresh).
+        The lists of the last neighbour-list build (None: none, the next fill searches afresh).
     recounts : int
         Builds whose slices had to be counted again (a node's list outgrew the room the last build's
         count gave it).
@@ -347,9 +245,6 @@ class BoundaryRow:
         self.recounts = 0
         self._counts = np.zeros(0, dtype=np.int64)  # per node, its list's length at the last build
         self._counts_row = -1                        # the row of those counts
-        self._bin_start = np.zeros(1, dtype=np.int64)
-        self._bins = np.empty((8, 0), dtype=np.float32)
-        self._bin_ids = np.empty(0, dtype=np.int32)
 
     @property
     def row(self) -> int:
@@ -360,32 +255,27 @@ class BoundaryRow:
         """Drop the node lists (the particle rows they name changed)."""
         self.lists = None
 
-    def build(self, grid, x, v, p, rho, n_sub: int, mass: float, h: float, reach: float, ktop: int) -> None:
-        """For every node of row ``ktop`` of ``grid``, the first ``n_sub`` particles within ``reach`` (2h + SKIN
-        h / 2) of it at positions ``x`` (those of a neighbour-list build): until the next build no particle
-        moves SKIN h / 2, so every particle within 2h of a node at a later substep is listed, and
-        :meth:`fill` fills the row from the lists instead of binning the particles every substep."""
+    def build(self, grid, x: np.ndarray, cells: CellGrid | None, reach: float, ktop: int) -> None:
+        """For every node of row ``ktop`` of ``grid``, the particles within ``reach`` (2h + SKIN h / 2) of
+        it at positions ``x``, the sorted rows of a neighbour-list build whose cells are ``cells`` (edge
+        2h + SKIN h >= ``reach``): until the next build no particle moves SKIN h / 2, so every particle
+        within 2h of a node at a later substep is listed, and :meth:`fill` fills the row from the lists
+        instead of searching every substep."""
         self.lists = None
-        if ktop <= 0 or n_sub == 0:
+        if ktop <= 0 or cells is None or x.shape[0] == 0:
             return
+        if reach > cells.cell_size:
+            raise ValueError(f"node reach {reach} exceeds the cell size {cells.cell_size}")
         ni, nj, nk = grid.shape
         pos, comp, ij = row_nodes(grid.origin[0], grid.origin[1], grid.origin[2], grid.cell, ni, nj, nk, int(ktop))
-        zlo = float(pos[:, 2].min()) - reach
-        zhi = float(pos[:, 2].max()) + reach
-        layout = bin_layout(grid.origin[0], grid.origin[1], ni * grid.cell, nj * grid.cell, zlo, zhi, reach,
-                            LAYER_EDGE * h)
-        start = np.zeros(layout.ncx * layout.ncy * layout.ncz + 1, dtype=np.int64)
-        bins = np.empty((8, n_sub), dtype=np.float32)
-        ids = np.empty(n_sub, dtype=np.int32)
-        bin_band(x, v, p, rho, n_sub, mass, layout, start, bins, ids)
         # each node's slice sized from its count at the last build of the same row (plus a margin):
         # one pass; a first build, or a node whose list outgrew its slice, takes a counting pass
         count = np.zeros(len(pos), dtype=np.int64)
-        args = (pos, start, bins, ids, layout, reach)
+        args = (pos, x, cells.cell_key, cells.cell_start, 1.0 / cells.cell_size, reach)
         last = self._counts if self._counts.shape[0] == len(pos) and self._counts_row == ktop else None
         if last is None:
             nothing = np.zeros(len(pos), dtype=np.int64)
-            node_candidates(*args, nothing, nothing, count, ids[:0])  # counts only (every slice 0 long)
+            node_candidates(*args, nothing, nothing, count, np.zeros(0, dtype=np.int32))  # counts only
             cap = count.copy()
         else:
             cap = last + last // 4 + 8
@@ -403,35 +293,28 @@ class BoundaryRow:
         self._counts_row = int(ktop)
         self.lists = NodeLists(pos, comp, ij, node_start, count, nbr, int(ktop))
 
-    def fill(self, grid, x, v, p, rho, n_bin: int, mass: float, h: float, k0: int, k1: int,
+    def fill(self, grid, x, v, p, rho, n_search: int, mass: float, h: float, k0: int, k1: int,
              use_lists: bool = True) -> None:
         """Rows k0..k1 of ``grid`` from the particles around them (eq. 9): the boundary row alone from the
-        node lists when they are for it (and ``use_lists``), other rows (or without lists) from the first
-        ``n_bin`` particles binned afresh."""
+        node lists when they are for it (and ``use_lists``), other rows (or without lists) from the
+        first ``n_search`` particles, those within 2h of the rows binned in a cell grid of edge 2h."""
         lists = self.lists
         if use_lists and lists is not None and k0 == k1 == lists.row:
             fill_row_listed(x, v, p, rho, mass, h, lists, grid.solid, grid.u, grid.v, grid.w, grid.p)
             return
-        # bins of edge 2h: a node reads 3 x 3 columns (fewer, those that reach its support), and in
-        # each only the layers within 2h of it
-        ni, nj, _ = grid.shape
         zlo = grid.origin[2] + k0 * grid.cell - 2.0 * h
         zhi = grid.origin[2] + (k1 + 1) * grid.cell + 2.0 * h
-        layout = bin_layout(grid.origin[0], grid.origin[1], ni * grid.cell, nj * grid.cell, zlo, zhi,
-                            COLUMN_EDGE * h, LAYER_EDGE * h)
-        nb = layout.ncx * layout.ncy * layout.ncz + 1
-        if self._bin_start.shape[0] != nb:
-            self._bin_start = np.zeros(nb, dtype=np.int64)
-        if self._bins.shape[1] < n_bin:
-            self._bins = np.empty((8, n_bin), dtype=np.float32)
-            self._bin_ids = np.empty(n_bin, dtype=np.int32)
-        bin_band(x, v, p, rho, n_bin, mass, layout, self._bin_start, self._bins, self._bin_ids)
-        fill_rows(self._bins, self._bin_start, layout, h, int(k0), int(k1), grid.origin[0], grid.origin[1],
-                  grid.origin[2], grid.cell, grid.solid, grid.u, grid.v, grid.w, grid.p)
+        z = x[:n_search, 2]
+        band = np.flatnonzero((z >= zlo) & (z <= zhi)).astype(np.int32)
+        cells = build_grid(x[band], 2.0 * h)
+        rows = band[cells.order]
+        fill_rows(x, v, p, rho, rows, cells.cell_key, cells.cell_start, 1.0 / cells.cell_size, mass, h, int(k0),
+                  int(k1), grid.origin[0], grid.origin[1], grid.origin[2], grid.cell, grid.solid, grid.u, grid.v,
+                  grid.w, grid.p)
 
     def nbytes(self) -> int:
-        """Bytes of the node lists and the bins."""
-        arrays = [self._bin_start, self._bins, self._bin_ids, self._counts]
+        """Bytes of the node lists."""
+        arrays = [self._counts]
         if self.lists is not None:
             arrays += [self.lists.pos, self.lists.comp, self.lists.ij, self.lists.start, self.lists.count,
                        self.lists.nbr]

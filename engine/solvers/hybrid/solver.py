@@ -237,18 +237,18 @@ class HybridSolver:
             self._x_ref[:] = pt.x  # into the same buffer: no fresh pages to fault in
         else:
             self._x_ref = pt.x.copy()
-        self._build_node_lists()
+        self._build_node_lists(grid)
         self._disp2 = 0.0
         self.markers.disp2 = 0.0
         self._l_built = self.interface
         self._changed = False
         self.rebuilds += 1
 
-    def _build_node_lists(self) -> None:
-        """The boundary row's node lists from the positions of this build (:meth:`BoundaryRow.build`)."""
-        m, pt = self.model, self.particles
-        self.boundary.build(self.grid, self._x_ref, pt.v, pt.p, pt.rho, self.n_sub, m.sph.mass, m.h,
-                            m.h * (2.0 + 0.5 * SKIN), int(self.ktop))
+    def _build_node_lists(self, cells) -> None:
+        """The boundary row's node lists from the positions of this build, found in its cell grid
+        ``cells`` (:meth:`BoundaryRow.build`; None: no particle in the neighbour search)."""
+        m = self.model
+        self.boundary.build(self.grid, self._x_ref[:self.n_sub], cells, m.h * (2.0 + 0.5 * SKIN), int(self.ktop))
 
     def save_state(self) -> HybridState:
         """The grid, the interface, the neighbour search's subset and build positions, the particles'
@@ -287,7 +287,7 @@ class HybridSolver:
             if not np.array_equal(grid.order, np.arange(fresh.n_sub)):
                 raise ValueError("the saved neighbour-list positions are not in the particles' order")
             fresh.neighbours.build(xs, np.full(fresh.n_sub, reach, dtype=np.float32), grid._replace(order=None))
-            fresh._build_node_lists()
+            fresh._build_node_lists(grid)
             fresh._changed = False
         fresh._update_solid()
         return fresh
