@@ -126,8 +126,6 @@ def phases(name, dx, depth, solver, warm, steps):
     """The hybrid's time per substep in each compiled kernel (each wrapped in a timer; the rest is
     Python between them)."""
     from engine.solvers import mac
-    import engine.solvers.hybrid.boundary  # noqa: F401  (the modules whose kernels are timed)
-    import engine.solvers.hybrid.solver  # noqa: F401
     x, box = scene(name, dx)
     hyb = make("HYBRID", x, box, dx, depth, solver)
     dt = make("WCSPH", x, box, dx, depth, solver).stable_dt()

@@ -197,7 +197,7 @@ def fill_row_listed(x, v, p, rho, mass, h, lists, solid,
                     u, vv, w, pg):
     """Row ``lists.row`` of the grid from each node's listed particles (``lists``, :class:`NodeLists` of
     :func:`node_candidates`, built with a skin at the last neighbour-list build): the same
-    Shepard-normalised sums as :func:`fill_rows` (eq. 9), without searching bins every substep."""
+    Shepard-normalised sums as :func:`fill_rows` (eq. 9), without searching the grid every substep."""
     pos, comp, ij, start, count, nbr, k = lists
     inv_h = np.float32(1.0 / h)
     r2max = np.float32(4.0 * h * h)

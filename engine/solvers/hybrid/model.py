@@ -62,7 +62,7 @@ TOP_PARTS = 8
 
 
 class GridFrame(NamedTuple):
-    """Where the grid lies, for the kernels that sample it or bin particles by it.
+    """Where the grid lies, for the kernels that sample it.
 
     Attributes
     ----------

@@ -90,7 +90,7 @@ class HybridSolver:
         self._pr = np.zeros(n, dtype=np.float32)
         self._near = np.zeros(n, dtype=np.bool_)
         self._wall_grad = np.zeros((n, 3), dtype=np.float32)
-        #: eq. 9: the boundary row's node lists and the binned fill
+        #: eq. 9: the boundary row's node lists and the fill of whole rows
         self.boundary = BoundaryRow()
         self.head_reorders = 0  # rebuilds that reordered only the subset
         self._update_solid()
@@ -312,7 +312,7 @@ class HybridSolver:
         """Rows k0..k1 of the grid from the SPH particles around them (eq. 9); with ``every_particle``
         from the markers too (the first fill of the whole grid: the liquid's initial velocity reaches
         the deep rows). The boundary row alone is filled from the node lists of the last build when
-        it has them, other rows from the particles binned afresh."""
+        it has them, other rows from the particles searched afresh in a cell grid."""
         if self.ktop <= 0:
             return
         m, pt = self.model, self.particles
