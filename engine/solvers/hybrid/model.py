@@ -54,7 +54,8 @@ CHUNK = 1024
 #: Fewest computed grid rows under the MIXB band for the MAC part to be used at all.
 MIN_MAC_ROWS = 2
 
-INTERFACE_MODES = ("AUTO", "FIXED")
+#: The interface modes (engine/settings.py holds them).
+INTERFACE_MODES = settings_mod.names(settings_mod.HYBRID_INTERFACE_MODES)
 
 #: Parts of the particle arrays :func:`engine.solvers.hybrid.kinds.column_tops` scans in parallel, each
 #: into its own grid of tops.
@@ -167,11 +168,11 @@ class HybridModel:
         return 4.0 * self.sph.h + 2.0 * self.cell
 
 
-#: make_model's options and the settings (engine/settings.py) that hold their defaults
-SETTING_OF_OPTION = {"cell_factor": "hybrid_cell_factor", "interface_mode": "hybrid_interface_mode",
-                     "interface_depth": "hybrid_interface_depth", "interface_height": "hybrid_interface_height",
-                     "pressure_solver": "hybrid_pressure_solver", "omega": "hybrid_sor_omega",
-                     "tolerance": "hybrid_pressure_tolerance", "max_iterations": "hybrid_max_iterations"}
+#: make_model's options and the fields of :class:`engine.settings.HybridSettings` that hold their defaults
+SETTING_OF_OPTION = {"cell_factor": "cell_factor", "interface_mode": "interface_mode",
+                     "interface_depth": "interface_depth", "interface_height": "interface_height",
+                     "pressure_solver": "pressure_solver", "omega": "sor_omega", "tolerance": "pressure_tolerance",
+                     "max_iterations": "max_iterations"}
 
 
 def make_model(sph: WCSPHModel, *, lower, upper, **options) -> HybridModel:
@@ -180,12 +181,12 @@ def make_model(sph: WCSPHModel, *, lower, upper, **options) -> HybridModel:
 
     ``options`` (:data:`SETTING_OF_OPTION`): ``cell_factor``, ``interface_mode``, ``interface_depth``,
     ``interface_height``, ``pressure_solver``, ``omega``, ``tolerance``, ``max_iterations``; one not
-    given takes the default of its setting in :class:`engine.settings.SimulationSettings`.
+    given takes the default of its setting in :class:`engine.settings.HybridSettings`.
     """
     unknown = sorted(set(options) - set(SETTING_OF_OPTION))
     if unknown:
         raise TypeError(f"make_model() got unknown options {', '.join(unknown)}")
-    defaults = settings_mod.SimulationSettings()
+    defaults = settings_mod.HybridSettings()
     o = {name: options[name] if name in options else getattr(defaults, setting)
          for name, setting in SETTING_OF_OPTION.items()}
     if o["interface_mode"] not in INTERFACE_MODES:
