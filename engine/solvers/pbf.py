@@ -69,6 +69,7 @@ from ..neighbors import NBR_BLOCK, CellGrid, NeighbourList, build_grid
 from ..walls import clamp_into_boxes, clamp_point_into_boxes, near_box, near_walls, wall_gradient, wall_mass
 from ..particles import Particles
 from ..state_check import max_speed
+from . import SpeedLimit
 
 #: fastmath for every kernel of this module, set in one place (off: bit-reproducible results).
 FASTMATH = True
@@ -602,6 +603,21 @@ def _finish_particle(i, x, level, level_h, boxes, friction, inv_dt, v, a):
 # ----------------------------------------------------------------------------------------------
 
 
+@dataclass
+class PBFState:
+    """PBF's state beyond the particle arrays, for checkpoints: ``level`` (N,) uint8, each particle's
+    resolution level, in the particles' order."""
+
+    level: np.ndarray
+
+    def arrays(self) -> dict:
+        return {"level": self.level}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict) -> PBFState:
+        return cls(level=np.ascontiguousarray(arrays["level"], dtype=np.uint8))
+
+
 class PBFSolver:
     """Advances a :class:`Particles` set with PBF (see the module docstring).
 
@@ -665,10 +681,30 @@ class PBFSolver:
         #: seconds spent in the last substep, by phase (the benchmark reads it)
         self.timings = {"predict": 0.0, "grid": 0.0, "neighbours": 0.0, "solve": 0.0, "viscosity": 0.0}
 
-    @property
-    def speed_limit(self) -> float:
-        """A particle faster than this means the simulation diverged, m/s."""
-        return self.model.speed_limit
+    def speed_limit(self) -> SpeedLimit:
+        """A particle faster than ``model.speed_limit`` means the simulation diverged."""
+        m = self.model
+        return SpeedLimit(m.speed_limit, f"more than {m.speed_limit:.3g} m/s, fifty times the fastest free fall the "
+                                         f"scene allows", f"Lower the PBF Max Substep (now {m.max_dt:g} s) or raise "
+                                                          f"the PBF Iterations.")
+
+    def nonfinite_advice(self) -> str:
+        return f"Lower the PBF Max Substep (now {self.model.max_dt:g} s) or the PBF Stiffness."
+
+    def flush(self) -> None:
+        """Nothing to bring up to date: every particle moves every substep."""
+
+    def save_state(self) -> PBFState:
+        """The particles' resolution levels (the neighbour search is rebuilt every substep)."""
+        return PBFState(level=self.level)
+
+    def resume(self, particles: Particles, arrays: dict, time: float) -> PBFSolver:
+        """A solver with this one's model and colliders continuing from a checkpoint (see
+        :meth:`engine.solvers.Solver.resume`)."""
+        state = PBFState.from_arrays(arrays)
+        fresh = PBFSolver(self.model, particles, level=state.level, collision=self.collision)
+        fresh.time = time
+        return fresh
 
     def _ensure_capacity(self) -> None:
         """Size the per-particle buffers for the current particle count (it changes when particles
