@@ -726,7 +726,16 @@ class CollisionWorld:
     @property
     def has_friction(self) -> bool:
         """True if some collider removes sliding speed (a contact pass is needed after each substep)."""
-        return any(e.collider.settings.friction > 0.0 for e in self.entries)
+        return any(e.collider.settings.friction > 0.0 or np.any(np.asarray(e.collider.tracks.get("friction", 0.0)) > 0.0)
+                   for e in self.entries)
+
+    def set_response(self, c: int, friction: float | None = None, bounce: float | None = None) -> None:
+        """Set collider ``c``'s friction and bounce (animated settings, :mod:`engine.animation`)."""
+        for rows in (self._constant, self._cparams):
+            if friction is not None:
+                rows[c, _C_FRICTION] = friction
+            if bounce is not None:
+                rows[c, _C_BOUNCE] = bounce
 
     @property
     def args(self) -> tuple:

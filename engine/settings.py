@@ -271,6 +271,10 @@ class InflowSettings:
     surface face emits the volume flux A (velocity . n + normal_speed) per second when that is positive.
     """
 
+    use_flow: bool = _param(
+        True, label="Use Flow", group="Inflow",
+        tooltip="While on, this inflow emits liquid and this outflow removes it; keyframe it (or drive it) to open "
+                "and close the flow during the shot")
     inflow_mode: str = _param(
         "SURFACE", label="Emit From", items=INFLOW_MODES, group="Inflow",
         tooltip="Where the liquid appears: from the surface of the mesh, or filling its closed volume")
