@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 
 import bpy
-from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty, IntProperty,
-                       PointerProperty, StringProperty)
+from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty, FloatVectorProperty,
+                       IntProperty, PointerProperty, StringProperty)
 
 from .engine import settings as settings_mod
 
@@ -103,6 +103,16 @@ def _object_annotations() -> dict:
         type=SurgeParticleChannel, name="Particle Channels",
         description="Named values the liquid of this Fluid or Inflow object carries into the cache as particle "
                     "attributes (for shading: which source a drop came from, a colour to mix)")
+    # the initial velocity of a Fluid object: a vector the engine's per-setting description has no kind for
+    ann["initial_velocity"] = FloatVectorProperty(
+        name="Initial Velocity", size=3, default=(0.0, 0.0, 0.0), subtype="VELOCITY", unit="VELOCITY",
+        description="World-space velocity the liquid of this Fluid object starts with, at the first frame of the "
+                    "bake")
+    ann["use_object_motion"] = BoolProperty(
+        name="Use Object Motion", default=False,
+        description="Add this Fluid object's own motion over the first frame of the bake (its keyframes, path, "
+                    "parent or constraints; translation and rotation) to the Initial Velocity, so that liquid "
+                    "carried by an animated object starts moving with it")
     ann["collider_resolved"] = StringProperty(
         name="Acts As", default="",
         description="How the last bake treated this collider (the mode Auto picked, for instance); set by the "

@@ -24,7 +24,7 @@ EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "is_baking", "bake
                           "bake_cancel_requested", "bake_frame", "bake_substeps", "bake_particles", "bake_elapsed",
                           "bake_remaining", "bake_memory", "checkpoint_interval", "keyframe_instance",
                           "use_surface_preview", "surface_radius", "surface_smoothing"}
-EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels"}
+EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels", "initial_velocity", "use_object_motion"}
 BUILTIN = {"rna_type", "name"}
 
 
