@@ -20,11 +20,26 @@ surface is spaced alike, about dx. A point whose next
 particle would land within 0.6 dx of liquid already there waits at the surface without building
 up a backlog (a blocked nozzle does not stack particles).
 
+A SURFACE inflow that moves, deforms, or has an animated Normal Speed or Velocity (see
+:mod:`engine.animation`) covers all its faces with points once, in the first frame's pose, and
+keeps each point's triangle and barycentric coordinates; every substep then finds the points'
+positions, face normals and surface velocities where the surface is. Each point stands for the
+mean area A / K (scaled with its triangle's area when the mesh deforms), and pours A_k max(u . n +
+s, 0) per second with u and s the settings at the substep's middle: the volume is measured relative
+to the moving surface, so carrying a tap around does not change how much it pours. A particle
+leaves from where the surface is at the end of the substep, ahead of it by (u + s n) age, at the
+surface's velocity plus u + s n.
+
+The Use Flow switch (animatable) stops emission while it is off.
+
 INFLOW, VOLUME mode (:class:`VolumeEmitter`): the lattice sites of the closed mesh (as for
 FLUID) receive a particle whenever no particle lies within 0.9 dx of them, so the volume stays full.
 
-OUTFLOW: every particle whose winding number with respect to the mesh is above 1/2 is removed
-(only particles in the mesh's bounding box are tested).
+A moving volume carries its sites rigidly, or is filled again each substep when it deforms.
+
+OUTFLOW (:class:`Drain`): every particle whose winding number with respect to the mesh, where it
+is at the end of the substep, is above 1/2 is removed (only particles in the mesh's bounding box are
+tested), while its Use Flow is on.
 """
 
 from __future__ import annotations
