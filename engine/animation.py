@@ -49,6 +49,15 @@ ANIMATABLE = {
     "collider": {"friction": (), "bounce": ()},
 }
 
+#: The Blender properties behind those tracks, by owner: the ones an artist may keyframe or drive
+#: (every other property of ``Scene.surge`` and ``Object.surge`` is read once, at the first frame).
+#: ``Scene.gravity`` is Blender's own; force fields' settings are Blender's ``Object.field``.
+ANIMATABLE_PROPERTIES = {
+    "Scene": ("gravity",),
+    "Scene.surge": ("viscosity", "pbf_xsph_viscosity", "pbf_surface_tension"),
+    "Object.surge": ("use_flow", "normal_speed", "velocity_x", "velocity_y", "velocity_z", "friction", "bounce"),
+}
+
 #: Tracks that are on/off switches: held, not interpolated.
 SWITCHES = frozenset({"use_flow"})
 

@@ -243,3 +243,15 @@ def test_moving_outflow_limits_the_substep():
     sources = Sources(sc, SimulationSettings(particle_spacing=0.01))
     # 1 m/s: 0.4 spacings of 1 cm take 4 ms
     assert sources.dt_limit(0.05) == pytest.approx(0.004, rel=1e-12)
+
+
+def test_particle_budget_bounds_an_animated_rate():
+    """The memory check counts a ramped or moving inflow at its fastest rate (an upper bound)."""
+    from engine.budget import inflow_particle_count
+
+    ramp = _hose(motion_frames=25, speed=0.0, tracks={"normal_speed": np.linspace(0.0, 2.0, 25)}, normal_speed=0.0)
+    sc = SceneDescription(inflows=[ramp], frame_start=1, frame_end=25)
+    # 0.0016 m^2 at 2 m/s for 1 s at 1 cm: 3200 (the ramp emits 1600)
+    assert inflow_particle_count(ramp, 0.01, sc) == pytest.approx(3200.0, rel=1e-9)
+    moving = _hose(motion_frames=25)
+    assert inflow_particle_count(moving, 0.01, sc) == pytest.approx(1600.0, rel=1e-9)
