@@ -93,8 +93,21 @@ class FluidObject:
         return self.velocity[None, :] + x @ self.velocity_gradient.T
 
 
+class _Moving:
+    """Motion over the frame range of a mesh object with ``transforms``, ``frame_vertices`` and
+    ``tracks`` fields (collider, inflow, outflow; see :mod:`engine.animation`)."""
+
+    def __post_init__(self):
+        _init_motion(self)
+
+    @property
+    def motion(self) -> str:
+        """'STATIC', 'RIGID' or 'DEFORMING'."""
+        return _motion(self)
+
+
 @dataclass(frozen=True)
-class InflowObject:
+class InflowObject(_Moving):
     """A mesh that emits liquid during the bake (see :mod:`engine.emit`).
 
     Attributes
@@ -125,12 +138,7 @@ class InflowObject:
 
     def __post_init__(self):
         object.__setattr__(self, "channels", {str(k): float(v) for k, v in dict(self.channels).items()})
-        _init_motion(self)
-
-    @property
-    def motion(self) -> str:
-        """'STATIC', 'RIGID' or 'DEFORMING'."""
-        return _motion(self)
+        super().__post_init__()
 
     @property
     def velocity(self) -> np.ndarray:
@@ -140,7 +148,7 @@ class InflowObject:
 
 
 @dataclass(frozen=True)
-class OutflowObject:
+class OutflowObject(_Moving):
     """A closed mesh that removes every particle inside it (generalised winding number above 1/2).
 
     Attributes
@@ -160,17 +168,9 @@ class OutflowObject:
     frame_vertices: np.ndarray | None = None
     tracks: dict = field(default_factory=dict)
 
-    def __post_init__(self):
-        _init_motion(self)
-
-    @property
-    def motion(self) -> str:
-        """'STATIC', 'RIGID' or 'DEFORMING'."""
-        return _motion(self)
-
 
 def _init_motion(obj) -> None:
-    """Normalise the motion arrays and tracks of a moving object (in ``__post_init__``)."""
+    """Normalise the motion arrays and tracks of a moving object."""
     if obj.transforms is not None:
         object.__setattr__(obj, "transforms", np.ascontiguousarray(obj.transforms, dtype=np.float64).reshape(-1, 4, 4))
     if obj.frame_vertices is not None:
@@ -214,7 +214,7 @@ class BoxContainer:
 
 
 @dataclass(frozen=True)
-class MeshCollider:
+class MeshCollider(_Moving):
     """A collider of any shape, turned into a signed distance grid (see :mod:`engine.collision`).
 
     The grid is built once from ``mesh``, the rest pose: the world-space surface at the first frame.
@@ -244,14 +244,6 @@ class MeshCollider:
     transforms: np.ndarray | None = None
     frame_vertices: np.ndarray | None = None
     tracks: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        _init_motion(self)
-
-    @property
-    def motion(self) -> str:
-        """'STATIC', 'RIGID' or 'DEFORMING'."""
-        return _motion(self)
 
 
 #: Force field types (Blender's names) :mod:`engine.forces` simulates.
