@@ -286,8 +286,9 @@ def _varying(values: list) -> np.ndarray | None:
 
 
 class _Sampler:
-    """Per-frame values of an object's animatable settings, read through the depsgraph (so
-    keyframes and drivers both count) at every frame the export steps through."""
+    """Per-frame values of an object's animatable settings at every frame the export steps through
+    (``frame_set`` evaluates keyframes and drivers through the depsgraph and writes the results into
+    the original data, which is read here)."""
 
     def __init__(self, read):
         self.read = read
@@ -315,23 +316,23 @@ class _Sampler:
         return out
 
 
-def _inflow_values(ev, scale: float) -> dict:
-    st = ev.surge
+def _inflow_values(obj, scale: float) -> dict:
+    st = obj.surge
     return {"use_flow": float(st.use_flow), "normal_speed": float32_to_float(st.normal_speed) * scale,
             "velocity": [float32_to_float(getattr(st, f"velocity_{a}")) * scale for a in "xyz"]}
 
 
-def _scene_values(ev, scale: float) -> dict:
-    st = ev.surge
-    gravity = [float32_to_float(g) * scale for g in ev.gravity] if ev.use_gravity else [0.0, 0.0, 0.0]
+def _scene_values(scene, scale: float) -> dict:
+    st = scene.surge
+    gravity = [float32_to_float(g) * scale for g in scene.gravity] if scene.use_gravity else [0.0, 0.0, 0.0]
     return {"gravity": gravity, "viscosity": float32_to_float(st.viscosity),
             "pbf_xsph_viscosity": float32_to_float(st.pbf_xsph_viscosity),
             "pbf_surface_tension": float32_to_float(st.pbf_surface_tension)}
 
 
-def _field_values(ev, scale: float) -> dict:
-    out = {name: float32_to_float(getattr(ev.field, name)) for name in FIELD_VALUES}
-    m = np.array(ev.matrix_world, dtype=np.float64)
+def _field_values(obj, scale: float) -> dict:
+    out = {name: float32_to_float(getattr(obj.field, name)) for name in FIELD_VALUES}
+    m = np.array(obj.matrix_world, dtype=np.float64)
     m[:3, 3] *= scale
     out["matrix"] = m
     return out
@@ -421,10 +422,12 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
     samplers = {}
 
     def sample_all() -> None:
-        samplers["scene"].add(scene.evaluated_get(depsgraph))
+        # the original data: frame_set writes the animated values (keys and drivers, evaluated by the
+        # depsgraph) back into it, and it never lags behind an edit the depsgraph has not seen yet
+        samplers["scene"].add(scene)
         for obj in inflow_objects + outflow_objects + collider_objects + field_objects + fluid_objects:
             if obj.name in moving or len(samplers[obj.name].frames) == 0:
-                samplers[obj.name].add(obj.evaluated_get(depsgraph))
+                samplers[obj.name].add(obj)
 
     try:
         if step:
@@ -445,17 +448,16 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
             samplers[obj.name] = _Sampler(lambda ev: {"matrix": np.array(ev.matrix_world, dtype=np.float64)})
         sample_all()
         # every setting as it is at the first frame (not at the frame the user is on)
-        settings = settings_from_scene(scene.evaluated_get(depsgraph))
+        settings = settings_from_scene(scene)
         object_settings = {}
         for obj in inflow_objects:
-            object_settings[obj.name] = inflow_settings(obj.evaluated_get(depsgraph), scale)
+            object_settings[obj.name] = inflow_settings(obj, scale)
         for obj in collider_objects:
-            object_settings[obj.name] = collider_settings(obj.evaluated_get(depsgraph), scale)
+            object_settings[obj.name] = collider_settings(obj, scale)
         fluids = []
         for obj in fluid_objects:
-            ev = obj.evaluated_get(depsgraph)
-            fluids.append((obj, _world_mesh(obj, depsgraph, scale), fluid_settings(ev, scale),
-                           np.array(ev.surge.initial_velocity, dtype=np.float64) * scale))
+            fluids.append((obj, _world_mesh(obj, depsgraph, scale), fluid_settings(obj, scale),
+                           np.array(obj.surge.initial_velocity, dtype=np.float64) * scale))
         tracks = []
         for obj in inflow_objects + outflow_objects + collider_objects:
             first = _Geometry(obj, depsgraph)
