@@ -59,6 +59,10 @@ POINT_SPACING = 0.85
 #: A surface point waits while liquid lies closer than this to its next particle, in spacings.
 SURFACE_CLEARANCE = 0.6
 
+#: A flat region of a moving or animated surface inflow needs this many emission points for its points
+#: to share its own area (see :func:`surface_sites`).
+MIN_REGION_POINTS = 4
+
 #: A volume site receives a particle only when no particle lies closer than this, in spacings.
 VOLUME_CLEARANCE = 0.9
 
@@ -398,17 +402,41 @@ def surface_sites(mesh: TriangleMesh, dx: float, seed: int = 0):
     -------
     face : ndarray, shape (K,), int64: the triangle each point lies on
     bary : ndarray, shape (K, 2), float64: (u, v), the point is ``a + u (b - a) + v (c - a)``
-    share : ndarray, shape (K,), float64: the point's share of its triangle's area, A / (K a_face)
-        (each point stands for the mean area A / K, as for :func:`surface_points`)
+    share : ndarray, shape (K,), float64: the area the point stands for over its triangle's area
+        (see below)
+
+    Each point stands for the mean area of the points of its flat region (the faces of one normal,
+    such as the cap of a nozzle or the side of a box: A_region / K_region), so that the streams of a
+    region are spaced alike and a region pours its area's flux exactly; points of regions with fewer
+    than :data:`MIN_REGION_POINTS` points (the facets of a curved surface) stand for the mean area
+    of the whole surface, A / K, as for :func:`surface_points`.
     """
-    area, _normal = face_areas_normals(mesh)
+    area, normal = face_areas_normals(mesh)
     faces = np.nonzero(area > 0.0)[0]
     if len(faces) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros((0, 2)), np.zeros(0)
-    _cand, face_of, u, v, _per, kept, _owner = _adsorbed_samples(mesh, faces, area, dx, seed)
-    face = face_of[kept]
-    share = float(np.sum(area[faces])) / len(kept) / area[face]
-    return face, np.column_stack([u[kept], v[kept]]), share
+    _keys, region = np.unique(np.round(normal * 1000.0).astype(np.int64), axis=0, return_inverse=True)
+    region = region.reshape(-1)
+    region_area = np.bincount(region[faces], weights=area[faces], minlength=len(_keys))
+    # points are spread over each large flat region on its own (points of a side would otherwise keep
+    # those of the cap away from their shared edge), over the rest of the surface together
+    large = region_area >= MIN_REGION_POINTS * dx * dx
+    groups = [faces[region[faces] == g] for g in np.nonzero(large)[0]]
+    groups.append(faces[~large[region[faces]]])
+    parts = []
+    for i, group in enumerate(g for g in groups if len(g)):
+        _cand, face_of, u, v, _per, kept, _owner = _adsorbed_samples(mesh, group, area, dx, seed + i)
+        parts.append((face_of[kept], u[kept], v[kept]))
+    face = np.concatenate([p[0] for p in parts])
+    u = np.concatenate([p[1] for p in parts])
+    v = np.concatenate([p[2] for p in parts])
+    kept = np.arange(len(face))
+    region_points = np.bincount(region[face], minlength=len(_keys))
+    mean = float(np.sum(area[faces])) / len(kept)
+    r = region[face]
+    stands_for = np.where(region_points[r] >= MIN_REGION_POINTS,
+                          region_area[r] / np.maximum(region_points[r], 1), mean)
+    return face, np.column_stack([u, v]), stands_for / area[face]
 
 
 def _window(settings, frame_start: int, fps: float) -> tuple[float, float]:
