@@ -30,7 +30,7 @@ from ..engine import cache as cache_mod
 from ..engine import settings as settings_mod
 from ..engine.errors import EngineError
 from ..engine.scene import save_job
-from . import export, files, liquid, surface, usd
+from . import bake_state, export, files, liquid, preferences, surface, usd
 from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
 
 #: The add-on's package (``bl_ext.<repo>.surge`` when installed); never hard-coded, since it depends
@@ -238,7 +238,7 @@ class BakeSession:
         # every check passed: from here on the cache folder changes
         self.scene_name = scene.name
         self.cache_dir = cache_dir
-        self.relative = scene.surge.cache_directory.strip().startswith("//")
+        self.relative = files.cache_dir_is_relative(scene)
         self.scale_length = export.unit_scale(scene)
         self.frame_start, self.frame_end = description.frame_start, description.frame_end
         self.radius = 0.5 * settings.particle_spacing
@@ -256,11 +256,11 @@ class BakeSession:
             os.remove(flag)  # a flag left by a killed session would cancel this bake at once
         save_job(files.job_dir(cache_dir), description, settings)
         self.process = BakeProcess(files.job_dir(cache_dir), cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
-                                   files.log_path(cache_dir), tuple(options))
+                                   files.log_path(cache_dir), tuple(options), threads=preferences.bake_threads())
         self.status = (f"Resuming from frame {self.resume_from}" if self.resume_from is not None else
                        f"Starting the bake process (about {int(self.estimate)} particles)")
         self.progress = 0.0
-        #: figures the sidebar and the status bar draw: Scene.surge.bake_<name>
+        #: figures the sidebar and the status bar draw: SurgeBakeState.<name> (bridge.bake_state)
         self.figures = {"frame": self.frame_start, "substeps": 0, "particles": 0, "elapsed": 0.0,
                         "remaining": 0.0, "memory": 0.0}
         self._publish()
@@ -291,16 +291,16 @@ class BakeSession:
         Only changed values are written: every write tags the scene for re-evaluation, and this runs
         ten times a second during a modal bake.
         """
-        state = self.scene().surge
+        state = bake_state.ensure(self.scene())
         if not state.is_baking:
             state.is_baking = True
-            state.bake_cancel_requested = False  # a request left from an earlier bake
-        if abs(state.bake_progress - self.progress) > 1e-4:  # the property is float32
-            state.bake_progress = self.progress
-        if state.bake_status != self.status:
-            state.bake_status = self.status
+            state.cancel_requested = False  # a request left from an earlier bake
+        if abs(state.progress - self.progress) > 1e-4:  # the property is float32
+            state.progress = self.progress
+        if state.status != self.status:
+            state.status = self.status
         for name, value in self.figures.items():
-            prop = f"bake_{name}"
+            prop = name
             # float properties are float32: compare with a relative tolerance above its rounding
             if abs(getattr(state, prop) - value) > 1e-6 * max(1.0, abs(value)):
                 setattr(state, prop, value)
@@ -339,7 +339,7 @@ class BakeSession:
                 self.status = text
         if self.simulating:
             self._convert(budget)
-        if self.scene().surge.bake_cancel_requested and self.process.cancel_requested_at is None:
+        if bake_state.ensure(self.scene()).cancel_requested and self.process.cancel_requested_at is None:
             self.cancel()  # the Cancel button of the sidebar or the status bar
         self.process.kill_if_overdue()
         # whole seconds: the clock in the panel ticks once a second, not on every poll
@@ -406,7 +406,7 @@ class BakeSession:
             flag = files.cancel_flag(self.cache_dir)
             if os.path.exists(flag):
                 os.remove(flag)
-            state = self.scene().surge
+            state = bake_state.ensure(self.scene())
             state.is_baking = False
         frames = sorted(self.converted)
         particles = int(self.last_frame["particles"]) if self.last_frame else 0
@@ -429,10 +429,10 @@ class BakeSession:
         return result
 
     def _set_status(self, text: str, frames: list) -> None:
-        state = self.scene().surge
-        state.bake_cancel_requested = False
-        state.bake_status = text
-        state.bake_progress = len(frames) / (self.frame_end - self.frame_start + 1)
+        state = bake_state.ensure(self.scene())
+        state.cancel_requested = False
+        state.status = text
+        state.progress = len(frames) / (self.frame_end - self.frame_start + 1)
         state.is_baking = False
 
     def abort(self) -> None:
@@ -441,8 +441,9 @@ class BakeSession:
         self.process.wait()
         scene = bpy.data.scenes.get(self.scene_name)
         if scene is not None:
-            scene.surge.is_baking = False
-            scene.surge.bake_status = "Bake stopped"
+            state = bake_state.ensure(scene)
+            state.is_baking = False
+            state.status = "Bake stopped"
 
 
 def free_bake(scene) -> tuple[str, int]:
@@ -460,6 +461,7 @@ def free_bake(scene) -> tuple[str, int]:
         count += files.free(preview)
         if not os.listdir(preview):
             os.rmdir(preview)
-    scene.surge.bake_status = f"Removed {count} Surge files from '{cache_dir}'"
-    scene.surge.bake_progress = 0.0
+    state = bake_state.ensure(scene)
+    state.status = f"Removed {count} Surge files from '{cache_dir}'"
+    state.progress = 0.0
     return cache_dir, count

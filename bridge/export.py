@@ -85,7 +85,10 @@ def _engine_values(group, parameters: list, scale: float) -> dict:
     values = {}
     for p in parameters:
         value = getattr(group, p.name)
-        if p.kind is float:
+        if p.kind is float and p.size:
+            factor = scale if p.unit in SCALED_UNITS else 1.0
+            value = tuple(float32_to_float(v) * factor for v in value)
+        elif p.kind is float:
             value = float32_to_float(value)
             if p.unit in SCALED_UNITS:
                 value *= scale
@@ -319,7 +322,7 @@ class _Sampler:
 def _inflow_values(obj, scale: float) -> dict:
     st = obj.surge
     return {"use_flow": float(st.use_flow), "normal_speed": float32_to_float(st.normal_speed) * scale,
-            "velocity": [float32_to_float(getattr(st, f"velocity_{a}")) * scale for a in "xyz"]}
+            "velocity": [float32_to_float(v) * scale for v in st.velocity]}
 
 
 def _scene_values(scene, scale: float) -> dict:
@@ -456,8 +459,9 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
             object_settings[obj.name] = collider_settings(obj, scale)
         fluids = []
         for obj in fluid_objects:
-            fluids.append((obj, _world_mesh(obj, depsgraph, scale), fluid_settings(obj, scale),
-                           np.array(obj.surge.initial_velocity, dtype=np.float64) * scale))
+            fsettings = fluid_settings(obj, scale)
+            fluids.append((obj, _world_mesh(obj, depsgraph, scale), fsettings,
+                           np.array(fsettings.initial_velocity, dtype=np.float64)))
         tracks = []
         for obj in inflow_objects + outflow_objects + collider_objects:
             first = _Geometry(obj, depsgraph)

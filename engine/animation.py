@@ -55,7 +55,7 @@ ANIMATABLE = {
 ANIMATABLE_PROPERTIES = {
     "Scene": ("gravity",),
     "Scene.surge": ("viscosity", "pbf_xsph_viscosity", "pbf_surface_tension"),
-    "Object.surge": ("use_flow", "normal_speed", "velocity_x", "velocity_y", "velocity_z", "friction", "bounce"),
+    "Object.surge": ("use_flow", "normal_speed", "velocity", "friction", "bounce"),
 }
 
 #: Tracks that are on/off switches: held, not interpolated.

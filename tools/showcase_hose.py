@@ -97,7 +97,7 @@ def build_scene(spacing: float, frame_end: int) -> None:
     hose.name = "Hose"
     hose.surge.role = "INFLOW"
     hose.surge.normal_speed = 0.0
-    hose.surge.velocity_z = -1.2
+    hose.surge.velocity = (0.0, 0.0, -1.2)
     follow = hose.constraints.new("FOLLOW_PATH")
     follow.target = path
     hose.data.materials.append(_material("Hose", (0.9, 0.25, 0.1), roughness=0.5))
@@ -152,8 +152,7 @@ def build_scene(spacing: float, frame_end: int) -> None:
     scene.surge.cache_directory = "//surge_cache/"
     # liquid that runs off the table is removed once it has fallen 20 cm
     scene.surge.use_kill_box = True
-    scene.surge.kill_box_min_x, scene.surge.kill_box_min_y, scene.surge.kill_box_min_z = -1.0, -1.0, -0.2
-    scene.surge.kill_box_max_x, scene.surge.kill_box_max_y, scene.surge.kill_box_max_z = 1.0, 1.0, 1.0
+    scene.surge.kill_box_min, scene.surge.kill_box_max = (-1.0, -1.0, -0.2), (1.0, 1.0, 1.0)
 
 
 def main(argv=None) -> int:

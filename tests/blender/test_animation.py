@@ -62,7 +62,7 @@ def _hose_scene(sc, cache_dir, frames=13, spacing=0.01):
     sc.frame_start, sc.frame_end = 1, frames
     hose = add_box("Hose", (0.0, -0.02, 0.30), (0.04, 0.02, 0.32), role="INFLOW")
     hose.surge.normal_speed = 0.0
-    hose.surge.velocity_z = -1.0  # the set velocity: only the bottom face (normal -Z) pours
+    hose.surge.velocity = (0.0, 0.0, -1.0)  # the set velocity: only the bottom face (normal -Z) pours
     path = _path(1.0, 24)
     constraint = hose.constraints.new("FOLLOW_PATH")
     constraint.target = path
@@ -120,7 +120,7 @@ def _tap(sc, cache_dir, frames, spacing=0.02):
     sc.frame_start, sc.frame_end = 1, frames
     tap = add_box("Tap", (0.0, 0.0, 0.5), (0.04, 0.04, 0.52), role="INFLOW")
     tap.surge.normal_speed = 0.0
-    tap.surge.velocity_z = -0.5
+    tap.surge.velocity = (0.0, 0.0, -0.5)
     sc.surge.solver = "PBF"
     sc.surge.particle_spacing = spacing
     sc.surge.cache_directory = cache_dir
@@ -156,7 +156,7 @@ def test_keyed_rate_ramp_and_driven_rate(scene, surge, tmp_path):
     the Normal Speed of a second tap is followed frame by frame."""
     cache_dir = str(tmp_path / "cache")
     tap = _tap(scene, cache_dir, frames=25, spacing=0.01)
-    tap.surge.velocity_z = 0.0
+    tap.surge.velocity = (0.0, 0.0, 0.0)
     tap.surge.normal_speed = 0.0
     tap.surge.keyframe_insert("normal_speed", frame=1)
     tap.surge.normal_speed = 2.0
@@ -171,7 +171,7 @@ def test_keyed_rate_ramp_and_driven_rate(scene, surge, tmp_path):
                      [(0, 3, 2, 1)])  # wound clockwise seen from above: normal -Z
     tap.data = mesh
     driven = add_box("Driven", (0.2, 0.0, 0.5), (0.24, 0.04, 0.52), role="INFLOW")
-    driven.surge.velocity_z = 0.0
+    driven.surge.velocity = (0.0, 0.0, 0.0)
     fcurve = driven.surge.driver_add("normal_speed")
     fcurve.driver.type = "SCRIPTED"
     fcurve.driver.expression = "0.1 * frame"
