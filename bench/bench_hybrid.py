@@ -142,8 +142,10 @@ def phases(name, dx, depth, solver, warm, steps):
         setattr(module, fname, wrapper)
         return module, fname, f
 
-    wrapped = [timed(hybrid, f) for f in ("bin_band", "fill_rows", "fill_row_listed", "advance", "sph_rows", "density_pressure",
-                                          "accelerations", "finish", "move_markers")]
+    # each kernel where the hybrid's modules look it up
+    wrapped = [timed(hybrid.boundary, f) for f in ("node_candidates", "fill_rows", "fill_row_listed")]
+    wrapped += [timed(hybrid.solver, f) for f in ("advance", "sph_rows", "density_pressure", "accelerations", "finish",
+                                                  "move_markers")]
     wrapped += [timed(mac, f) for f in ("predictor_serial", "predictor_parallel", "poisson_rhs_serial",
                                         "poisson_rhs_parallel", "solve_pressure", "project_serial",
                                         "project_parallel")]

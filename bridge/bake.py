@@ -6,7 +6,8 @@ Order of work (nothing in the cache folder changes until every check has passed)
    settings, scene, supported solver, particle count against memory);
 2. resolve the cache folder and check that it is writable;
 3. write the job folder and start ``engine.cli bake`` in a child process;
-4. as the child reports progress, convert each finished frame to a USD point file and point the
+4. the child writes each finished frame's USD point file (and, with *Mesh During Bake*, its surface
+   mesh, :mod:`engine.surface`) before reporting the frame; as it reports progress, point the
    liquid object at the new files (only once the child has started writing the new cache, so a
    bake that fails early leaves the previous result untouched), and write on each collider the
    mode the engine treats it in (``Object.surge.collider_resolved``: what Auto picked).
@@ -234,6 +235,10 @@ class BakeSession:
         options = ["--checkpoint-every", str(scene.surge.checkpoint_interval)]
         if self.resume_from is not None:
             options += ["--resume-from", str(self.resume_from)]
+        from . import surface_bake
+
+        surface = surface_bake.surface_settings(scene) if scene.surge.use_surface_in_bake and not preview else None
+        usd.import_pxr()  # the child writes the USD files: Blender's pxr must be on the path it inherits
 
         # every check passed: from here on the cache folder changes
         self.scene_name = scene.name
@@ -244,7 +249,7 @@ class BakeSession:
         self.radius = 0.5 * settings.particle_spacing
         self.usd_dir = files.new_usd_dir(cache_dir)
         self.converted: set[int] = set()
-        self.births: usd.Births | None = None  # made at the first conversion, with the cache's frame rate
+        self.surface_shown = False
         self.simulating = False  # True once the child has replaced the old cache with the new one
         self.shown = False  # True once the liquid object plays this bake's files
         self.error: dict | None = None
@@ -255,6 +260,10 @@ class BakeSession:
         if os.path.exists(flag):
             os.remove(flag)  # a flag left by a killed session would cancel this bake at once
         save_job(files.job_dir(cache_dir), description, settings)
+        options += ["--usd-dir", self.usd_dir]
+        self.with_surface = surface is not None
+        if surface is not None:
+            options += ["--surface", surface_bake.write_settings(cache_dir, surface)]
         self.process = BakeProcess(files.job_dir(cache_dir), cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
                                    files.log_path(cache_dir), tuple(options), threads=preferences.bake_threads())
         self.status = (f"Resuming from frame {self.resume_from}" if self.resume_from is not None else
@@ -358,27 +367,14 @@ class BakeSession:
         self._publish()
 
     def _convert(self, budget: float) -> None:
-        """Write USD files for cache frames not converted yet, for at most ``budget`` seconds."""
+        """Show the cache frames whose USD files the child has written (``budget`` is unused: the child
+        does the writing)."""
         reader = cache_mod.CacheReader(self.cache_dir)
-        todo = [f for f in reader.frames if f not in self.converted]
-        if not todo:
+        new = [f for f in reader.frames
+               if f not in self.converted and os.path.isfile(files.usd_frame_path(self.usd_dir, f))]
+        if not new:
             return
-        radius = float(reader.manifest.get("particle_radius", self.radius))
-        if self.births is None:
-            self.births = usd.Births(float(reader.manifest.get("fps", 24.0)))
-        t0 = time.monotonic()
-        os.makedirs(self.usd_dir, exist_ok=True)
-        new = []
-        for frame in todo:
-            arrays = reader.read_frame(frame)
-            if "age" not in arrays:
-                # caches written before the engine kept each particle's age: time since first seen
-                arrays["age"] = self.births.ages(frame, arrays["id"])
-            usd.write_frame(files.usd_frame_path(self.usd_dir, frame), arrays, frame, radius)
-            self.converted.add(frame)
-            new.append(frame)
-            if time.monotonic() - t0 > budget:
-                break
+        self.converted.update(new)
         scene = self.scene()
         if not self.shown:
             first = min(self.converted)
@@ -388,6 +384,15 @@ class BakeSession:
             files.remove_usd_dirs(self.cache_dir, keep=self.usd_dir)
         elif scene.frame_current in new:
             liquid.reread(scene)  # the viewport sits on a frame that had no file until now
+        if self.with_surface:
+            from . import surface_bake
+
+            if scene.surge.surface_object is None or not self.surface_shown:
+                self.surface_shown = surface_bake.show_surface(scene, self.cache_dir, self.relative)
+            elif scene.frame_current in new:
+                for mod in scene.surge.surface_object.modifiers:
+                    if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
+                        mod.cache_file.update_tag()
 
     def finish(self) -> BakeResult:
         """Wait for the child, convert the remaining frames, and say how the bake ended.
@@ -455,7 +460,11 @@ def free_bake(scene) -> tuple[str, int]:
     shown = liquid.current_file(scene)
     if shown and (shown + os.sep).startswith(cache_dir + os.sep):
         liquid.release_files(scene)  # first: Windows cannot delete a file Blender holds open
-    count = files.free(cache_dir) if os.path.isdir(cache_dir) else 0
+    from . import surface_bake, whitewater
+
+    count = surface_bake.free_surface(scene)[1] if os.path.isdir(cache_dir) else 0
+    count += whitewater.free_whitewater(scene)[1] if os.path.isdir(cache_dir) else 0
+    count += files.free(cache_dir) if os.path.isdir(cache_dir) else 0
     preview = files.preview_dir(cache_dir)
     if os.path.isdir(preview):
         count += files.free(preview)

@@ -17,12 +17,12 @@ id          (N,)         int32    stable particle id
 age         (N,)         float32  seconds since the particle was emitted
 channel_*   (N,)         float32  the named extra channels (``channel_<name>``)
 next_id     ()           int64    id the next emitted particle gets
-level       (N,)         uint8    resolution level (PBF only)
-x_ref       (N, 3)       float32  positions of the last neighbour-list build (WCSPH, HYBRID)
-solver_*    various      various  a solver's own state (HYBRID: grid velocities and pressure,
-                                  interface height, substep count, neighbour-search subset size;
-                                  WCSPH with continuity density: ``rho_liquid`` (N,) float64, the
-                                  liquid's part of the density, kg/m^3)
+solver_*    various      various  the solver's own state (``Solver.save_state().arrays()``, see
+                                  :mod:`engine.solvers`): PBF ``level`` (N,) uint8; WCSPH ``x_ref``
+                                  (N, 3) float32, the positions of the last neighbour-list build, and
+                                  with continuity density ``rho_liquid`` (N,) float64, kg/m^3;
+                                  HYBRID the grid, interface, kinds, ``x_ref`` and markers
+                                  (:class:`engine.solvers.hybrid.HybridState`)
 owed_K      (P_K,)       float64  particles inflow K's points owe (surface inflows)
 emitted     ()           int64    particles emitted so far
 removed     ()           int64    particles removed so far
@@ -66,14 +66,7 @@ def save(cache_dir: str, frame: int, solver, sources=None) -> str:
     arrays["age"] = pt.age
     arrays.update({f"channel_{name}": arr for name, arr in pt.extra.items()})
     arrays["next_id"] = np.int64(pt.next_id)
-    level = getattr(solver, "level", None)
-    if level is not None:
-        arrays["level"] = level
-    x_ref = getattr(solver, "_x_ref", None)
-    if x_ref is not None:
-        arrays["x_ref"] = x_ref
-    if hasattr(solver, "checkpoint_state"):
-        arrays.update({f"solver_{k}": v for k, v in solver.checkpoint_state().items()})
+    arrays.update({f"solver_{k}": v for k, v in solver.save_state().arrays().items()})
     if sources is not None:
         for k, e in enumerate(sources.emitters):
             if hasattr(e, "owed"):
@@ -161,23 +154,12 @@ def restore(solver, state: dict):
         raise CacheFormatError(f"The checkpoint at frame {int(state['frame'])} was saved by the {state['solver']} "
                                f"solver, not {solver.name}")
     rest = solver.particles.rest_density or float(np.mean(state["rho"]))
-    kwargs = {}
-    if "level" in state and getattr(solver, "level", None) is not None:
-        kwargs["level"] = np.ascontiguousarray(state["level"], dtype=np.uint8)
-    fresh = type(solver)(solver.model, particles_of(state, rest), collision=solver.collision, **kwargs)
-    # construction may have evaluated forces and reordered the particles: put back the saved state
-    fresh.particles = particles_of(state, rest)
-    if "level" in kwargs:
-        fresh.level = kwargs["level"]
-    fresh.time = float(state["time"])
-    if "x_ref" in state and hasattr(fresh, "restore_neighbours"):
-        fresh.restore_neighbours(np.ascontiguousarray(state["x_ref"]))
-    if hasattr(fresh, "restore_checkpoint_state"):
-        own = {k[len("solver_"):]: v for k, v in state.items() if k.startswith("solver_")}
-        if not own and getattr(fresh, "requires_checkpoint_state", True):
-            raise CacheFormatError(f"The checkpoint at frame {int(state['frame'])} lacks the {solver.name} solver's "
-                                   f"state; bake again from the start")
-        fresh.restore_checkpoint_state(own)
+    own = {k[len("solver_"):]: v for k, v in state.items() if k.startswith("solver_")}
+    try:
+        fresh = solver.resume(particles_of(state, rest), own, float(state["time"]))
+    except KeyError as exc:
+        raise CacheFormatError(f"The checkpoint at frame {int(state['frame'])} lacks the {solver.name} solver's "
+                               f"state ({exc.args[0]}); bake again from the start") from exc
     if fresh.collision is not None:
         fresh.collision.update(fresh.time)
     return fresh

@@ -321,19 +321,7 @@ class Sources:
                 self.emitted += len(x)
 
 
-def _speed_limit(solver, settings: settings_mod.SimulationSettings) -> tuple[float, str]:
-    """Speed above which a solver has diverged, m/s, and advice an artist can act on."""
-    if solver.name in ("WCSPH", "HYBRID"):
-        c0 = solver.model.c0 if solver.name == "WCSPH" else solver.model.sph.c0
-        return (5.0 * c0,
-                f"more than five times the speed of sound ({c0:.3g} m/s). Lower the CFL number "
-                f"(now {settings.cfl_number:g}) or raise the speed of sound.")
-    return (solver.speed_limit,
-            f"more than {solver.speed_limit:.3g} m/s, fifty times the fastest free fall the scene allows. "
-            f"Lower the PBF Max Substep (now {settings.pbf_time_step:g} s) or raise the PBF Iterations.")
-
-
-def _check_state(solver, frame: int, settings: settings_mod.SimulationSettings) -> None:
+def _check_state(solver, frame: int) -> None:
     """Raise SimulationDivergedError if a position or velocity is not finite or a particle is far
     faster than the time step allows; called after every substep, so a blow-up is caught while the
     frames before it are intact (the message names the frame being computed)."""
@@ -342,15 +330,13 @@ def _check_state(solver, frame: int, settings: settings_mod.SimulationSettings) 
     pt = solver.particles
     vmax = max_speed(pt.x, pt.v)
     if not math.isfinite(vmax):
-        advice = (f"Lower the CFL number (now {settings.cfl_number:g}) or raise the speed of sound."
-                  if solver.name in ("WCSPH", "HYBRID") else
-                  f"Lower the PBF Max Substep (now {settings.pbf_time_step:g} s) or the PBF Stiffness.")
+        raise SimulationDivergedError(f"The simulation became unstable at frame {frame} (non-finite positions or "
+                                      f"velocities). {solver.nonfinite_advice()}")
+    limit = solver.speed_limit()
+    if vmax > limit.speed:
         raise SimulationDivergedError(
-            f"The simulation became unstable at frame {frame} (non-finite positions or velocities). {advice}")
-    limit, advice = _speed_limit(solver, settings)
-    if vmax > limit:
-        raise SimulationDivergedError(
-            f"The simulation became unstable at frame {frame}: a particle moves at {vmax:.3g} m/s, {advice}")
+            f"The simulation became unstable at frame {frame}: a particle moves at {vmax:.3g} m/s, {limit.reason}. "
+            f"{limit.advice}")
 
 
 def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cache_dir: str,
@@ -470,14 +456,12 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
                 sources.step(solver, t_step, dt)
                 remaining -= dt
                 substeps += 1
-                _check_state(solver, frame, settings)
+                _check_state(solver, frame)
                 if substeps > settings.max_substeps:
                     raise SimulationDivergedError(
                         f"Frame {frame} needed more than {settings.max_substeps} substeps (Max Substeps). The "
                         f"liquid is moving too fast for the particle spacing; raise Max Substeps or the spacing.")
-            flush = getattr(solver, "flush", None)
-            if flush is not None:
-                flush()  # particles a solver moves every few substeps (the hybrid's markers) catch up
+            solver.flush()  # particles a solver moves every few substeps (the hybrid's markers) catch up
             writer.write_frame(frame, solver.particles.frame_arrays())
             if checkpoint.is_due(frame, scene.frame_start, checkpoint_every):
                 checkpoint.save(cache_dir, frame, solver, sources)

@@ -95,6 +95,32 @@ def _cell_coord(xc, inv):
     return c
 
 
+@njit(inline="always", cache=True)
+def cell_coords(x0, x1, x2, inv):
+    """Integer coordinates of the cell holding a point, as :func:`build_grid` bins it (``inv`` = 1 / cell
+    size), for :func:`find_cell`."""
+    return _cell_coord(x0, inv), _cell_coord(x1, inv), _cell_coord(x2, inv)
+
+
+@njit(inline="always", cache=True)
+def find_cell(cell_key, ci, cj, ck):
+    """Index of the occupied cell at integer coordinates (ci, cj, ck) in a grid's sorted ``cell_key``, or
+    -1 (empty, or outside the key range): a binary search, for points that are not the grid's particles."""
+    if ci < 0 or cj < 0 or ck < 0 or ci > _MAXC or cj > _MAXC or ck > _MAXC:
+        return -1
+    key = morton_key(ci, cj, ck)
+    c = np.searchsorted(cell_key, key)
+    if c < cell_key.shape[0] and cell_key[c] == key:
+        return c
+    return -1
+
+
+@njit(inline="always", cache=True)
+def around_cell(cell_key, ci, cj, ck, q):
+    """:func:`find_cell` of the q-th (0 to 26) of the 27 cells around and including (ci, cj, ck)."""
+    return find_cell(cell_key, ci + q // 9 - 1, cj + (q // 3) % 3 - 1, ck + q % 3 - 1)
+
+
 @njit(parallel=True, cache=True)
 def _keys(x, inv, out):
     for i in prange(x.shape[0]):

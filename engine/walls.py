@@ -3,7 +3,9 @@
 A wall at distance d from a particle contributes the kernel mass of an imaginary particle lattice
 behind it, psi(d) (see :func:`engine.kernels.half_space_tables`). The walls of boxes meet at edges
 and corners; they are combined as 1 - prod_k (1 - psi_k), exact for a kernel that factorises along
-the axes, instead of a plain sum that would count a corner up to three times.
+the axes, instead of a plain sum that would count a corner up to three times. The walls of several
+boxes combine the same way, and :func:`wall_gradient` is the exact gradient of that product. This
+is the one walls module of the particle solvers (WCSPH, the hybrid's SPH part and PBF).
 
 Tables are uniform in a variable t = d * inv_scale (metres for WCSPH, d / h for PBF), so one
 lookup serves both; gradients are returned per metre.
@@ -81,6 +83,30 @@ def clamp_into_boxes(x, v, i, boxes, margin, friction, bounce):
 
 
 @njit(inline="always", cache=True)
+def clamp_point_into_boxes(p0, p1, p2, boxes, margin):
+    """The point (p0, p1, p2) put back on the wall of every box container it crossed, positions only
+    (a solver that derives the velocity from the move, as PBF's position corrections do, calls this
+    instead of :func:`clamp_into_boxes`); the same inside and margin tests as that function. Returns
+    the point as three scalars of the boxes' type."""
+    for c in range(boxes.shape[0]):
+        l0 = boxes[c, 0, 0]
+        l1 = boxes[c, 0, 1]
+        l2 = boxes[c, 0, 2]
+        h0 = boxes[c, 1, 0]
+        h1 = boxes[c, 1, 1]
+        h2 = boxes[c, 1, 2]
+        if l0 <= p0 <= h0 and l1 <= p1 <= h1 and l2 <= p2 <= h2:
+            continue  # inside: nothing to put back
+        if not (l0 - margin <= p0 <= h0 + margin and l1 - margin <= p1 <= h1 + margin
+                and l2 - margin <= p2 <= h2 + margin):
+            continue  # too far outside for this box's walls to act
+        p0 = min(max(p0, l0), h0)
+        p1 = min(max(p1, l1), h1)
+        p2 = min(max(p2, l2), h2)
+    return p0, p1, p2
+
+
+@njit(inline="always", cache=True)
 def near_walls(x0, x1, x2, boxes, support):
     """True if a wall of some box lies within ``support`` of the point (elsewhere every wall term is
     exactly zero, so only such particles need the wall queries)."""
@@ -118,9 +144,17 @@ def wall_mass(x0, x1, x2, boxes, support, inv_scale, t0, step, psi):
 def wall_gradient(x0, x1, x2, boxes, support, inv_scale, t0, step, psi, dpsi):
     """Gradient of :func:`wall_mass` with respect to the particle position, 1/m.
 
-    ``dpsi`` is d psi / d t; it is <= 0, so the gradient points from the liquid into the wall.
+    The wall mass is 1 - F, F = prod_b F_b the product of the boxes' free fractions
+    F_b = prod_k (1 - psi_k); its gradient is -sum_b grad F_b prod_(c != b) F_c, the product rule
+    across boxes as well as within one (accumulated box by box: G <- G F_b + F grad F_b, F <- F F_b).
+    A sum of the boxes' own gradients would not be the gradient of the mass the density adds
+    where the walls of two boxes act on a particle: two boxes crossing at a corner would push
+    harder than one box's corner (tests/test_walls.py checks both against a brute-force sum over
+    the wall lattice). ``dpsi`` is d psi / d t; it is <= 0, so the gradient points from the liquid
+    into the wall.
     """
-    g0 = 0.0
+    free = 1.0
+    g0 = 0.0  # grad F so far
     g1 = 0.0
     g2 = 0.0
     for b in range(boxes.shape[0]):
@@ -134,14 +168,19 @@ def wall_gradient(x0, x1, x2, boxes, support, inv_scale, t0, step, psi, dpsi):
         u0 = 1.0 - table(psi, t0, step, (hi[0] - x0) * inv_scale)
         u1 = 1.0 - table(psi, t0, step, (hi[1] - x1) * inv_scale)
         u2 = 1.0 - table(psi, t0, step, (hi[2] - x2) * inv_scale)
-        # d/dx_k of -(l_k u_k) * (the other factors); d = hi - x flips the sign of the upper wall
-        g0 += inv_scale * l1 * u1 * l2 * u2 * (u0 * table(dpsi, t0, step, (x0 - lo[0]) * inv_scale)
-                                               - l0 * table(dpsi, t0, step, (hi[0] - x0) * inv_scale))
-        g1 += inv_scale * l0 * u0 * l2 * u2 * (u1 * table(dpsi, t0, step, (x1 - lo[1]) * inv_scale)
-                                               - l1 * table(dpsi, t0, step, (hi[1] - x1) * inv_scale))
-        g2 += inv_scale * l0 * u0 * l1 * u1 * (u2 * table(dpsi, t0, step, (x2 - lo[2]) * inv_scale)
-                                               - l2 * table(dpsi, t0, step, (hi[2] - x2) * inv_scale))
-    return g0, g1, g2
+        # d/dx_k of (l_k u_k) * (the other factors): d l_k / dx_k = -dpsi(x - lo), d u_k / dx_k = +dpsi(hi - x)
+        d0 = inv_scale * l1 * u1 * l2 * u2 * (l0 * table(dpsi, t0, step, (hi[0] - x0) * inv_scale)
+                                              - u0 * table(dpsi, t0, step, (x0 - lo[0]) * inv_scale))
+        d1 = inv_scale * l0 * u0 * l2 * u2 * (l1 * table(dpsi, t0, step, (hi[1] - x1) * inv_scale)
+                                              - u1 * table(dpsi, t0, step, (x1 - lo[1]) * inv_scale))
+        d2 = inv_scale * l0 * u0 * l1 * u1 * (l2 * table(dpsi, t0, step, (hi[2] - x2) * inv_scale)
+                                              - u2 * table(dpsi, t0, step, (x2 - lo[2]) * inv_scale))
+        fb = l0 * u0 * l1 * u1 * l2 * u2
+        g0 = g0 * fb + free * d0
+        g1 = g1 * fb + free * d1
+        g2 = g2 * fb + free * d2
+        free *= fb
+    return -g0, -g1, -g2
 
 
 @njit(inline="always", cache=True)

@@ -10,6 +10,7 @@ from numpy.testing import assert_allclose
 
 from engine import checkpoint, driver
 from engine.cache import CacheReader
+from engine.neighbors import build_grid
 from engine.particles import Particles
 from engine.scene import BoxContainer, FluidObject, MeshCollider, SceneDescription
 from engine.errors import InvalidSceneError
@@ -53,17 +54,17 @@ def test_kinds_follow_the_layers_of_the_interface():
     z = np.array([0.25, l, l - 0.5 * h, l - 2 * h - 1e-4, l - 3 * h, l - 4 * h - 1e-4, 0.01])
     x = np.column_stack([np.full_like(z, 0.1), np.full_like(z, 0.1), z]).astype(np.float32)
     kind = np.empty(len(z), dtype=np.int8)
-    hybrid.classify(x, len(z), l, h, 0.0, 0.0, 0.0, 1.0, 1.0, kind)
+    hybrid.classify(x, hybrid.Bands(len(z), l, h), hybrid.GridFrame(0.0, 0.0, 0.0, 1.0, 1.0, 1.0), kind)
     assert list(kind) == [hybrid.SPH, hybrid.SPH, hybrid.MIXA, hybrid.MIXB, hybrid.MIXB, hybrid.MAC, hybrid.MAC]
     # below the grid (z under its floor at 0.02 here) or outside its horizontal extent the grid
     # cannot move a particle: SPH whatever its height
-    hybrid.classify(x, len(z), l, h, 0.0, 0.0, 0.02, 1.0, 1.0, kind)
+    hybrid.classify(x, hybrid.Bands(len(z), l, h), hybrid.GridFrame(0.0, 0.0, 0.02, 1.0, 1.0, 1.0), kind)
     assert kind[-1] == hybrid.SPH and kind[-2] == hybrid.MAC
     x[:, 0] = 2.0
-    hybrid.classify(x, len(z), l, h, 0.0, 0.0, 0.0, 1.0, 1.0, kind)
+    hybrid.classify(x, hybrid.Bands(len(z), l, h), hybrid.GridFrame(0.0, 0.0, 0.0, 1.0, 1.0, 1.0), kind)
     assert np.all(kind == hybrid.SPH)
     # rows past the neighbour-search subset are markers
-    hybrid.classify(x, 3, l, h, 0.0, 0.0, 0.0, 1.0, 1.0, kind)
+    hybrid.classify(x, hybrid.Bands(3, l, h), hybrid.GridFrame(0.0, 0.0, 0.0, 1.0, 1.0, 1.0), kind)
     assert np.all(kind[3:] == hybrid.MAC)
 
 
@@ -148,17 +149,17 @@ def test_markers_moved_every_few_substeps_match_markers_moved_every_substep(monk
     whatever the liquid's initial velocity, and the two runs differed by 5 mm.)"""
     results = []
     for skin in (10.0, hybrid.SKIN):
-        monkeypatch.setattr(hybrid, "SKIN", skin)
+        monkeypatch.setattr(hybrid.solver, "SKIN", skin)
         s = _stirred_tank()
         ids0 = s.particles.id.copy()
         x0 = s.particles.x.astype(np.float64).copy()
         lagging = False
         for _ in range(200):
             s.step(1.0e-4)
-            lagging |= s._marker_steps > 0 and s.n_sub < len(s.particles)
+            lagging |= s.markers.steps > 0 and s.n_sub < len(s.particles)
         assert lagging == (skin < 1.0)
         s.flush()
-        assert s._marker_steps == 0
+        assert s.markers.steps == 0
         pt = s.particles
         order = np.argsort(pt.id)
         markers = np.zeros(len(pt), dtype=bool)
@@ -193,7 +194,7 @@ def test_markers_that_join_the_neighbour_search_take_the_grid_pressure():
     s._move_markers(False)
     markers = pt.id[s.n_sub:].copy()
     pt.p[s.n_sub:] = -1.0  # stale, and nothing a grid gives
-    s._marker_p_stale = True
+    s.markers.p_stale = True
     s._set_interface(s.interface - 2.0 * s.grid.cell, force=True)
     s._rebuild()
     joined = np.flatnonzero(np.isin(pt.id[:s.n_sub], markers))
@@ -207,10 +208,32 @@ def test_markers_that_join_the_neighbour_search_take_the_grid_pressure():
     assert np.all(pt.p >= 0.0)
 
 
-def test_boundary_row_from_node_lists_equals_the_row_from_binned_particles():
+def test_node_candidates_from_the_neighbour_grid_equal_brute_force():
+    """The boundary row's nodes are not particles: each looks up the 27 cells around it in the cell grid
+    of engine.neighbors. Every particle within the reach (at most a cell edge) is found, nothing else,
+    for nodes inside, at the edge of and outside the particles' extent."""
+    rng = np.random.default_rng(5)
+    x = rng.uniform(0.0, 0.3, size=(4000, 3)).astype(np.float32)
+    cells = build_grid(x, 0.05)
+    xs = x[cells.order]
+    pos = rng.uniform(-0.06, 0.36, size=(300, 3))
+    reach = 0.045
+    start = np.arange(300, dtype=np.int64) * 4000
+    cap = np.full(300, 4000, dtype=np.int64)
+    count = np.zeros(300, dtype=np.int64)
+    nbr = np.empty(300 * 4000, dtype=np.int32)
+    hybrid.node_candidates(pos, xs, cells.cell_key, cells.cell_start, 1.0 / cells.cell_size, reach, start, cap,
+                           count, nbr)
+    assert count.sum() > 1000
+    for m in range(300):
+        d2 = np.sum((xs.astype(np.float64) - pos[m]) ** 2, axis=1)  # the kernel's float64 arithmetic
+        np.testing.assert_array_equal(np.sort(nbr[start[m]:start[m] + count[m]]), np.flatnonzero(d2 < reach ** 2))
+
+
+def test_boundary_row_from_node_lists_equals_the_row_searched_afresh():
     """Between neighbour-list builds the boundary row is filled from per-node lists of the particles
     within 2h + SKIN h / 2 at the build; after particles have moved (no build since) it must
-    equal the row found by searching the binned particles afresh (both sum eq. 9 in single precision,
+    equal the row found by searching a cell grid of the particles afresh (both sum eq. 9 in single precision,
     in different orders). Lists after the first build are written into slices sized from the
     previous build's counts, so the run must have built them more than once (and the rebuilds that
     keep the same particles in the neighbour search reorder only those)."""
@@ -222,19 +245,19 @@ def test_boundary_row_from_node_lists_equals_the_row_from_binned_particles():
         s.step(1.0e-4)
         if s.rebuilds == built:
             moved = max(moved, float(np.abs(s.particles.x - s._x_ref).max()))
-    assert s._node_row == k and moved > 0.0
+    assert s.boundary.row == k and moved > 0.0
     assert s.rebuilds >= 3, s.rebuilds
     assert s.head_reorders >= 1  # rebuilds that kept the subset reorder only its rows
     # a slice too short for its node: the next build must find the list grown and count again
-    s._node_counts[:] = 0
+    s.boundary._counts[:] = 0
     s._changed = True
-    recounts = s.node_recounts
+    recounts = s.boundary.recounts
     s.step(1.0e-4)
-    assert s.node_recounts == recounts + 1
+    assert s.boundary.recounts == recounts + 1
     rows = []
     for listed in (True, False):
         if not listed:
-            s._node_row = -1
+            s.boundary.forget()
         s._fill(k, k)
         g = s.grid
         rows.append([a[:, :, k:k + 2].copy() for a in (g.u, g.v, g.w, g.p)])
@@ -257,7 +280,7 @@ def test_extrapolated_start_guess_saves_pressure_sweeps_and_keeps_the_solution(m
 
     runs = {}
     for name, guess in (("alone", from_p_n_alone), ("guess", real)):
-        monkeypatch.setattr(hybrid, "extrapolate_pressure", guess)
+        monkeypatch.setattr(hybrid.solver, "extrapolate_pressure", guess)
         s = _stirred_tank()
         sweeps = []
         for _ in range(100):
@@ -490,15 +513,15 @@ def test_check_job_refuses_several_resolutions_and_the_speed_limit_is_wcsph_s():
     with pytest.raises(InvalidSceneError, match="HYBRID solver has a single resolution"):
         driver.check_job(half, SimulationSettings(solver="HYBRID"))
     s = _tank_solver((0.12, 0.06, 0.24), (0.12, 0.06, 0.3))
-    limit, advice = driver._speed_limit(s, SimulationSettings(solver="HYBRID"))
-    assert limit == 5.0 * s.model.sph.c0 and "speed of sound" in advice
+    limit = s.speed_limit()
+    assert limit.speed == 5.0 * s.model.sph.c0 and "speed of sound" in limit.reason and "CFL" in limit.advice
 
 
 def test_tait_density_inversion_matches_the_power():
     """rho / rho0 = (1 + p / P0)^(1/7) (seed 000 eq. 6 inverted): the series below x = 0.05 and the
     power above agree with numpy's power to 1e-9 (the series' truncation error is 3e-10 at x = 0.05),
     and the two branches meet without a jump."""
-    from engine.solvers.hybrid import _tait_density_ratio
+    from engine.solvers.sph import tait_density_ratio as _tait_density_ratio
 
     x = np.concatenate([np.linspace(0.0, 0.2, 2001), [0.05 - 1e-12, 0.05]])
     got = np.array([_tait_density_ratio(float(v)) for v in x])
@@ -523,4 +546,4 @@ def test_column_tops_and_surface_percentile_match_brute_force():
     for n in (1, 2, 7, 600):
         values = rng.normal(size=n)
         for q in (0.0, 10.0, 37.5, 100.0):
-            assert hybrid._percentile(values, q) == np.percentile(values, q)
+            assert hybrid.percentile(values, q) == np.percentile(values, q)

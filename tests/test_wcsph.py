@@ -7,7 +7,7 @@ from numpy.testing import assert_allclose
 from engine import driver
 from engine.cache import CacheReader
 from engine.settings import SimulationSettings
-from engine.solvers import wcsph
+from engine.solvers import sph, wcsph
 from helpers import column_scene
 
 
@@ -89,7 +89,7 @@ def _jittered_block(seed, n=5, dx=0.01):
 def _summation(m, x, start, count, nbr):
     n = x.shape[0]
     rho, p, pr = np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n, np.float32)
-    wcsph.density_pressure(x, start, count, nbr, m.h, m.mass, m.rho0, m.pressure_constant, m.boxes, m.table_d0,
+    sph.density_pressure(x, np.zeros(0, np.int32), True, start, count, nbr, m.h, m.mass, m.rho0, m.pressure_constant, m.boxes, m.table_d0,
                            m.table_step, m.psi, m.dpsi, wcsph._NO_COLLIDERS, rho, p, pr, np.empty(n, np.bool_),
                            np.zeros((0, 3), np.float32))
     return rho.astype(np.float64)

@@ -1,10 +1,109 @@
-"""One module per method: ``wcsph`` (Tait EOS, leap-frog; seed 000 §3), ``pbf`` (Position-Based
-Fluids with the mass-aware constraints, regularised stiffness, iterative XSPH and surface tension of
-Alduán, Tena & Otaduy 2015; seed 004 §3), ``mac`` (staggered marker-and-cell grid; seed 000 §2) and
-``hybrid`` (the MAC-SPH model of Suárez & Susín 2006: the grid in the deep liquid, WCSPH near the
-surface; seed 000 §4).
+"""The particle solvers and the contract the frame loop (:mod:`engine.driver`) and checkpoints
+(:mod:`engine.checkpoint`) hold them to.
 
-Every solver has ``name``, ``model``, ``particles``, ``stable_dt()`` and ``step(dt)``; the driver
-reads the speed bound of a divergence check from ``model.c0`` (WCSPH), ``model.sph.c0`` (HYBRID) or
-``speed_limit`` (PBF).
+One module per method: ``wcsph`` (Tait EOS, leap-frog; Suárez & Susín 2006, "Mesh-particle model
+for fluid animation", §3), ``pbf`` (Position-Based Fluids with the mass-aware constraints,
+regularised stiffness, iterative XSPH and surface tension of Alduán, Tena & Otaduy 2015), ``mac``
+(staggered marker-and-cell grid; Suárez & Susín 2006 §2) and ``hybrid`` (the MAC-SPH model of
+Suárez & Susín 2006 §4: the grid in the deep liquid, WCSPH near the surface). ``sph`` is the SPH
+core WCSPH and the hybrid share (density, equation of state, forces over a subset of rows);
+:mod:`engine.walls` the box walls of all three.
+
+Every solver satisfies :class:`Solver`; the driver calls nothing else, and branches on no solver's
+name. Its time-varying state beyond the particle arrays (neighbour-list positions, the liquid's
+own density, grid fields, levels, ...) is one object, :class:`SolverState`, that turns itself into
+named arrays for a checkpoint; :meth:`Solver.resume` builds the solver that continues from them.
 """
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+
+
+class SpeedLimit(NamedTuple):
+    """Above ``speed`` (m/s) a particle means the simulation diverged; ``reason`` says what the
+    limit is, ``advice`` what the artist can change (both sentences for an error message)."""
+
+    speed: float
+    reason: str
+    advice: str
+
+
+@runtime_checkable
+class SolverState(Protocol):
+    """A solver's time-varying state beyond the particle arrays, as a checkpoint keeps it."""
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Named arrays (scalars as 0-d arrays), all that :meth:`Solver.resume` needs."""
+        ...
+
+
+@runtime_checkable
+class Solver(Protocol):
+    """What the frame loop and checkpoints may use of a solver.
+
+    Attributes
+    ----------
+    name : str
+        The solver's name as the settings spell it ('WCSPH', 'PBF', 'HYBRID'); checkpoints record it.
+    model
+        The frozen parameters of the bake.
+    particles : engine.particles.Particles
+        The particle state, in the solver's order (it may reorder them at any substep).
+    collision : engine.collision.CollisionWorld or None
+        Mesh colliders.
+    time : float
+        Seconds since the first frame.
+    """
+
+    name: str
+    model: Any
+    particles: Any
+    collision: Any
+    time: float
+
+    def step(self, dt: float) -> None:
+        """Advance by one substep of ``dt`` seconds."""
+        ...
+
+    def stable_dt(self) -> float:
+        """Largest substep the current state allows, s."""
+        ...
+
+    def speed_limit(self) -> SpeedLimit:
+        """The speed above which the simulation has diverged (checked after every substep)."""
+        ...
+
+    def nonfinite_advice(self) -> str:
+        """What the artist can change when positions or velocities stopped being finite."""
+        ...
+
+    def flush(self) -> None:
+        """Bring every particle up to date before a frame is written (particles a solver moves only
+        every few substeps catch up); a no-op for solvers that move every particle every substep."""
+        ...
+
+    def add_particles(self, x: np.ndarray, v: np.ndarray, level: int | np.ndarray = 0, **kwargs) -> np.ndarray:
+        """Append particles between substeps; returns their ids."""
+        ...
+
+    def remove_particles(self, mask: np.ndarray) -> int:
+        """Delete the particles where ``mask`` is True between substeps; returns how many."""
+        ...
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the particle state, the solver's buffers and its search structures."""
+        ...
+
+    def save_state(self) -> SolverState:
+        """The state a checkpoint keeps beside the particle arrays (copies are not required: the
+        checkpoint writes it at once)."""
+        ...
+
+    def resume(self, particles: Any, arrays: dict[str, np.ndarray], time: float) -> "Solver":
+        """A solver with this one's model and colliders that continues from a checkpoint: the saved
+        ``particles`` (in their saved order, with the accelerations of the last force evaluation),
+        the arrays of :meth:`save_state` and the time. Raises ``KeyError`` naming a missing array."""
+        ...

@@ -21,8 +21,8 @@ the particle mass chosen so that a filled lattice has exactly rho0):
   (``WCSPHSolver.rho_liquid``, saved with checkpoints); new particles start at the density they are
   given (rho0 by default) less the walls' part, and a liquid at rest can start from
   :func:`hydrostatic_density`.
-* ``"summation"``: rho_i = sum_j m_j W_ij + rho0 psi_walls(x_i) (:func:`density_pressure`; the
-  hybrid solver mirrors this form). Near the free surface the truncated sum reads low (79 % of rho0
+* ``"summation"``: rho_i = sum_j m_j W_ij + rho0 psi_walls(x_i) (:func:`engine.solvers.sph.density_pressure`,
+  which the hybrid solver uses too). Near the free surface the truncated sum reads low (79 % of rho0
   on the top layer of a lattice), so the top layers close up until it reaches rho0 and the pressure
   profile of a resting column reads as if the surface were ~0.2 dx lower.
 
@@ -45,10 +45,12 @@ normal velocity, so nothing leaks.
 
 Time step per substep: dt = min(CFL h / (c0 + v_max), 0.25 sqrt(h / a_max), 0.125 h^2 / nu).
 
-Speed: the pair loops run in single precision with fastmath (:data:`FASTMATH`); positions and
+The summation density, the equation of state and the forces are the SPH core shared with the hybrid
+solver (:mod:`engine.solvers.sph`); this module adds the continuity density, the time stepping and
+the solver. Speed: the pair loops run in single precision with fastmath (:data:`FASTMATH`); positions and
 velocities are float32 anyway, and densities, accelerations and the integration keep float64 where
 sums meet walls and gravity. Only particles with a wall or collider within the kernel support
-(``near``, found once per evaluation in :func:`density_pressure`) query the walls and accumulate the
+(``near``, found once per evaluation of the density) query the walls and accumulate the
 Shepard pressure the wall terms need. The opening half-kick and the drift are one pass.
 
 Validation (``tests/test_validation_*.py``): dam break against Martin & Moyce, a resting column
@@ -74,21 +76,16 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from ..collision import CollisionWorld, SWEEP_STEP, collider_free, empty_world_args, project
-from ..kernels import (cubic_dshape32 as _dw32, cubic_shape32 as _w32, half_space_tables, lattice_sum,
-                       wall_moment_tables)
+from ..collision import CollisionWorld, SWEEP_STEP, empty_world_args, project
+from ..kernels import cubic_dshape32 as _dw32, half_space_tables, lattice_sum, wall_moment_tables
 from ..neighbors import CellGrid, NeighbourList, build_grid
 from ..particles import Particles
 from ..state_check import max_speed_and_acceleration
-from ..walls import clamp_into_boxes, near_walls, wall_gradient, wall_hydrostatic, wall_mass
+from ..walls import clamp_into_boxes
+from . import SpeedLimit
+from .sph import (FASTMATH, GAMMA, SKIN, accelerations, density_pressure, max_displacement2, pair_constants, pair_offset,
+                  store_density, walls_at)
 
-GAMMA = 7.0
-#: Verlet skin of the neighbour list, in smoothing lengths: the list holds pairs within 2h + SKIN h
-#: and lasts until a particle has moved SKIN h / 2 (about 5 substeps at 1 m/s, h = 3 cm, dt = 0.5 ms)
-#: for (1 + SKIN / 2)^3 = 1.24 times the pairs of an exact list.
-SKIN = 0.15
-#: fastmath for the pair loops of this module, set in one place (off: IEEE-exact arithmetic).
-FASTMATH = True
 #: particles per block of the fused drift pass (one displacement maximum per block)
 BLOCK = 4096
 #: How the density is found: "continuity" integrates d rho / dt (seed 000 eq. 5), "summation" sums the kernel.
@@ -118,7 +115,7 @@ class WCSPHModel:
     dpsi: np.ndarray      # (S,) float64, its derivative, 1/m
     tau_n: np.ndarray     # (S,) float64, normal gradient moment of the wall lattice (kernels.wall_moment_tables)
     tau_t: np.ndarray     # (S,) float64, tangential gradient moment of the wall lattice
-    density: str = "summation"  # "continuity" (seed 000 eq. 5, second line) or "summation" (kernel sum)
+    density: str = DEFAULT_DENSITY  # one of DENSITY_MODES: "continuity" (seed 000 eq. 5) or "summation" (kernel sum)
     delta: float = 0.1    # density-diffusion coefficient of the continuity mode (Molteni & Colagrossi 2009)
 
     @property
@@ -148,92 +145,6 @@ def make_model(*, dx, h_factor, rho0, c0, alpha, nu, gravity, boxes, friction=0.
                       psi=psi, dpsi=dpsi, tau_n=tau_n, tau_t=tau_t, density=density, delta=float(delta))
 
 
-@njit(inline="always")
-def _walls_at(x0, x1, x2, boxes, support, rho0, table_d0, table_step, psi, dpsi, cset, n_col):
-    """(near, rho0 psi_walls, grad psi_walls) at a point: box walls and mesh colliders.
-
-    psi_walls = 1 - F_boxes F_colliders. ``near``: a box wall or a collider lies within ``support``.
-    The gradient, F_c grad psi_boxes - F_b grad F_c, is only computed when there are colliders
-    (:func:`accelerations` finds the boxes' alone itself); it is (0, 0, 0) otherwise.
-    """
-    flag = near_walls(x0, x1, x2, boxes, support)
-    wall = 0.0
-    w0 = 0.0
-    w1 = 0.0
-    w2 = 0.0
-    if flag or n_col > 0:
-        free_box = 1.0 - wall_mass(x0, x1, x2, boxes, support, 1.0, table_d0, table_step, psi) if flag else 1.0
-        free_col = 1.0
-        if n_col > 0:
-            free_col, g0, g1, g2 = collider_free(x0, x1, x2, support, 1.0, table_d0, table_step, psi, dpsi, cset)
-            b0, b1, b2 = wall_gradient(x0, x1, x2, boxes, support, 1.0, table_d0, table_step, psi, dpsi)
-            w0 = free_col * b0 - free_box * g0
-            w1 = free_col * b1 - free_box * g1
-            w2 = free_col * b2 - free_box * g2
-            flag = flag or free_col < 1.0
-        wall = rho0 * (1.0 - free_box * free_col)
-    return flag, wall, w0, w1, w2
-
-
-@njit(inline="always")
-def _tait(r, rho0, p0):
-    """Tait pressure (seed 000 eq. 6) clamped at 0: no tensile instability at the free surface."""
-    ratio = r / rho0
-    r2_ = ratio * ratio
-    pi_ = p0 * (r2_ * r2_ * r2_ * ratio - 1.0)  # (rho / rho0)^7
-    if pi_ < 0.0:
-        pi_ = 0.0
-    return pi_
-
-
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
-def density_pressure(x, nbr_start, nbr_count, nbr, h, mass, rho0, p0,
-                     boxes, table_d0, table_step, psi, dpsi, cset,
-                     # outputs
-                     rho, p, pr, near, wall_grad):
-    """rho_i = sum_j m W_ij + rho0 psi_walls; p from Tait (seed 000 eq. 6), clamped at 0; pr = p / rho^2.
-
-    psi_walls = 1 - F_boxes F_colliders: box walls and mesh colliders (:mod:`engine.collision`).
-    ``near[i]`` = 1 where a box wall or a collider lies within the kernel support (only those
-    particles pay for wall queries, here and in :func:`accelerations`). With mesh colliders,
-    ``wall_grad[i]`` receives grad psi_walls = F_c grad psi_boxes - F_b grad F_c for
-    :func:`accelerations` (one collider query per evaluation, not two).
-
-    The pair loop runs in single precision (positions are float32); the sum is scaled once per particle.
-    """
-    support = 2.0 * h
-    r2max = np.float32(support * support)
-    inv_h = np.float32(1.0 / h)
-    unit = mass / (math.pi * h * h * h)  # m W = unit * w(q)
-    n_col = cset[5].shape[0]
-    for i in prange(x.shape[0]):
-        xi = x[i, 0]
-        yi = x[i, 1]
-        zi = x[i, 2]
-        s = np.float32(1.0)  # w(0): the particle itself
-        for t in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
-            j = nbr[t]
-            dx = xi - x[j, 0]
-            dy = yi - x[j, 1]
-            dz = zi - x[j, 2]
-            r2 = dx * dx + dy * dy + dz * dz
-            if r2 < r2max:  # the list reaches a skin further (see WCSPHSolver)
-                s += _w32(math.sqrt(r2) * inv_h)
-        r = unit * s
-        flag, wall, w0, w1, w2 = _walls_at(np.float64(xi), np.float64(yi), np.float64(zi), boxes, support, rho0,
-                                           table_d0, table_step, psi, dpsi, cset, n_col)
-        if n_col > 0:
-            wall_grad[i, 0] = w0
-            wall_grad[i, 1] = w1
-            wall_grad[i, 2] = w2
-        r += wall
-        near[i] = flag
-        rho[i] = r
-        pi_ = _tait(r, rho0, p0)
-        p[i] = pi_
-        pr[i] = pi_ / (r * r)
-
-
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def continuity_density(x, v, rho_old, nbr_start, nbr_count, nbr, dt, h, mass, rho0, p0, c0, delta, gx, gy, gz,
                        boxes, table_d0, table_step, psi, dpsi, cset,
@@ -253,14 +164,11 @@ def continuity_density(x, v, rho_old, nbr_start, nbr_count, nbr, dt, h, mass, rh
     kernel (the floor, walls) the term still moves density a little. Linearised at each particle's
     own density instead, that residue vanishes, but the resting column's profile came out tilted
     more (bulk layers from +0.2 % at the floor to -1.9 % 3 dx under the surface, against +0.7 % to
-    -1.1 % with this form). p and pr as in :func:`density_pressure`.
+    -1.1 % with this form). p and pr as in :func:`engine.solvers.sph.density_pressure`.
     The pair loop runs in single precision; the density is integrated in float64.
     """
     support = 2.0 * h
-    r2max = np.float32(support * support)
-    inv_h = np.float32(1.0 / h)
-    eta2 = np.float32(0.01 * h * h)
-    cg = np.float32(mass / (math.pi * h * h * h * h))  # m dW/dr = cg * dw/dq
+    r2max, inv_h, eta2, cg = pair_constants(h, mass)  # m dW/dr = cg * dw/dq
     kd = np.float32(2.0 * delta * h * c0)
     hyd = rho0 / (c0 * c0)
     hx = np.float32(hyd * gx)
@@ -280,10 +188,7 @@ def continuity_density(x, v, rho_old, nbr_start, nbr_count, nbr, dt, h, mass, rh
         sd = zero   # sum_j (rho_j - rho_i - rho^H_ji) (x_j - x_i) . m grad_i W_ij / ((r^2 + eta^2) rho_j)
         for t in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
             j = nbr[t]
-            dx = xi - x[j, 0]
-            dy = yi - x[j, 1]
-            dz = zi - x[j, 2]
-            r2 = dx * dx + dy * dy + dz * dz
+            dx, dy, dz, r2 = pair_offset(x, j, xi, yi, zi)
             if r2 >= r2max or r2 == zero:  # the list reaches a skin further (see WCSPHSolver)
                 continue
             r = math.sqrt(r2)
@@ -295,18 +200,8 @@ def continuity_density(x, v, rho_old, nbr_start, nbr_count, nbr, dt, h, mass, rh
             sd -= diff * g * r2 / ((r2 + eta2) * rhoj)
         r = rho_liquid[i] + dt * (np.float64(s) + np.float64(kd * sd))
         rho_liquid[i] = r
-        flag, wall, w0, w1, w2 = _walls_at(np.float64(xi), np.float64(yi), np.float64(zi), boxes, support, rho0,
-                                           table_d0, table_step, psi, dpsi, cset, n_col)
-        if n_col > 0:
-            wall_grad[i, 0] = w0
-            wall_grad[i, 1] = w1
-            wall_grad[i, 2] = w2
-        r += wall
-        near[i] = flag
-        rho[i] = r
-        pi_ = _tait(r, rho0, p0)
-        p[i] = pi_
-        pr[i] = pi_ / (r * r)
+        store_density(i, r, np.float64(xi), np.float64(yi), np.float64(zi), boxes, support, rho0, p0, table_d0,
+                      table_step, psi, dpsi, cset, n_col, rho, p, pr, near, wall_grad)
 
 
 @njit(parallel=True, cache=True)
@@ -316,7 +211,7 @@ def wall_density(x, h, rho0, boxes, table_d0, table_step, psi, dpsi, cset,
     """rho0 psi_walls at each point (box walls and mesh colliders), kg/m^3."""
     n_col = cset[5].shape[0]
     for i in prange(x.shape[0]):
-        _, wall, _, _, _ = _walls_at(np.float64(x[i, 0]), np.float64(x[i, 1]), np.float64(x[i, 2]), boxes,
+        _, wall, _, _, _ = walls_at(np.float64(x[i, 0]), np.float64(x[i, 1]), np.float64(x[i, 2]), boxes,
                                      2.0 * h, rho0, table_d0, table_step, psi, dpsi, cset, n_col)
         out[i] = wall
 
@@ -358,112 +253,6 @@ def liquid_depth(x: np.ndarray, gravity: np.ndarray, dx: float) -> np.ndarray:
     return depth
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
-def accelerations(x, v, rho, p, pr, near, nbr_start, nbr_count, nbr, h, mass, rho0, c0, alpha, nu,
-                  gx, gy, gz, boxes, table_d0, table_step, psi, dpsi, tau_n, tau_t, n_colliders, wall_grad,
-                  # outputs
-                  a):
-    """Pressure (seed 000 eq. 5), artificial and laminar viscosity, gravity and wall pressure.
-
-    ``pr`` is p / rho^2 from :func:`density_pressure` (one division per particle, not per pair).
-    The pair terms are evaluated in single precision: positions and velocities are float32 and a
-    resting column's pair forces cancel to gravity with about 20 terms of 20 g each, so the
-    rounding (1e-7 relative) stays far below the validation tolerances. Particles with ``near[i]``
-    = 0 skip the Shepard average of the pressure, which only the wall terms use.
-    """
-    support = 2.0 * h
-    r2max = np.float32(support * support)
-    inv_h = np.float32(1.0 / h)
-    eta2 = np.float32(0.01 * h * h)
-    cg = np.float32(mass / (math.pi * h * h * h * h))  # m dW/dr = cg * dw/dq
-    # Monaghan 1992: Pi_ij = -alpha c0 mu_ij / rho_bar, mu_ij = h v_ij.r_ij / (r^2 + eta^2), rho_bar = (rho_i + rho_j) / 2
-    av = np.float32(2.0 * alpha * c0 * h)
-    nu32 = np.float32(nu)
-    zero = np.float32(0.0)
-    gnorm = math.sqrt(gx * gx + gy * gy + gz * gz)
-    inv_g2h = 1.0 / (gnorm * support) if gnorm > 0.0 else 0.0
-    for i in prange(x.shape[0]):
-        xi = x[i, 0]
-        yi = x[i, 1]
-        zi = x[i, 2]
-        vxi = v[i, 0]
-        vyi = v[i, 1]
-        vzi = v[i, 2]
-        rhoi = rho[i]
-        inv_rhoi = np.float32(1.0) / rhoi
-        pi_term = pr[i]
-        wall_i = near[i]
-        ax = zero
-        ay = zero
-        az = zero
-        sw = np.float32(1.0)   # Shepard average of the pressure around i (i included, w(0) = 1)
-        spw = p[i]
-        for t in range(nbr_start[i], nbr_start[i] + nbr_count[i]):
-            j = nbr[t]
-            dx = xi - x[j, 0]
-            dy = yi - x[j, 1]
-            dz = zi - x[j, 2]
-            r2 = dx * dx + dy * dy + dz * dz
-            if r2 >= r2max or r2 == zero:
-                continue
-            r = math.sqrt(r2)
-            q = r * inv_h
-            g = cg * _dw32(q) / r  # m grad_i W = g * (x_i - x_j)
-            if wall_i:
-                w = _w32(q)
-                sw += w
-                spw += w * p[j]
-            dvx = vxi - v[j, 0]
-            dvy = vyi - v[j, 1]
-            dvz = vzi - v[j, 2]
-            rhoj = rho[j]
-            coef = pi_term + pr[j]
-            vr = dvx * dx + dvy * dy + dvz * dz
-            inv = np.float32(1.0) / (r2 + eta2)
-            if vr < zero:
-                coef -= av * vr * inv / (rhoi + rhoj)
-            # Morris 1997: m_j (mu_i + mu_j) / (rho_i rho_j) (r . grad W) / (r^2 + eta^2) v_ij
-            visc = nu32 * (inv_rhoi + np.float32(1.0) / rhoj) * g * r2 * inv
-            f = -coef * g
-            ax += f * dx + visc * dvx
-            ay += f * dy + visc * dvy
-            az += f * dz + visc * dvz
-        ax64 = np.float64(ax)
-        ay64 = np.float64(ay)
-        az64 = np.float64(az)
-        if wall_i:
-            # Walls as imaginary particles with the pressure p_w + rho_i g . (x_j - x_i) (Adami, Hu &
-            # Adams 2012, eq. 27), p_w the Shepard average of the liquid's pressure around i:
-            #   -sum_j m (p_i / rho_i^2 + p_j / rho_j^2) grad W_ij = -(p_i + p_w) / rho_i^2 rho0 grad psi - G.
-            # With p_i alone (one-sided) the liquid's own pair forces pull a particle into the wall by
-            # about p_i / rho_i grad psi (sticky walls, a doubled pressure on the first layer); with p_w
-            # = p_i itself (no average) the force feeds back on the particle's own density and a resting
-            # column boils. G (walls.wall_hydrostatic) restores the part of the pressure gradient the
-            # truncated kernel misses next to a wall; without it the liquid along side walls sinks and
-            # the pressure of a narrow column is too high. Within 2h of the free surface (p_w < rho |g| 2h)
-            # some imaginary particles would carry a negative pressure, so G fades out there.
-            x0 = np.float64(xi)
-            x1 = np.float64(yi)
-            x2 = np.float64(zi)
-            r64 = np.float64(rhoi)
-            p_w = np.float64(spw) / np.float64(sw)
-            fade = min(p_w * inv_g2h / r64, 1.0)
-            G0, G1, G2 = wall_hydrostatic(x0, x1, x2, boxes, support, table_d0, table_step, tau_n, tau_t, gx, gy, gz)
-            if n_colliders > 0:
-                w0 = wall_grad[i, 0]      # boxes and mesh colliders, from density_pressure()
-                w1 = wall_grad[i, 1]
-                w2 = wall_grad[i, 2]
-            else:
-                w0, w1, w2 = wall_gradient(x0, x1, x2, boxes, support, 1.0, table_d0, table_step, psi, dpsi)
-            wall = -(np.float64(pi_term) + p_w / (r64 * r64)) * rho0
-            ax64 += wall * w0 - fade * G0
-            ay64 += wall * w1 - fade * G1
-            az64 += wall * w2 - fade * G2
-        a[i, 0] = ax64 + gx
-        a[i, 1] = ay64 + gy
-        a[i, 2] = az64 + gz
-
-
 @njit(parallel=True, cache=True)
 def kick_drift_clamp(x, v, a, half_dt, dt, boxes, margin, friction, bounce, x_ref,
                      # outputs
@@ -501,21 +290,41 @@ def kick(v, a, dt):
             v[i, k] += a[i, k] * dt
 
 
-@njit(parallel=True, cache=True)
-def max_displacement2(x, x_ref):
-    """Largest squared distance of a particle from where it was at the last neighbour-list build."""
-    n = x.shape[0]
-    chunks = (n + 4095) // 4096
-    part = np.zeros(chunks, dtype=np.float64)
-    for b in prange(chunks):
-        m = 0.0
-        for i in range(b * 4096, min(n, (b + 1) * 4096)):
-            dx = x[i, 0] - x_ref[i, 0]
-            dy = x[i, 1] - x_ref[i, 1]
-            dz = x[i, 2] - x_ref[i, 2]
-            m = max(m, dx * dx + dy * dy + dz * dz)
-        part[b] = m
-    return part.max() if chunks else 0.0
+@dataclass
+class WCSPHState:
+    """WCSPH's state beyond the particle arrays, for checkpoints.
+
+    Attributes
+    ----------
+    x_ref : ndarray, shape (N, 3), float32, metres, or None
+        Positions of the last neighbour-list build (None before any build: no particles yet).
+    rho_liquid : ndarray, shape (N,), float64, kg/m^3, or None
+        The liquid's part of the density (continuity density only).
+    """
+
+    x_ref: np.ndarray | None
+    rho_liquid: np.ndarray | None
+
+    def arrays(self) -> dict:
+        out = {}
+        if self.x_ref is not None:
+            out["x_ref"] = self.x_ref
+        if self.rho_liquid is not None:
+            out["rho_liquid"] = self.rho_liquid
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict) -> WCSPHState:
+        return cls(x_ref=arrays.get("x_ref"), rho_liquid=arrays.get("rho_liquid"))
+
+
+def sound_speed_limit(c0: float, cfl: float) -> SpeedLimit:
+    """The divergence limit of the weakly-compressible solvers: five times the speed of sound."""
+    return SpeedLimit(5.0 * c0, f"more than five times the speed of sound ({c0:.3g} m/s)", sound_speed_advice(cfl))
+
+
+def sound_speed_advice(cfl: float) -> str:
+    return f"Lower the CFL number (now {cfl:g}) or raise the speed of sound."
 
 
 class WCSPHSolver:
@@ -535,11 +344,11 @@ class WCSPHSolver:
     """
 
     name = "WCSPH"
-    #: a checkpoint without the solver's own state (summation density, or saved before the continuity
-    #: mode existed) can still be resumed: the liquid's density is then taken from the saved one
-    requires_checkpoint_state = False
 
-    def __init__(self, model: WCSPHModel, particles: Particles, collision: CollisionWorld | None = None):
+    def __init__(self, model: WCSPHModel, particles: Particles, collision: CollisionWorld | None = None,
+                 evaluate: bool = True):
+        """``evaluate``: find the density, pressure and accelerations of ``particles`` at once (False:
+        they continue a saved state whose accelerations they hold, see :meth:`resume`)."""
         self.model = model
         self.particles = particles
         self.collision = collision
@@ -558,7 +367,7 @@ class WCSPHSolver:
         self.rho_liquid = self._liquid_part(particles.rho) if model.density == "continuity" else _NO_DENSITY
         #: seconds spent so far, by phase (the benchmark reads and resets it)
         self.timings = dict.fromkeys(("neighbours", "density", "forces", "integrate"), 0.0)
-        if len(particles):
+        if evaluate and len(particles):
             self._evaluate()
 
     @property
@@ -592,7 +401,7 @@ class WCSPHSolver:
         self._changed = False
         self.rebuilds += 1
 
-    def restore_neighbours(self, x_ref: np.ndarray) -> None:
+    def _restore_neighbours(self, x_ref: np.ndarray) -> None:
         """Rebuild the neighbour list of the last build from the positions it was built at (a resumed
         bake continues with the list the uninterrupted one had, so its sums run in the same order).
         The particles are already in that build's Morton order, so the grid sorts them as they are."""
@@ -628,20 +437,39 @@ class WCSPHSolver:
         if len(self.particles):
             self._evaluate()
 
-    def checkpoint_state(self) -> dict:
-        """The solver's own state for :func:`engine.checkpoint.save`: the liquid's density (continuity)."""
-        return {"rho_liquid": self.rho_liquid} if self.model.density == "continuity" else {}
+    def save_state(self) -> WCSPHState:
+        """The positions of the last neighbour-list build and, with continuity density, the liquid's
+        part of the density (:class:`WCSPHState`)."""
+        return WCSPHState(x_ref=self._x_ref, rho_liquid=self.rho_liquid if self.model.density == "continuity" else None)
 
-    def restore_checkpoint_state(self, state: dict) -> None:
-        """Continue from :meth:`checkpoint_state`'s arrays, the particles being those of the checkpoint.
-        Without them (a checkpoint of a summation bake), the liquid's density is the saved density
-        less the walls' part."""
-        if self.model.density != "continuity":
-            return
-        if "rho_liquid" in state and state["rho_liquid"].shape == (len(self.particles),):
-            self.rho_liquid = np.array(state["rho_liquid"], dtype=np.float64)
-        else:
-            self.rho_liquid = self._liquid_part(self.particles.rho)
+    def resume(self, particles: Particles, arrays: dict, time: float) -> WCSPHSolver:
+        """A solver with this one's model and colliders continuing from a checkpoint (see
+        :meth:`engine.solvers.Solver.resume`). A checkpoint without the liquid's density (a bake with
+        summation density resumed with continuity density) takes it from the saved density less the
+        walls' part."""
+        state = WCSPHState.from_arrays(arrays)
+        fresh = WCSPHSolver(self.model, particles, collision=self.collision, evaluate=False)
+        fresh.time = time
+        if self.collision is not None:
+            self.collision.update(time)  # the walls' part of the density below needs the colliders' pose
+        if state.x_ref is not None:
+            fresh._restore_neighbours(np.ascontiguousarray(state.x_ref))
+        if self.model.density == "continuity":
+            if state.rho_liquid is not None and state.rho_liquid.shape == (len(particles),):
+                fresh.rho_liquid = np.array(state.rho_liquid, dtype=np.float64)
+            else:
+                fresh.rho_liquid = fresh._liquid_part(particles.rho)
+        return fresh
+
+    def speed_limit(self) -> SpeedLimit:
+        """Five times the speed of sound."""
+        return sound_speed_limit(self.model.c0, self.model.cfl)
+
+    def nonfinite_advice(self) -> str:
+        return sound_speed_advice(self.model.cfl)
+
+    def flush(self) -> None:
+        """Nothing to bring up to date: every particle moves every substep."""
 
     def _evaluate(self, moved2: float | None = None, dt: float = 0.0) -> None:
         """Neighbour list (rebuilt when needed), then density, pressure and acceleration; in continuity
@@ -660,11 +488,11 @@ class WCSPHSolver:
                                m.boxes, m.table_d0, m.table_step, m.psi, m.dpsi, self._cset,
                                self.rho_liquid, pt.rho, pt.p, self._pr, self._near, wall_grad)
         else:
-            density_pressure(pt.x, nl.start, nl.count, nl.nbr, m.h, m.mass, m.rho0,
+            density_pressure(pt.x, _NO_ROWS, True, nl.start, nl.count, nl.nbr, m.h, m.mass, m.rho0,
                              m.pressure_constant, m.boxes, m.table_d0, m.table_step, m.psi, m.dpsi, self._cset,
                              pt.rho, pt.p, self._pr, self._near, wall_grad)
         t1 = time.perf_counter()
-        accelerations(pt.x, pt.v, pt.rho, pt.p, self._pr, self._near, nl.start, nl.count, nl.nbr, m.h, m.mass,
+        accelerations(pt.x, pt.v, _NO_ROWS, True, pt.rho, pt.p, self._pr, self._near, nl.start, nl.count, nl.nbr, m.h, m.mass,
                       m.rho0, m.c0, m.alpha, m.nu, m.gravity[0], m.gravity[1], m.gravity[2], m.boxes,
                       m.table_d0, m.table_step, m.psi, m.dpsi, m.tau_n, m.tau_t, n_col, wall_grad, pt.a)
         self.timings["density"] += t1 - t0
@@ -796,3 +624,4 @@ _NO_COLLIDERS = empty_world_args()
 _NO_GRADIENT = np.zeros((0, 3), dtype=np.float32)
 _NO_REF = np.zeros((0, 3), dtype=np.float32)
 _NO_DENSITY = np.zeros(0, dtype=np.float64)
+_NO_ROWS = np.zeros(0, dtype=np.int32)
