@@ -5,8 +5,17 @@ the evaluated meshes (modifiers included) and Blender units are multiplied by th
 scale. Objects that cannot be simulated are refused with a message naming the object; nothing is
 silently ignored.
 
-Inflows and outflows are taken at the first frame of the bake; one that moves or deforms over the
-frame range is refused (followed like a collider to find out).
+Inflows and outflows move and deform as colliders do (below): rigid motion as one matrix per
+frame, deformation with a fixed topology as world-space vertices per frame (see
+:mod:`engine.animation`).
+
+Animated settings are read per frame through the depsgraph (keyframes and drivers both count) and
+exported as per-frame tracks when they change: an inflow's Use Flow, Normal Speed and Velocity, an
+outflow's Use Flow, a collider's Friction and Bounce, the scene's gravity, Viscosity, PBF
+Viscosity and PBF Surface Tension. Every other setting is read at the first frame of the bake.
+Force fields (Force, Wind, Vortex, Turbulence, Drag; Point, Line and Plane shapes) are exported
+with their world matrix and numeric settings per frame (:mod:`engine.forces`); other field types
+and shapes are refused.
 
 Colliders
 ---------
@@ -34,8 +43,8 @@ import numpy as np
 
 from ..engine import settings as settings_mod
 from ..engine.errors import InvalidSceneError
-from ..engine.scene import (BoxContainer, FluidObject, InflowObject, MeshCollider, OutflowObject, SceneDescription,
-                            TriangleMesh)
+from ..engine.scene import (FIELD_FLAGS, FIELD_SHAPES, FIELD_TYPES, FIELD_VALUES, BoxContainer, FluidObject,
+                            ForceField, InflowObject, MeshCollider, OutflowObject, SceneDescription, TriangleMesh)
 
 #: Object types whose evaluated geometry can be turned into a triangle mesh.
 GEOMETRY_TYPES = {"MESH", "CURVE", "SURFACE", "META", "FONT"}
@@ -273,23 +282,121 @@ def _holds_a_fluid(box: TriangleMesh, fluids: list) -> bool:
                and np.all(f.mesh.vertices <= upper + tol) for f in fluids)
 
 
+def _varying(values: list) -> np.ndarray | None:
+    """The per-frame values as an array, or None when every frame has the first frame's value."""
+    arr = np.asarray(values, dtype=np.float64)
+    return None if np.all(arr == arr[0]) else arr
+
+
+class _Sampler:
+    """Per-frame values of an object's animatable settings at every frame the export steps through
+    (``frame_set`` evaluates keyframes and drivers through the depsgraph and writes the results into
+    the original data, which is read here)."""
+
+    def __init__(self, read):
+        self.read = read
+        self.frames: list[dict] = []
+
+    def add(self, ident) -> None:
+        self.frames.append(self.read(ident))
+
+    def first(self) -> dict:
+        return self.frames[0]
+
+    def tracks(self, n_frames: int, keep: set = frozenset()) -> dict:
+        """Tracks of the values that change (and of the names in ``keep`` whatever they do)."""
+        if len(self.frames) != n_frames:
+            return {k: np.full((n_frames,) + np.shape(v), v, dtype=np.float64)
+                    for k, v in self.frames[0].items() if k in keep}
+        out = {}
+        for name in self.frames[0]:
+            values = [f[name] for f in self.frames]
+            arr = _varying(values)
+            if arr is None and name in keep:
+                arr = np.asarray(values, dtype=np.float64)
+            if arr is not None:
+                out[name] = arr
+        return out
+
+
+def _inflow_values(obj, scale: float) -> dict:
+    st = obj.surge
+    return {"use_flow": float(st.use_flow), "normal_speed": float32_to_float(st.normal_speed) * scale,
+            "velocity": [float32_to_float(v) * scale for v in st.velocity]}
+
+
+def _scene_values(scene, scale: float) -> dict:
+    st = scene.surge
+    gravity = [float32_to_float(g) * scale for g in scene.gravity] if scene.use_gravity else [0.0, 0.0, 0.0]
+    return {"gravity": gravity, "viscosity": float32_to_float(st.viscosity),
+            "pbf_xsph_viscosity": float32_to_float(st.pbf_xsph_viscosity),
+            "pbf_surface_tension": float32_to_float(st.pbf_surface_tension)}
+
+
+def _field_values(obj, scale: float) -> dict:
+    out = {name: float32_to_float(getattr(obj.field, name)) for name in FIELD_VALUES}
+    m = np.array(obj.matrix_world, dtype=np.float64)
+    m[:3, 3] *= scale
+    out["matrix"] = m
+    return out
+
+
+def force_field_objects(scene) -> tuple[list, list[str]]:
+    """Objects of ``scene`` whose force field acts on the liquid, and the problems of those that cannot.
+
+    A field acts when its type is not None, its object is enabled in viewports and it affects
+    location; Surge simulates Force, Wind, Vortex, Turbulence and Drag fields of the Point, Line and
+    Plane shapes and refuses the others rather than ignore them.
+    """
+    fields, problems = [], []
+    for obj in sorted(scene.objects, key=lambda o: o.name):
+        field = getattr(obj, "field", None)
+        if field is None or field.type == "NONE" or obj.hide_viewport or not field.apply_to_location:
+            continue
+        if field.type not in FIELD_TYPES:
+            problems.append(f"Object '{obj.name}' has a {field.type.replace('_', ' ').title()} force field, which "
+                            f"Surge does not simulate (it simulates {', '.join(t.title() for t in FIELD_TYPES)}); "
+                            f"set its type to None or disable the object in viewports")
+        elif field.shape not in FIELD_SHAPES:
+            problems.append(f"Force field '{obj.name}' has the shape {field.shape.title()}; Surge simulates "
+                            f"{', '.join(s.title() for s in FIELD_SHAPES)} shapes")
+        else:
+            fields.append(obj)
+    return fields, problems
+
+
+def _object_motion(matrices: list, scale: float, fps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Velocity at the world origin (3,), m/s, and velocity gradient (3, 3), 1/s, of the rigid motion
+    between the first two frames' world matrices (Blender units)."""
+    if len(matrices) < 2:
+        return np.zeros(3), np.zeros((3, 3))
+    m0, m1 = matrices[0], matrices[1]
+    if abs(np.linalg.det(m0[:3, :3])) < 1e-30:
+        return np.zeros(3), np.zeros((3, 3))
+    d = (m1 @ np.linalg.inv(m0) - np.eye(4)) * fps
+    return d[:3, 3] * scale, d[:3, :3]
+
+
 def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.SimulationSettings]:
     """Scene description and settings of ``scene``, checked for everything the bridge knows about.
 
-    Steps the scene through the frame range when a collider may move, and puts it back on the
-    frame it was on.
+    Every setting is read at the first frame of the bake. The scene is stepped through the frame
+    range when something may move or be animated (colliders, inflows, outflows, force fields, a
+    Fluid object whose motion it starts with, the scene's own animated settings), and put back on
+    the frame it was on.
 
     Raises
     ------
     InvalidSceneError
         Listing every object with a role but no geometry, every collider, inflow or outflow without
-        faces, every inflow or outflow that moves, every collider whose
-        topology changes over the frame range, and every structural problem
-        :meth:`SceneDescription.validate` finds (no fluid, a fluid with no faces, an empty frame range).
+        faces or whose topology changes over the frame range, every force field Surge cannot
+        simulate, and every structural problem :meth:`SceneDescription.validate` finds (no fluid, a
+        fluid with no faces, an empty frame range).
     InvalidSettingsError
         If a setting is out of range (from :func:`engine.settings.validate`).
     """
     scale = unit_scale(scene)
+    fps = scene.render.fps / scene.render.fps_base
     problems: list[str] = []
     fluid_objects, collider_objects, inflow_objects, outflow_objects = [], [], [], []
     by_role = {"FLUID": fluid_objects, "COLLIDER": collider_objects, "INFLOW": inflow_objects,
@@ -303,20 +410,58 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
                             f"without geometry; use a mesh")
             continue
         by_role[role].append(obj)
+    field_objects, field_problems = force_field_objects(scene)
+    problems += field_problems
 
-    # evaluate at the first frame of the bake; step through the others only if a collider may move
-    # (inflows and outflows are followed too, to refuse one that moves: they are static in this version)
-    moving = {obj.name for obj in collider_objects + inflow_objects + outflow_objects if _may_move(obj)}
+    # evaluate at the first frame of the bake; step through the others only if something may move or
+    # is animated (objects with animation data, constraints, parents, modifiers; the scene's own keys)
+    moving = {obj.name for obj in collider_objects + inflow_objects + outflow_objects + field_objects
+              if _may_move(obj)}
+    moving |= {obj.name for obj in fluid_objects if obj.surge.use_object_motion and _may_move(obj)}
+    scene_animated = scene.animation_data is not None
     frame, subframe = scene.frame_current, scene.frame_subframe
-    step = bool(moving) or (frame, subframe) != (scene.frame_start, 0.0)
+    step = bool(moving) or scene_animated or (frame, subframe) != (scene.frame_start, 0.0)
+    n_frames = scene.frame_end - scene.frame_start + 1
+    samplers = {}
+
+    def sample_all() -> None:
+        # the original data: frame_set writes the animated values (keys and drivers, evaluated by the
+        # depsgraph) back into it, and it never lags behind an edit the depsgraph has not seen yet
+        samplers["scene"].add(scene)
+        for obj in inflow_objects + outflow_objects + collider_objects + field_objects + fluid_objects:
+            if obj.name in moving or len(samplers[obj.name].frames) == 0:
+                samplers[obj.name].add(obj)
+
     try:
         if step:
             # even when already there: animated values the user changed without keying them would
             # otherwise stand in for the keyed ones at the first frame only
             scene.frame_set(scene.frame_start)
-        fluids = [FluidObject(obj.name, _world_mesh(obj, depsgraph, scale), velocity=settings.initial_velocity,
-                              settings=settings, channels=particle_channels(obj))
-                  for obj, settings in ((obj, fluid_settings(obj, scale)) for obj in fluid_objects)]
+        samplers["scene"] = _Sampler(lambda ev: _scene_values(ev, scale))
+        for obj in inflow_objects:
+            samplers[obj.name] = _Sampler(lambda ev: _inflow_values(ev, scale))
+        for obj in outflow_objects:
+            samplers[obj.name] = _Sampler(lambda ev: {"use_flow": float(ev.surge.use_flow)})
+        for obj in collider_objects:
+            samplers[obj.name] = _Sampler(lambda ev: {"friction": float32_to_float(ev.surge.friction),
+                                                      "bounce": float32_to_float(ev.surge.bounce)})
+        for obj in field_objects:
+            samplers[obj.name] = _Sampler(lambda ev: _field_values(ev, scale))
+        for obj in fluid_objects:
+            samplers[obj.name] = _Sampler(lambda ev: {"matrix": np.array(ev.matrix_world, dtype=np.float64)})
+        sample_all()
+        # every setting as it is at the first frame (not at the frame the user is on)
+        settings = settings_from_scene(scene)
+        object_settings = {}
+        for obj in inflow_objects:
+            object_settings[obj.name] = inflow_settings(obj, scale)
+        for obj in collider_objects:
+            object_settings[obj.name] = collider_settings(obj, scale)
+        fluids = []
+        for obj in fluid_objects:
+            fsettings = fluid_settings(obj, scale)
+            fluids.append((obj, _world_mesh(obj, depsgraph, scale), fsettings,
+                           np.array(fsettings.initial_velocity, dtype=np.float64)))
         tracks = []
         for obj in inflow_objects + outflow_objects + collider_objects:
             first = _Geometry(obj, depsgraph)
@@ -325,60 +470,87 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
                 continue
             tracks.append((obj, _Track(first)))
         followed = [(obj, track) for obj, track in tracks if obj.name in moving]
-        if followed:
-            # one pass over the frames for every collider that may move
+        if step and (moving or scene_animated):
+            # one pass over the frames for everything that may move or is animated
             for f in range(scene.frame_start + 1, scene.frame_end + 1):
                 scene.frame_set(f)
                 for obj, track in followed:
                     track.add(f, _Geometry(obj, depsgraph, with_triangles=False))
+                sample_all()
     finally:
         if step:
             scene.frame_set(frame, subframe=subframe)
 
+    fluid_list = []
+    for obj, mesh, fsettings, velocity in fluids:
+        gradient = np.zeros((3, 3))
+        if obj.surge.use_object_motion:
+            base, gradient = _object_motion([f["matrix"] for f in samplers[obj.name].frames], scale, fps)
+            velocity = velocity + base
+        fluid_list.append(FluidObject(obj.name, mesh, velocity=velocity, settings=fsettings,
+                                      channels=particle_channels(obj), velocity_gradient=gradient))
+    fluids = fluid_list
+
     containers, colliders, inflows, outflows = [], [], [], []
     for obj, track in tracks:
         role = obj.surge.role
-        if role in {"INFLOW", "OUTFLOW"}:
-            label = role.title()
-            if track.changed_at is not None or any(m is not None for m in track.motion(scale)):
-                problems.append(f"{label} '{obj.name}' moves or changes shape between frames {scene.frame_start} and "
-                                f"{scene.frame_end}; this version of Surge takes inflows and outflows as they are at "
-                                f"the first frame only. Remove the animation or bake it into a static mesh")
-                continue
-            mesh = TriangleMesh(track.first.world() * scale, track.first.triangles)
-            if role == "INFLOW":
-                inflows.append(InflowObject(obj.name, mesh, inflow_settings(obj, scale), particle_channels(obj)))
-            else:
-                outflows.append(OutflowObject(obj.name, mesh))
-            continue
+        label = role.title()
         if track.changed_at is not None:
-            problems.append(f"Collider '{obj.name}' changes its vertices or faces between frames {scene.frame_start} "
-                            f"and {track.changed_at}; a collider needs the same faces in every frame. Apply or "
+            problems.append(f"{label} '{obj.name}' changes its vertices or faces between frames {scene.frame_start} "
+                            f"and {track.changed_at}; it needs the same faces in every frame. Apply or "
                             f"disable the modifier that adds or removes geometry over time")
             continue
-        settings = collider_settings(obj, scale)
         mesh = TriangleMesh(track.first.world() * scale, track.first.triangles)
         transforms, frame_vertices = track.motion(scale)
+        if role == "INFLOW":
+            inflows.append(InflowObject(obj.name, mesh, object_settings[obj.name], particle_channels(obj),
+                                        transforms=transforms, frame_vertices=frame_vertices,
+                                        tracks=samplers[obj.name].tracks(n_frames)))
+            continue
+        if role == "OUTFLOW":
+            sampler = samplers[obj.name]
+            # an outflow switched off at the first frame and never on keeps a track of zeros
+            keep = {"use_flow"} if sampler.first()["use_flow"] < 0.5 else set()
+            outflows.append(OutflowObject(obj.name, mesh, transforms=transforms, frame_vertices=frame_vertices,
+                                          tracks=sampler.tracks(n_frames, keep)))
+            continue
+        settings_c = object_settings[obj.name]
+        collider_tracks = samplers[obj.name].tracks(n_frames)
         static = transforms is None and frame_vertices is None
-        mode = settings.collider_mode
+        mode = settings_c.collider_mode
         if (static and mode in {"CONTAINER", "AUTO"} and is_axis_aligned_box(mesh)
                 and (mode == "CONTAINER" or _holds_a_fluid(mesh, fluids + inflows))):
             containers.append(BoxContainer(obj.name, mesh.vertices.min(axis=0), mesh.vertices.max(axis=0),
-                                           dataclasses.replace(settings, collider_mode="CONTAINER")))
+                                           dataclasses.replace(settings_c, collider_mode="CONTAINER"),
+                                           tracks=collider_tracks))
         else:
-            colliders.append(MeshCollider(obj.name, mesh, settings, transforms=transforms,
-                                          frame_vertices=frame_vertices))
+            colliders.append(MeshCollider(obj.name, mesh, settings_c, transforms=transforms,
+                                          frame_vertices=frame_vertices, tracks=collider_tracks))
 
-    gravity = np.array(scene.gravity, dtype=np.float64) * scale if scene.use_gravity else np.zeros(3)
+    force_fields = []
+    for obj in field_objects:
+        frames = samplers[obj.name].frames
+        field = obj.field
+        flags = {name: getattr(field, name) for name in FIELD_FLAGS}
+        values = {name: np.array([f[name] for f in frames]) for name in FIELD_VALUES}
+        values = {k: (v if _varying(list(v)) is not None else v[:1]) for k, v in values.items()}
+        matrices = np.array([f["matrix"] for f in frames])
+        if np.all(matrices == matrices[0]):
+            matrices = matrices[:1]
+        force_fields.append(ForceField(obj.name, field.type, field.shape, matrices=matrices, values=values,
+                                       flags=flags, unit=scale))
+
+    scene_values = samplers["scene"]
+    scene_tracks = scene_values.tracks(n_frames)
+    gravity = np.array(scene_values.first()["gravity"], dtype=np.float64)
     description = SceneDescription(
         fluids=fluids, containers=containers, colliders=colliders, inflows=inflows, outflows=outflows,
-        gravity=gravity,
-        frame_start=scene.frame_start, frame_end=scene.frame_end,
-        fps=scene.render.fps / scene.render.fps_base)
+        gravity=gravity, frame_start=scene.frame_start, frame_end=scene.frame_end, fps=fps,
+        tracks=scene_tracks, force_fields=force_fields)
     try:
         description.validate()
     except InvalidSceneError as exc:
         problems += exc.problems
     if problems:
         raise InvalidSceneError(problems)
-    return description, settings_from_scene(scene)
+    return description, settings

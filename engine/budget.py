@@ -38,7 +38,14 @@ def inflow_particle_count(inflow: InflowObject, dx: float, scene: SceneDescripti
     if lifetime > 0.0:
         duration = min(duration, lifetime)
     if st.inflow_mode == "SURFACE":
-        return surface_flux(inflow.mesh, inflow.velocity, st.normal_speed) * duration / spacing ** 3
+        if inflow.motion == "STATIC" and not ({"normal_speed", "velocity"} & set(inflow.tracks)):
+            return surface_flux(inflow.mesh, inflow.velocity, st.normal_speed) * duration / spacing ** 3
+        # moving, deforming or animated: its area times the fastest set speed it has (an upper bound)
+        speed = (np.max(inflow.tracks.get("normal_speed", [st.normal_speed]))
+                 + np.max(np.linalg.norm(inflow.tracks.get("velocity", inflow.velocity[None, :]), axis=-1)))
+        frames = inflow.frame_vertices if inflow.frame_vertices is not None else inflow.mesh.vertices[None]
+        area = max(float(surface_flux(TriangleMesh(v, inflow.mesh.triangles), np.zeros(3), 1.0)) for v in frames)
+        return area * float(speed) * duration / spacing ** 3
     return lattice_site_count(inflow.mesh, spacing) * max(1.0, duration / 0.1)
 
 

@@ -662,7 +662,17 @@ class CollisionWorld:
     @property
     def has_friction(self) -> bool:
         """True if some collider removes sliding speed (a contact pass is needed after each substep)."""
-        return any(e.collider.settings.friction > 0.0 for e in self.entries)
+        return any(e.collider.settings.friction > 0.0 or np.any(np.asarray(e.collider.tracks.get("friction", 0.0)) > 0.0)
+                   for e in self.entries)
+
+    def set_response(self, c: int, friction: float | None = None, bounce: float | None = None) -> None:
+        """Set collider ``c``'s friction and bounce (animated settings, :mod:`engine.animation`)."""
+        # both the constant records (copied into the set at each pose) and the set the kernels read now
+        for records in (self._constant, self._args.colliders):
+            if friction is not None:
+                records["friction"][c] = friction
+            if bounce is not None:
+                records["bounce"][c] = bounce
 
     @property
     def args(self) -> ColliderSet:

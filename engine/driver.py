@@ -49,6 +49,14 @@ def check_job(scene: SceneDescription, settings: settings_mod.SimulationSettings
             raise InvalidSceneError([f"{name}: setting 'Spacing Factor' (spacing_factor) is not 1, but the "
                                      f"{settings.solver} solver has a single resolution; set it to 1 or use the "
                                      f"PBF solver" for name in several])
+    if settings.solver == "HYBRID":
+        hybrid = [f"Force field '{f.name}' acts on the liquid, but the Hybrid solver moves its deep liquid on a grid "
+                  f"that force fields do not reach; use PBF or WCSPH, or remove the field" for f in scene.force_fields]
+        if "gravity" in scene.tracks:
+            hybrid.append("Gravity is animated, but the Hybrid solver keeps the first frame's gravity; use PBF or "
+                          "WCSPH, or remove the animation")
+        if hybrid:
+            raise InvalidSceneError(hybrid)
     return budget.check_particle_budget(scene, settings.particle_spacing, lifetime=settings.particle_lifetime,
                                         drained=bool(scene.outflows) or settings.use_kill_box)
 
@@ -94,7 +102,7 @@ def fill_fluids(scene: SceneDescription, settings: settings_mod.SimulationSettin
         if len(pts) == 0:
             problems.append(f"Fluid '{f.name}' holds no particle at spacing {dx:g} m: "
                             f"it is open, flat or thinner than the spacing")
-        pt.add(pts, f.velocity, channels=f.channels)
+        pt.add(pts, f.velocity_at(pts), channels=f.channels)
         level.append(np.full(len(pts), lev, dtype=np.uint8))
     if problems:
         raise InvalidSceneError(problems)
@@ -113,10 +121,20 @@ def kernel_support(settings: settings_mod.SimulationSettings, spacing: float | N
     return 2.0 * settings.smoothing_length_factor * dx
 
 
+def _inflow_speeds(f) -> tuple[float, float]:
+    """Fastest set velocity (norm) and normal speed an inflow has over the frame range, m/s."""
+    velocity = f.tracks.get("velocity", f.velocity[None, :])
+    speed = f.tracks.get("normal_speed", np.array([f.settings.normal_speed]))
+    return float(np.linalg.norm(velocity, axis=-1).max()), float(np.max(speed))
+
+
 def _emission_speed(scene: SceneDescription) -> float:
-    """Fastest speed an inflow gives its liquid, m/s."""
-    return max((float(np.linalg.norm(f.velocity)) + f.settings.normal_speed * (f.settings.inflow_mode == "SURFACE")
-                for f in scene.inflows), default=0.0)
+    """Fastest speed an inflow gives its liquid relative to its surface, m/s."""
+    out = 0.0
+    for f in scene.inflows:
+        velocity, speed = _inflow_speeds(f)
+        out = max(out, velocity + speed * (f.settings.inflow_mode == "SURFACE"))
+    return out
 
 
 def make_collision(scene: SceneDescription, settings: settings_mod.SimulationSettings, liquid: np.ndarray,
@@ -158,7 +176,11 @@ def _sound_speed_inputs(scene: SceneDescription, particles: Particles) -> tuple[
     inflow's vertices at the fastest speed it emits."""
     xs, vs = [particles.x], [particles.v]
     for f in scene.inflows:
-        speed = float(np.linalg.norm(f.velocity)) + f.settings.normal_speed
+        speed = sum(_inflow_speeds(f))
+        if f.motion != "STATIC":
+            from .animation import make_motion
+
+            speed += float(np.max(make_motion(f.mesh, f.transforms, f.frame_vertices, scene.fps).speeds, initial=0.0))
         xs.append(f.mesh.vertices.astype(np.float32))
         vs.append(np.tile(np.float32([speed, 0.0, 0.0]), (len(f.mesh.vertices), 1)))
     return np.concatenate(xs), np.concatenate(vs)
@@ -251,6 +273,11 @@ class Sources:
                          if settings.use_kill_box else None)
         self.emitters = []
         self.max_dt = math.inf
+        self.fps = float(scene.fps)
+        self.dx = float(settings.particle_spacing)
+        from .emit import Drain  # numba: imported only when baking
+
+        self.drains = [Drain(o, scene.fps) for o in scene.outflows]
         if scene.inflows:
             from . import emit
 
@@ -273,6 +300,11 @@ class Sources:
         self.emitted = 0
         self.removed = 0
 
+    def dt_limit(self, t: float) -> float:
+        """Longest substep from t: emitted particles travel at most half a spacing from their surface,
+        and no moving outflow moves more than :data:`engine.animation.MAX_OUTFLOW_TRAVEL` spacings."""
+        return min([self.max_dt] + [d.dt_limit(t, self.dx) for d in self.drains])
+
     def step(self, solver, t: float, dt: float) -> None:
         """After the solver's substep [t, t + dt]: age the particles, remove, then emit."""
         pt = solver.particles
@@ -280,7 +312,7 @@ class Sources:
         if self._removes and len(pt):
             from . import emit
 
-            mask = emit.removal_mask(pt.x, pt.age, self.scene.outflows, self.lifetime, self.kill_box)
+            mask = emit.removal_mask(pt.x, pt.age, self.drains, self.lifetime, self.kill_box, t + dt, self.fps)
             self.removed += solver.remove_particles(mask)
         for e in self.emitters:
             x, v, age = e.emit(t, dt, solver.particles.x)
@@ -361,6 +393,11 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
     sources = Sources(scene, settings)
     emit_({"event": "stage", "stage": "compile", "elapsed": time.perf_counter() - t0})
     solver = _make_solver(scene, settings, particles, collision, level)
+    from .animation import SceneAnimation
+    from .forces import Forces
+
+    animation = SceneAnimation(scene, solver)
+    forces = Forces(scene)
     if resumed is not None:
         # colliders and solver model come from the first frame, as in the uninterrupted bake (Auto
         # modes and the automatic speed of sound pick the same); the liquid continues from the checkpoint
@@ -408,10 +445,13 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
             while remaining > 1e-12 * frame_dt:
                 if cancel is not None and cancel():
                     raise BakeCancelled(f"Bake cancelled at frame {frame}; frames up to {frame - 1} are kept")
-                dt = min(solver.stable_dt(), sources.max_dt, remaining)
+                dt = min(solver.stable_dt(), sources.dt_limit(solver.time), remaining)
                 n_left = math.ceil(remaining / dt - 1e-9)
                 dt = remaining / n_left  # equal substeps that land exactly on the frame time
                 t_step = solver.time
+                # animated settings at the substep's middle, then the force fields' kick
+                animation.apply(solver, t_step + 0.5 * dt)
+                forces.kick(solver.particles, t_step, dt)
                 solver.step(dt)
                 sources.step(solver, t_step, dt)
                 remaining -= dt

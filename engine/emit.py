@@ -20,11 +20,26 @@ surface is spaced alike, about dx. A point whose next
 particle would land within 0.6 dx of liquid already there waits at the surface without building
 up a backlog (a blocked nozzle does not stack particles).
 
+A SURFACE inflow that moves, deforms, or has an animated Normal Speed or Velocity (see
+:mod:`engine.animation`) covers all its faces with points once, in the first frame's pose, and
+keeps each point's triangle and barycentric coordinates; every substep then finds the points'
+positions, face normals and surface velocities where the surface is. Each point stands for the
+mean area A / K (scaled with its triangle's area when the mesh deforms), and pours A_k max(u . n +
+s, 0) per second with u and s the settings at the substep's middle: the volume is measured relative
+to the moving surface, so carrying a tap around does not change how much it pours. A particle
+leaves from where the surface is at the end of the substep, ahead of it by (u + s n) age, at the
+surface's velocity plus u + s n.
+
+The Use Flow switch (animatable) stops emission while it is off.
+
 INFLOW, VOLUME mode (:class:`VolumeEmitter`): the lattice sites of the closed mesh (as for
 FLUID) receive a particle whenever no particle lies within 0.9 dx of them, so the volume stays full.
 
-OUTFLOW: every particle whose winding number with respect to the mesh is above 1/2 is removed
-(only particles in the mesh's bounding box are tested).
+A moving volume carries its sites rigidly, or is filled again each substep when it deforms.
+
+OUTFLOW (:class:`Drain`): every particle whose winding number with respect to the mesh, where it
+is at the end of the substep, is above 1/2 is removed (only particles in the mesh's bounding box are
+tested), while its Use Flow is on.
 """
 
 from __future__ import annotations
@@ -34,6 +49,7 @@ import math
 import numpy as np
 from numba import njit
 
+from . import animation
 from .neighbors import build_grid
 from .scene import InflowObject, TriangleMesh, face_areas_normals
 from .sdf.winding import winding_numbers
@@ -43,6 +59,10 @@ POINT_SPACING = 0.85
 
 #: A surface point waits while liquid lies closer than this to its next particle, in spacings.
 SURFACE_CLEARANCE = 0.6
+
+#: A flat region of a moving or animated surface inflow needs this many emission points for its points
+#: to share its own area (see :func:`surface_sites`).
+MIN_REGION_POINTS = 4
 
 #: A volume site receives a particle only when no particle lies closer than this, in spacings.
 VOLUME_CLEARANCE = 0.9
@@ -257,6 +277,27 @@ def fill_volume(mesh: TriangleMesh, dx: float) -> np.ndarray:
     return pts[inside]
 
 
+def _adsorbed_samples(mesh: TriangleMesh, faces: np.ndarray, area: np.ndarray, dx: float, seed: int):
+    """Area-weighted random samples on ``faces`` (about 16 per dx^2, at least one per face), in random
+    order, and the points kept by random sequential adsorption among them.
+
+    Returns (cand (S, 3), face_of (S,), u (S,), v (S,), per (T,) samples per face, kept, owner); a
+    sample lies at ``a + u (b - a) + v (c - a)`` of its triangle (a, b, c)."""
+    per_face = np.maximum(1, np.ceil(16.0 * area[faces] / (dx * dx))).astype(np.int64)
+    face_of = np.repeat(faces, per_face)
+    rng = np.random.default_rng(seed)
+    u, v = rng.random(len(face_of)), rng.random(len(face_of))
+    flip = u + v > 1.0
+    u[flip], v[flip] = 1.0 - u[flip], 1.0 - v[flip]
+    tri = mesh.vertices[mesh.triangles[face_of]]
+    cand = tri[:, 0] + u[:, None] * (tri[:, 1] - tri[:, 0]) + v[:, None] * (tri[:, 2] - tri[:, 0])
+    per = np.bincount(face_of, minlength=len(area)).clip(min=1)
+    order = rng.permutation(len(cand))
+    cand, face_of, u, v = np.ascontiguousarray(cand[order]), face_of[order], u[order], v[order]
+    kept, owner = _sequential_points(cand, POINT_SPACING * dx)
+    return cand, face_of, u, v, per, kept, owner
+
+
 def surface_points(mesh: TriangleMesh, dx: float, velocity: np.ndarray, normal_speed: float, seed: int = 0):
     """Emission points about ``dx`` apart on a mesh surface and the volume flux each one carries.
 
@@ -273,21 +314,9 @@ def surface_points(mesh: TriangleMesh, dx: float, velocity: np.ndarray, normal_s
     faces = np.nonzero(face_flux > 0.0)[0]
     if len(faces) == 0:
         return np.zeros((0, 3)), np.zeros(0), np.zeros((0, 3))
-    # about 16 samples per dx^2, at least one per face, stratified by face
-    per_face = np.maximum(1, np.ceil(16.0 * area[faces] / (dx * dx))).astype(np.int64)
-    face_of = np.repeat(faces, per_face)
-    rng = np.random.default_rng(seed)
-    u, v = rng.random(len(face_of)), rng.random(len(face_of))
-    flip = u + v > 1.0
-    u[flip], v[flip] = 1.0 - u[flip], 1.0 - v[flip]
-    tri = mesh.vertices[mesh.triangles[face_of]]
-    cand = tri[:, 0] + u[:, None] * (tri[:, 1] - tri[:, 0]) + v[:, None] * (tri[:, 2] - tri[:, 0])
-    per = np.bincount(face_of, minlength=len(area)).clip(min=1)
+    cand, face_of, _u, _v, per, kept, owner = _adsorbed_samples(mesh, faces, area, dx, seed)
     weight = (face_flux / per)[face_of]
     area_w = (area / per)[face_of]
-    order = rng.permutation(len(cand))
-    cand, weight, area_w, face_of = np.ascontiguousarray(cand[order]), weight[order], area_w[order], face_of[order]
-    kept, owner = _sequential_points(cand, POINT_SPACING * dx)
     # Each point carries the mean area A / K times the flux density of the samples it owns, scaled
     # so that the points' fluxes add up to the surface's flux exactly. The areas the points own
     # themselves vary (0.3-2 dx^2 after the adsorption); with them a stream's spacing dx^3 / (area dx)
@@ -303,11 +332,78 @@ def surface_points(mesh: TriangleMesh, dx: float, velocity: np.ndarray, normal_s
     return cand[kept], flux, normals
 
 
+def surface_sites(mesh: TriangleMesh, dx: float, seed: int = 0):
+    """Emission points about ``dx`` apart over every face of a surface, for an inflow that moves,
+    deforms or has animated rates: where it emits is found per substep.
+
+    Returns
+    -------
+    face : ndarray, shape (K,), int64: the triangle each point lies on
+    bary : ndarray, shape (K, 2), float64: (u, v), the point is ``a + u (b - a) + v (c - a)``
+    share : ndarray, shape (K,), float64: the area the point stands for over its triangle's area
+        (see below)
+
+    Each point stands for the mean area of the points of its flat region (the faces of one normal,
+    such as the cap of a nozzle or the side of a box: A_region / K_region), so that the streams of a
+    region are spaced alike and a region pours its area's flux exactly; points of regions with fewer
+    than :data:`MIN_REGION_POINTS` points (the facets of a curved surface) stand for the mean area
+    of the whole surface, A / K, as for :func:`surface_points`.
+    """
+    area, normal = face_areas_normals(mesh)
+    faces = np.nonzero(area > 0.0)[0]
+    if len(faces) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 2)), np.zeros(0)
+    _keys, region = np.unique(np.round(normal * 1000.0).astype(np.int64), axis=0, return_inverse=True)
+    region = region.reshape(-1)
+    region_area = np.bincount(region[faces], weights=area[faces], minlength=len(_keys))
+    # points are spread over each large flat region on its own (points of a side would otherwise keep
+    # those of the cap away from their shared edge), over the rest of the surface together
+    large = region_area >= MIN_REGION_POINTS * dx * dx
+    groups = [faces[region[faces] == g] for g in np.nonzero(large)[0]]
+    groups.append(faces[~large[region[faces]]])
+    parts = []
+    for i, group in enumerate(g for g in groups if len(g)):
+        _cand, face_of, u, v, _per, kept, _owner = _adsorbed_samples(mesh, group, area, dx, seed + i)
+        parts.append((face_of[kept], u[kept], v[kept]))
+    face = np.concatenate([p[0] for p in parts])
+    u = np.concatenate([p[1] for p in parts])
+    v = np.concatenate([p[2] for p in parts])
+    kept = np.arange(len(face))
+    region_points = np.bincount(region[face], minlength=len(_keys))
+    mean = float(np.sum(area[faces])) / len(kept)
+    r = region[face]
+    stands_for = np.where(region_points[r] >= MIN_REGION_POINTS,
+                          region_area[r] / np.maximum(region_points[r], 1), mean)
+    return face, np.column_stack([u, v]), stands_for / area[face]
+
+
 def _window(settings, frame_start: int, fps: float) -> tuple[float, float]:
     """Time interval (s, from the first frame) during which an inflow emits."""
     t0 = (settings.emit_start - 1 - frame_start) / fps
     t1 = math.inf if settings.emit_end == 0 else (settings.emit_end - frame_start) / fps
     return t0, t1
+
+
+def _empty():
+    return np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0)
+
+
+class _Animated:
+    """The animated settings and motion of an INFLOW or OUTFLOW object (see :mod:`engine.animation`)."""
+
+    def __init__(self, obj, fps: float):
+        self.fps = float(fps)
+        self.tracks = obj.tracks
+        self.motion = animation.make_motion(obj.mesh, obj.transforms, obj.frame_vertices, fps)
+
+    def value(self, name: str, t: float, default):
+        if name in self.tracks:
+            return animation.sample(self.tracks[name], t, self.fps, name in animation.SWITCHES)
+        return default
+
+    def is_on(self, t: float, default: bool = True) -> bool:
+        """The on/off switch at time t (held over each frame interval)."""
+        return bool(self.value("use_flow", t, 1.0 if default else 0.0) > 0.5)
 
 
 class SurfaceEmitter:
@@ -330,18 +426,64 @@ class SurfaceEmitter:
         self.dx = float(dx)
         self.level = int(level)
         self.channels = dict(inflow.channels)
-        self.points, flux, self.normals = surface_points(inflow.mesh, dx, inflow.velocity, st.normal_speed)
-        self.rate = flux / dx ** 3  # particles per second per point
-        self.velocity = inflow.velocity[None, :] + st.normal_speed * self.normals
-        self.owed = np.zeros(len(self.points))
+        self.use_flow = bool(st.use_flow)
+        self.anim = _Animated(inflow, fps)
+        #: emission points found per substep: the inflow moves, deforms or has animated rates
+        self.is_dynamic = self.anim.motion is not None or bool({"normal_speed", "velocity"} & set(inflow.tracks))
+        self.normal_speed = float(st.normal_speed)
+        self.set_velocity = inflow.velocity
+        self.mesh = inflow.mesh
+        if self.is_dynamic:
+            self.face, self.bary, self.share = surface_sites(inflow.mesh, dx)
+            self.owed = np.zeros(len(self.face))
+            pts = self._pose(0.0)[0] if len(self.face) else np.zeros((0, 3))
+        else:
+            self.points, flux, self.normals = surface_points(inflow.mesh, dx, inflow.velocity, st.normal_speed)
+            self.rate = flux / dx ** 3  # particles per second per point
+            self.velocity = inflow.velocity[None, :] + st.normal_speed * self.normals
+            self.owed = np.zeros(len(self.points))
+            pts = self.points
         self.window = _window(st, frame_start, fps)
-        self.lo = self.points.min(axis=0) if len(self.points) else np.zeros(3)
-        self.hi = self.points.max(axis=0) if len(self.points) else np.zeros(3)
+        self.lo = pts.min(axis=0) if len(pts) else np.zeros(3)
+        self.hi = pts.max(axis=0) if len(pts) else np.zeros(3)
 
     @property
     def flux(self) -> float:
-        """Emitted volume per second, m^3/s."""
+        """Emitted volume per second at the first frame, m^3/s."""
+        if self.is_dynamic:
+            return float(np.sum(self._rates(0.0))) * self.dx ** 3
         return float(np.sum(self.rate)) * self.dx ** 3
+
+    def _pose(self, t: float):
+        """Points (K, 3), unit outward normals (K, 3), surface velocities (K, 3) and the area each
+        point stands for (K,), m^2, at time t."""
+        if self.anim.motion is not None:
+            verts, vvel = self.anim.motion.pose(t)
+        else:
+            verts, vvel = self.mesh.vertices, np.zeros_like(self.mesh.vertices)
+        tri = self.mesh.triangles[self.face]
+        a, b, c = verts[tri[:, 0]], verts[tri[:, 1]], verts[tri[:, 2]]
+        u, v = self.bary[:, 0:1], self.bary[:, 1:2]
+        points = a + u * (b - a) + v * (c - a)
+        w = 1.0 - u - v
+        velocity = w * vvel[tri[:, 0]] + u * vvel[tri[:, 1]] + v * vvel[tri[:, 2]]
+        cross = np.cross(b - a, c - a)
+        twice_area = np.linalg.norm(cross, axis=1)
+        normals = np.divide(cross, twice_area[:, None], out=np.zeros_like(cross), where=twice_area[:, None] > 0.0)
+        return points, normals, velocity, 0.5 * twice_area * self.share
+
+    def _settings_at(self, t: float) -> tuple[float, np.ndarray]:
+        """Normal speed (m/s) and set world velocity (3,), m/s, at time t."""
+        s = float(self.anim.value("normal_speed", t, self.normal_speed))
+        u = np.asarray(self.anim.value("velocity", t, self.set_velocity), dtype=np.float64)
+        return s, u
+
+    def _rates(self, t: float) -> np.ndarray:
+        """Particles per second each point emits at time t: its area times the set velocity along its
+        normal relative to the surface, A (u . n + s), over dx^3."""
+        _points, normals, _vel, area = self._pose(t)
+        s, u = self._settings_at(t)
+        return area * np.maximum(normals @ u + s, 0.0) / self.dx ** 3
 
     def emit(self, t: float, dt: float, liquid: np.ndarray):
         """Particles released during the substep [t, t + dt] (positions at t + dt).
@@ -349,34 +491,46 @@ class SurfaceEmitter:
         Returns (x (k, 3), v (k, 3), age (k,)), float64.
         """
         active = min(t + dt, self.window[1]) - max(t, self.window[0])
-        if active <= 0.0 or len(self.points) == 0:
-            return np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0)
-        self.owed += self.rate * active
-        due = np.nonzero(self.owed >= 1.0)[0]
+        if active <= 0.0 or len(self.owed) == 0 or not self.anim.is_on(t + 0.5 * dt, self.use_flow):
+            return _empty()
+        if self.is_dynamic:
+            # the volume is measured relative to the surface at the substep's middle; the particles
+            # start from where the surface is at its end, with the surface's own velocity added
+            rate = self._rates(t + 0.5 * dt)
+            points, normals, surface_velocity, _area = self._pose(t + dt)
+            s, u = self._settings_at(t + dt)
+            relative = u[None, :] + s * normals
+        else:
+            rate, points, relative = self.rate, self.points, self.velocity
+            surface_velocity = None
+        self.owed += rate * active
+        due = np.nonzero((self.owed >= 1.0) & (rate > 0.0))[0]
         if len(due) == 0:
-            return np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0)
+            return _empty()
         # the oldest particle owed by each point: it crossed the surface (owed - 1) / rate ago
-        age = (self.owed[due] - 1.0) / self.rate[due]
+        age = (self.owed[due] - 1.0) / rate[due]
         age = np.minimum(age, active)
-        x = self.points[due] + self.velocity[due] * age[:, None]
+        x = points[due] + relative[due] * age[:, None]
         blocked = near_any(liquid, x, SURFACE_CLEARANCE * self.dx)
         # a blocked point waits, ready to release one particle at the surface once there is room
         self.owed[due[blocked]] = 1.0
         go = due[~blocked]
-        xs, vs, ages = [x[~blocked]], [self.velocity[go]], [age[~blocked]]
+        xs, idx, ages = [x[~blocked]], [go], [age[~blocked]]
         self.owed[go] -= 1.0
         # a point owing more than one particle (a substep longer than its period) releases them in a row
         while True:
             more = go[self.owed[go] >= 1.0]
             if len(more) == 0:
                 break
-            a = np.minimum((self.owed[more] - 1.0) / self.rate[more], active)
-            xs.append(self.points[more] + self.velocity[more] * a[:, None])
-            vs.append(self.velocity[more])
+            a = np.minimum((self.owed[more] - 1.0) / rate[more], active)
+            xs.append(points[more] + relative[more] * a[:, None])
+            idx.append(more)
             ages.append(a)
             self.owed[more] -= 1.0
             go = more
-        return np.concatenate(xs), np.concatenate(vs), np.concatenate(ages)
+        idx = np.concatenate(idx)
+        v = relative[idx] if surface_velocity is None else relative[idx] + surface_velocity[idx]
+        return np.concatenate(xs), v, np.concatenate(ages)
 
 
 class VolumeEmitter:
@@ -387,18 +541,37 @@ class VolumeEmitter:
         self.dx = float(dx)
         self.level = int(level)
         self.channels = dict(inflow.channels)
+        self.mesh = inflow.mesh
         self.sites = fill_volume(inflow.mesh, dx)
         self.velocity = inflow.velocity
+        self.use_flow = bool(inflow.settings.use_flow)
+        self.anim = _Animated(inflow, fps)
         self.window = _window(inflow.settings, frame_start, fps)
+
+    def _sites(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """Lattice sites (P, 3) of the volume at time t and the velocity (P, 3) of the object there:
+        a rigid motion carries the first frame's sites; a deforming volume is filled again, and its
+        liquid takes the mean velocity of its vertices."""
+        motion = self.anim.motion
+        if motion is None:
+            return self.sites, np.zeros_like(self.sites)
+        if motion.is_rigid:
+            m, dm = motion.matrix(t)
+            return self.sites @ m[:3, :3].T + m[:3, 3], self.sites @ dm[:3, :3].T + dm[:3, 3]
+        verts, vvel = motion.pose(t)
+        sites = fill_volume(TriangleMesh(verts, self.mesh.triangles), self.dx)
+        return sites, np.broadcast_to(vvel.mean(axis=0), sites.shape)
 
     def emit(self, t: float, dt: float, liquid: np.ndarray):
         """Particles placed on the free sites at the end of the substep [t, t + dt]."""
         active = min(t + dt, self.window[1]) - max(t, self.window[0])
-        if active <= 0.0 or len(self.sites) == 0:
-            return np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0)
-        free = ~near_any(liquid, self.sites, VOLUME_CLEARANCE * self.dx)
-        x = self.sites[free]
-        return x, np.broadcast_to(self.velocity, x.shape), np.zeros(len(x))
+        if active <= 0.0 or len(self.sites) == 0 or not self.anim.is_on(t + 0.5 * dt, self.use_flow):
+            return _empty()
+        sites, carried = self._sites(t + dt)
+        free = ~near_any(liquid, sites, VOLUME_CLEARANCE * self.dx)
+        x = sites[free]
+        u = np.asarray(self.anim.value("velocity", t + dt, self.velocity), dtype=np.float64)
+        return x, carried[free] + u, np.zeros(len(x))
 
 
 def make_emitter(inflow: InflowObject, dx: float, level: int, frame_start: int, fps: float):
@@ -420,12 +593,38 @@ def inside_mesh(x: np.ndarray, mesh: TriangleMesh) -> np.ndarray:
     return out
 
 
-def removal_mask(x: np.ndarray, age: np.ndarray, outflows, lifetime: float, kill_box) -> np.ndarray:
-    """Particles to remove: inside an OUTFLOW mesh, older than ``lifetime`` (s, 0 = never) or outside
-    ``kill_box`` ((2, 3) lower/upper corners, m, or None)."""
+class Drain:
+    """An OUTFLOW object over time: where its surface is, and whether it removes liquid."""
+
+    def __init__(self, outflow, fps: float):
+        self.name = outflow.name
+        self.mesh = outflow.mesh
+        self.anim = _Animated(outflow, fps)
+
+    def mesh_at(self, t: float) -> TriangleMesh | None:
+        """The surface at time t (s after the first frame), or None while the outflow is off."""
+        if not self.anim.is_on(t):
+            return None
+        if self.anim.motion is None:
+            return self.mesh
+        return TriangleMesh(self.anim.motion.pose(t)[0], self.mesh.triangles)
+
+    def dt_limit(self, t: float, dx: float) -> float:
+        """Longest substep from t in which the surface moves at most
+        :data:`engine.animation.MAX_OUTFLOW_TRAVEL` spacings, s."""
+        speed = self.anim.motion.speed_at(t) if self.anim.motion is not None else 0.0
+        return animation.MAX_OUTFLOW_TRAVEL * dx / speed if speed > 0.0 else math.inf
+
+
+def removal_mask(x: np.ndarray, age: np.ndarray, outflows, lifetime: float, kill_box, t: float = 0.0,
+                 fps: float = 24.0) -> np.ndarray:
+    """Particles to remove at time t: inside an OUTFLOW mesh (where it is then, while it is on), older
+    than ``lifetime`` (s, 0 = never) or outside ``kill_box`` ((2, 3) lower/upper corners, m, or None)."""
     mask = np.zeros(len(x), dtype=bool)
     for o in outflows:
-        mask |= inside_mesh(x, o.mesh)
+        mesh = (o if isinstance(o, Drain) else Drain(o, fps)).mesh_at(t)
+        if mesh is not None:
+            mask |= inside_mesh(x, mesh)
     if lifetime > 0.0:
         mask |= age > lifetime
     if kill_box is not None:

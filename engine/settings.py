@@ -15,8 +15,8 @@ properties, job folders and cache manifests use. Per-object settings are one dat
 * the cache manifest (:func:`to_dict` and :func:`settings_hash`).
 
 Animatable settings (``Parameter.animatable``) are those a bake reads at every frame: an inflow's
-normal speed and velocity, a collider's friction and bounce, the liquid's viscosity (SPH and PBF)
-and PBF surface tension; Blender's scene gravity is animatable too. Everything else (particle
+on/off switch (Use Flow, an outflow's too), normal speed and velocity, a collider's friction and
+bounce, the liquid's viscosity (SPH and PBF) and PBF surface tension; Blender's scene gravity is animatable too. Everything else (particle
 spacing, solver, rest density, resolutions, solver controls) is read once at the start of a bake,
 and the Blender properties do not offer keyframes for it.
 
@@ -404,6 +404,10 @@ class InflowSettings:
     surface face emits the volume flux A (velocity . n + normal_speed) per second when that is positive.
     """
 
+    use_flow: bool = _param(
+        True, label="Use Flow", group="Inflow", animatable=True,
+        tooltip="While on, this inflow emits liquid and this outflow removes it; keyframe it (or drive it) to open "
+                "and close the flow during the shot")
     inflow_mode: str = _param(
         "SURFACE", label="Emit From", items=INFLOW_MODES, group="Inflow",
         tooltip="Where the liquid appears: from the surface of the mesh, or filling its closed volume")

@@ -25,7 +25,7 @@ EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "checkpoint_interv
                           "use_surface_preview", "surface_radius", "surface_smoothing", "use_surface_in_bake",
                           "liquid_display", "surface_object", "whitewater"}
 EXTRA_WHITEWATER_PROPERTIES = {"spray_object", "foam_object", "bubbles_object", "summary"}
-EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels"}
+EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels", "use_object_motion"}
 BUILTIN = {"rna_type", "name", "bl_idname"}
 
 
