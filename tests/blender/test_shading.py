@@ -27,7 +27,13 @@ def _show(surge, scene, cache_dir, frames: dict, radius=0.01, fps=24.0):
     session = bake.BakeSession.__new__(bake.BakeSession)
     session.scene_name, session.cache_dir, session.relative = scene.name, cache_dir, False
     session.scale_length, session.radius, session.converted, session.shown = 1.0, radius, set(), False
-    session.usd_dir, session.births = files.new_usd_dir(cache_dir), None
+    session.usd_dir = files.new_usd_dir(cache_dir)
+    session.with_surface, session.surface_shown = False, False
+    # what the bake process does as it caches the frames: write their USD point files
+    points = submodule(surge, "engine.usd").PointsWriter(session.usd_dir, radius, fps)
+    reader = cache_mod.CacheReader(cache_dir)
+    for frame in sorted(frames):
+        points(frame, reader.read_frame(frame))
     session._convert(budget=float("inf"))
     return scene.surge.liquid_object
 
