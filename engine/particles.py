@@ -33,7 +33,6 @@ import math
 import re
 
 import numpy as np
-from numba import njit, prange
 
 #: Factor by which the buffers grow when particles no longer fit, and the room kept after a shrink.
 GROWTH = 1.5
@@ -69,23 +68,6 @@ def _prefix_with_room(arr: np.ndarray, n: int, rows: int) -> np.ndarray | None:
     return None
 
 
-@njit(parallel=True, cache=True)
-def _take_rows_2d(src, order, out):
-    """out[i] = src[order[i]] for rows of a 2-D array, in parallel (numpy's take copies 12-byte rows
-    one at a time on one core)."""
-    for i in prange(order.shape[0]):
-        j = order[i]
-        for k in range(src.shape[1]):
-            out[i, k] = src[j, k]
-
-
-@njit(parallel=True, cache=True)
-def _take_rows_1d(src, order, out):
-    """out[i] = src[order[i]], in parallel."""
-    for i in prange(order.shape[0]):
-        out[i] = src[order[i]]
-
-
 #: Particle count from which :meth:`Particles.reorder` copies in parallel (below, starting the
 #: threads costs more than the copy).
 PARALLEL_TAKE = 16384
@@ -95,7 +77,11 @@ def _take_rows(src: np.ndarray, order: np.ndarray, out: np.ndarray) -> None:
     """``np.take(src, order, axis=0, out=out)`` for the channels' 1-D and 2-D arrays."""
     if order.shape[0] < PARALLEL_TAKE:
         np.take(src, order, axis=0, out=out)
-    elif src.ndim == 2:
+        return
+    # numba only here: importing this module (the host's pre-bake checks) must not load it
+    from .take_rows import _take_rows_1d, _take_rows_2d
+
+    if src.ndim == 2:
         _take_rows_2d(src, order, out)
     else:
         _take_rows_1d(src, order, out)
