@@ -26,6 +26,9 @@ def register():
     bpy.types.Scene.surge = bpy.props.PointerProperty(
         type=props.SurgeSceneSettings, name="Surge",
         description="Surge liquid simulation settings and cache folder of the scene")
+    bpy.types.Scene.surge_wedge = bpy.props.PointerProperty(
+        type=props.SurgeWedgeSettings, name="Surge Wedge",
+        description="Variations of this scene's Surge settings to bake side by side")
     bpy.types.WindowManager.surge_bakes = bpy.props.CollectionProperty(
         type=props.SurgeBakeState, name="Surge Bakes",
         description="State of each scene's running or last Surge bake in this session (never saved)")
@@ -49,6 +52,7 @@ def unregister():
         while function in handlers:
             handlers.remove(function)
     del bpy.types.WindowManager.surge_bakes
+    del bpy.types.Scene.surge_wedge
     del bpy.types.Scene.surge
     del bpy.types.Object.surge
     for cls in reversed(_classes()):

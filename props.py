@@ -306,3 +306,39 @@ class SurgePreferences(bpy.types.AddonPreferences):
 
 CLASSES = (SurgeParticleChannel, SurgeObjectSettings, SurgeWhitewaterSettings, SurgeSceneSettings, SurgeBakeState,
            SurgePreferences)
+
+
+class SurgeWedgeVariation(bpy.types.PropertyGroup):
+    """One setting of a wedge and the values to try (``Scene.surge_wedge.variations``)."""
+
+    setting: StringProperty(
+        name="Setting", default="viscosity",
+        description="Name of the Surge setting to vary, as in Python: a scene setting (particle_spacing, viscosity, "
+                    "...) or, with an object, that object's setting (normal_speed, friction, ...)")
+    target: PointerProperty(
+        type=bpy.types.Object, name="Object",
+        description="The object whose setting varies; empty for a setting of the scene")
+    values: StringProperty(
+        name="Values", default="0.000001,0.001",
+        description="The values to try, separated by commas; a vector's components separated by colons (0:0:-9.81)")
+
+
+class SurgeWedgeSettings(bpy.types.PropertyGroup):
+    """A wedge of this scene (``Scene.surge_wedge``): the variations and where and how to bake them."""
+
+    variations: CollectionProperty(type=SurgeWedgeVariation, name="Variations")
+    active: IntProperty(name="Active Variation", default=0, min=0, options={"SKIP_SAVE"})
+    output_directory: StringProperty(
+        name="Wedge Folder", default="//wedge/", subtype="DIR_PATH", options={"PATH_SUPPORTS_BLEND_RELATIVE"},
+        description="Folder receiving one sub-folder per combination (its .blend and cache) and wedge.json; "
+                    "// is the .blend file's folder")
+    workers: IntProperty(
+        name="Workers", default=2, min=1, max=256,
+        description="Combinations baked at once on this machine (each a separate Blender); ignored with a scheduler")
+    scheduler: StringProperty(
+        name="Scheduler", default="",
+        description="Address of a running Dask scheduler of a farm (tcp://host:8786); empty bakes on this machine")
+
+
+WEDGE_CLASSES = (SurgeWedgeVariation, SurgeWedgeSettings)
+CLASSES = CLASSES + WEDGE_CLASSES

@@ -15,16 +15,113 @@ import sys
 import bpy
 
 from . import bake_state, files
+from ..engine.errors import EngineError
 
 #: Exit statuses of a headless bake.
 EXIT_DONE, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 3
 
 
-def bake_open_file(resume: bool = False, save: bool = False, scene_name: str = "", cache_dir: str = "") -> int:
+def _value_for(prop, text: str, owner: str):
+    """``text`` converted to the type of the Blender property ``prop``; raises ValueError naming the setting."""
+    where = f"{owner}: setting '{prop.identifier}'"
+    kind = prop.type
+    length = getattr(prop, "array_length", 0) if kind in ("FLOAT", "INT", "BOOLEAN") else 0
+    parts = [t for t in text.replace(":", " ").split()] if length else [text.strip()]
+    if length and len(parts) != length:
+        raise ValueError(f"{where} is a vector of {length} values; write them as {':'.join(['v'] * length)}, "
+                         f"not {text!r}")
+    values = []
+    for part in parts:
+        if kind == "BOOLEAN":
+            if part.lower() not in ("1", "0", "true", "false", "on", "off", "yes", "no"):
+                raise ValueError(f"{where} is on or off (true/false), not {part!r}")
+            values.append(part.lower() in ("1", "true", "on", "yes"))
+        elif kind in ("FLOAT", "INT"):
+            try:
+                number = float(part) if kind == "FLOAT" else int(part)
+            except ValueError:
+                raise ValueError(f"{where} takes a {'number' if kind == 'FLOAT' else 'whole number'}, "
+                                 f"not {part!r}") from None
+            if not prop.hard_min <= number <= prop.hard_max:
+                raise ValueError(f"{where} must lie between {prop.hard_min:g} and {prop.hard_max:g}; "
+                                 f"{part} is refused")
+            values.append(number)
+        elif kind == "ENUM":
+            choices = [item.identifier for item in prop.enum_items]
+            if part not in choices:
+                raise ValueError(f"{where} is one of {', '.join(choices)}, not {part!r}")
+            values.append(part)
+        elif kind == "STRING":
+            values.append(part)
+        else:
+            raise ValueError(f"{where} cannot be set from the command line (a {kind.lower()} property)")
+    return values if length else values[0]
+
+
+def apply_settings(scene, assignments, apply: bool = True) -> None:
+    """Set Surge settings from ``NAME=VALUE`` texts (``NAME@OBJECT=VALUE`` for an object's setting).
+
+    ``NAME`` is a property of ``Scene.surge`` (or, with ``@OBJECT``, of that object's ``Object.surge``);
+    a ``Scene.surge.`` or ``Object.surge.`` prefix is allowed. Vectors write their components with ``:``.
+    Every assignment is checked before any is made; with ``apply=False`` they are only checked.
+
+    Raises
+    ------
+    InvalidSettingsError
+        Naming every unknown object or setting and every value that does not fit.
+    """
+    from ..engine.errors import InvalidSettingsError
+
+    problems, changes = [], []
+    for text in assignments:
+        key, sep, value = text.partition("=")
+        key = key.strip().removeprefix("Scene.surge.").removeprefix("Object.surge.")
+        name, _, obj_name = key.partition("@")
+        if not sep or not name:
+            problems.append(f"{text!r}: expected NAME=VALUE or NAME@OBJECT=VALUE")
+            continue
+        if obj_name:
+            obj = bpy.data.objects.get(obj_name)
+            if obj is None:
+                problems.append(f"No object '{obj_name}' in the file (setting '{name}')")
+                continue
+            group, owner = obj.surge, f"Object '{obj_name}'"
+        else:
+            group, owner = scene.surge, f"Scene '{scene.name}'"
+        prop = group.bl_rna.properties.get(name)
+        if prop is None or name == "rna_type" or prop.is_readonly:
+            problems.append(f"{owner} has no Surge setting '{name}'")
+            continue
+        try:
+            changes.append((group, name, _value_for(prop, value, owner)))
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise InvalidSettingsError(problems)
+    for group, name, value in changes if apply else ():
+        setattr(group, name, value)
+
+
+def can_resume(scene) -> bool:
+    """True when the scene's cache folder holds a checkpoint a bake can resume from."""
+    from ..engine import checkpoint
+    from .bake import ADDON_ROOT
+
+    try:
+        return bool(checkpoint.resumable_frames(files.resolve_cache_dir(scene, ADDON_ROOT)))
+    except (EngineError, OSError):
+        return False
+
+
+def bake_open_file(resume=False, save: bool = False, scene_name: str = "", cache_dir: str = "", settings=(),
+                   save_as: str = "") -> int:
     """Bake the current scene of the open .blend (blocking); returns the exit status.
 
     ``scene_name`` bakes that scene instead; ``cache_dir`` (an absolute folder) replaces the scene's
     Cache Directory, as when baking a copy of a file that must bake into the original's cache.
+    ``settings`` are ``NAME=VALUE`` assignments applied first (:func:`apply_settings`); ``save_as``
+    saves the file under that path before baking (the bake's own .blend, as a wedge does); ``resume``
+    may be 'auto': resume when the cache holds a checkpoint, else bake from the start.
     Progress lines come from the bake operator (``Surge: Frame 2 of 48: ...``); a failure prints
     ``Surge: error: <message>`` on stderr.
     """
@@ -32,8 +129,22 @@ def bake_open_file(resume: bool = False, save: bool = False, scene_name: str = "
     if scene is None:
         print(f"Surge: error: the file has no scene '{scene_name}'", file=sys.stderr, flush=True)
         return EXIT_FAILED
+    try:
+        apply_settings(scene, settings)
+    except EngineError as exc:
+        print(f"Surge: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
     if cache_dir:
-        scene.surge.cache_directory = cache_dir
+        scene.surge.cache_directory = os.path.abspath(cache_dir)
+    if save_as:
+        os.makedirs(os.path.dirname(os.path.abspath(save_as)), exist_ok=True)
+        bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(save_as))
+        print(f"Surge: saved '{bpy.data.filepath}'", flush=True)
+    if resume == "auto":
+        resume = can_resume(scene)
+        if resume:
+            print("Surge: resuming from the cache's last checkpoint", flush=True)
+    resume = bool(resume)
     try:
         if scene == bpy.context.scene:
             result = bpy.ops.surge.bake(resume=resume)
@@ -86,6 +197,55 @@ def bake_whitewater_open_file(save: bool = False, restart: bool = False) -> int:
     :func:`bake_surface_open_file` (progress lines ``Surge: Whitewater frame 12 of 72: ...``)."""
     return _stage_open_file(bpy.ops.surge.bake_whitewater, "Whitewater", save, restart)
 
+
+def bake_surface_on_cluster(scheduler: str, workers: int, root: str, save: bool = False,
+                            restart: bool = False) -> int:
+    """Mesh the surface of the open .blend's cache with its frames spread over a Dask cluster (blocking).
+
+    ``scheduler`` is a scheduler's address or ``'local'`` (a LocalCluster of ``workers`` processes);
+    ``root`` the repository folder as the workers see it. Progress lines ``Surge: Surface frame 12
+    (worker tcp://...)``; the exit status as :func:`bake_surface_open_file`.
+    """
+    from ..engine.errors import BakeCancelled
+    from . import cluster_stage, surface_bake, usd
+    from .bake import ADDON_ROOT
+
+    scene = bpy.context.scene
+    try:
+        settings = surface_bake.surface_settings(scene)
+        cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+        usd.import_pxr()
+    except (EngineError, OSError) as exc:
+        print(f"Surge: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    flag = files.cancel_flag(cache_dir)
+    if os.path.exists(flag):
+        os.remove(flag)
+    pxr_paths = [p for p in sys.path if os.path.isdir(os.path.join(p, "pxr"))]
+
+    def report(event: dict) -> None:
+        if event.get("event") == "frame":
+            print(f"Surge: Surface frame {event['frame']} of {event['frame_end']}: {event.get('triangles', '?')} "
+                  f"triangles in {event['seconds']:.2f} s (worker {event.get('worker')})", flush=True)
+
+    try:
+        summary = cluster_stage.run_on_cluster(
+            cache_dir, "surface", surface_bake.settings_mod.dataclasses.asdict(settings), {"usd": "1"}, root,
+            scheduler, workers=workers, restart=restart, progress=report, cancel=lambda: os.path.exists(flag),
+            pxr_paths=pxr_paths)
+    except BakeCancelled as exc:
+        print(f"Surge: {exc}", flush=True)
+        return EXIT_CANCELLED
+    except (EngineError, OSError) as exc:
+        print(f"Surge: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    surface_bake.show_surface(scene, cache_dir, scene.surge.cache_directory.strip().startswith("//"))
+    print(f"Surge: Surface meshed: {summary['processed']} frames on {len(summary['workers'])} workers, "
+          f"{summary['kept']} kept, in {summary['elapsed']:.1f} s", flush=True)
+    if save:
+        bpy.ops.wm.save_mainfile()
+        print(f"Surge: saved '{bpy.data.filepath}'", flush=True)
+    return EXIT_DONE
 
 #: Run by ``python -c`` in a child when Blender is a Python module (no ``blender`` program):
 #: enable this add-on, open the file, bake. {module}, {root}, {blend} and {resume} are filled in.

@@ -1,7 +1,8 @@
 """Bake a .blend headless with Blender as a Python module (no ``blender`` program needed).
 
-    .venv/bin/python tools/bake.py shot.blend [--resume] [--with-surface] [--save]
-    .venv/bin/python tools/bake.py shot.blend --surface [--restart] [--save]
+    .venv/bin/python tools/bake.py shot.blend [--resume | --resume-if-possible] [--with-surface] [--save]
+        [--set NAME=VALUE ...] [--cache-dir DIR] [--save-as FILE] [--watch-parent]
+    .venv/bin/python tools/bake.py shot.blend --surface [--restart] [--save] [--scheduler ADDRESS|local]
     .venv/bin/python tools/bake.py shot.blend --whitewater [--restart] [--save]
 
 does what ``blender -b shot.blend --python-exit-code 1 --python-expr "import bpy; bpy.ops.surge.bake()"``
@@ -16,7 +17,15 @@ the surface of the cache already baked, without simulating (``bpy.ops.surge.bake
 the surface settings saved in the file, keeping the frames already meshed with those settings
 (``--restart`` meshes every frame again). ``--whitewater`` makes the spray, foam and bubbles of the
 cache already baked (``bpy.ops.surge.bake_whitewater()``) with the whitewater settings saved in the
-file, the same way. Exit statuses as for the bake.
+file, the same way. Exit statuses as for the bake. With ``--surface``, ``--scheduler`` spreads the
+frames over a Dask cluster (``local``: a LocalCluster of ``--workers`` processes here), each frame a
+task, the files the same as a local run's.
+
+``--set NAME=VALUE`` changes a setting of ``Scene.surge`` (``NAME@OBJECT=VALUE``: of that object's
+``Object.surge``; vectors as ``x:y:z``) before baking, ``--cache-dir`` bakes into another folder, and
+``--save-as`` saves the changed file under a new name first (the file that plays this bake):
+what a wedge (``tools/wedge.py``) runs for each combination. ``--watch-parent`` cancels the bake
+cleanly (frames and checkpoints kept) when the process that started this one goes away.
 """
 
 from __future__ import annotations
@@ -43,7 +52,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--restart", action="store_true",
                         help="with --surface or --whitewater: make every frame again")
     parser.add_argument("--save", action="store_true", help="save the .blend after the bake")
+    parser.add_argument("--resume-if-possible", action="store_true",
+                        help="resume when the cache holds a checkpoint, else bake from the start")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="with --surface: spread the frames over this Dask scheduler ('local': a LocalCluster)")
+    parser.add_argument("--workers", type=int, default=2, help="with --scheduler local: worker processes")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="change a setting first (NAME@OBJECT=VALUE for an object's); repeatable")
+    parser.add_argument("--cache-dir", help="bake into this cache folder instead of the scene's")
+    parser.add_argument("--save-as", metavar="FILE", help="save the file under this name before baking")
+    parser.add_argument("--watch-parent", action="store_true",
+                        help="cancel the bake (keeping its frames) if the parent process goes away")
     args = parser.parse_args(argv)
+    if args.resume and args.resume_if_possible:
+        parser.error("--resume and --resume-if-possible exclude each other")
+    if args.scheduler and not args.surface:
+        parser.error("--scheduler goes with --surface (a wedge of bakes is tools/wedge.py)")
+    if args.watch_parent and not args.cache_dir:
+        parser.error("--watch-parent needs --cache-dir (the folder whose cancel flag it writes)")
     blend = os.path.abspath(args.blend)
     if not os.path.isfile(blend):
         print(f"Surge: error: no such file '{blend}'", file=sys.stderr)
@@ -59,13 +85,42 @@ def main(argv: list[str] | None = None) -> int:
     module = enable_from_source(ROOT, os.path.join(tempfile.gettempdir(), f"surge_source_repo_{tag}"))
     bpy.ops.wm.open_mainfile(filepath=blend)
     headless = importlib.import_module(f"{module}.bridge.headless")
+    if args.watch_parent:
+        _watch_parent(os.path.abspath(args.cache_dir))
     if args.surface:
+        if args.scheduler:
+            return headless.bake_surface_on_cluster(args.scheduler, args.workers, ROOT, save=args.save,
+                                                    restart=args.restart)
         return headless.bake_surface_open_file(save=args.save, restart=args.restart)
     if args.whitewater:
         return headless.bake_whitewater_open_file(save=args.save, restart=args.restart)
     if args.with_surface:
         bpy.context.scene.surge.use_surface_in_bake = True
-    return headless.bake_open_file(resume=args.resume, save=args.save)
+    return headless.bake_open_file(resume="auto" if args.resume_if_possible else args.resume, save=args.save,
+                                   settings=args.set, cache_dir=args.cache_dir or "", save_as=args.save_as or "")
+
+
+def _watch_parent(cache_dir: str) -> None:
+    """Cancel the bake through its cancel flag once the parent process is gone (a Dask worker that
+    died, say): the bake stops after its current substep and keeps its frames and checkpoints.
+
+    The watcher thread only writes a file; it never touches Blender data."""
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        print("Surge: the process that started this bake is gone; cancelling", flush=True)
+        while True:  # again and again: a bake that is just starting deletes a flag it finds
+            os.makedirs(cache_dir, exist_ok=True)
+            with open(os.path.join(cache_dir, "cancel.flag"), "w", encoding="utf-8"):
+                pass
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 if __name__ == "__main__":
