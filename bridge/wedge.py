@@ -276,6 +276,15 @@ def bake_command(spec: dict) -> list[str]:
                 f"resume='auto', save=True, settings={settings!r}, cache_dir={spec['cache_dir']!r}, "
                 f"save_as={spec['blend_out']!r}))")
         return [spec["blender"], "-b", spec["blend"], "--python-exit-code", "1", "--python-expr", expr]
+    if not os.path.isfile(os.path.join(spec["root"], "tools", "bake.py")):
+        # an installed add-on (no repository tools): Blender as a module in this Python, Surge enabled
+        script = ("import importlib, sys\nimport bpy\nimport addon_utils\n"
+                  f"addon_utils.enable({spec['addon_module']!r}, default_set=True)\n"
+                  f"bpy.ops.wm.open_mainfile(filepath={spec['blend']!r})\n"
+                  f"sys.exit(importlib.import_module({spec['addon_module'] + '.bridge.headless'!r}).bake_open_file("
+                  f"resume='auto', save=True, settings={settings!r}, cache_dir={spec['cache_dir']!r}, "
+                  f"save_as={spec['blend_out']!r}))\n")
+        return [spec.get("python") or sys.executable, "-c", script]
     command = [spec.get("python") or sys.executable, os.path.join(spec["root"], "tools", "bake.py"), spec["blend"],
                "--resume-if-possible", "--save", "--cache-dir", spec["cache_dir"], "--save-as", spec["blend_out"],
                "--watch-parent"]
@@ -565,9 +574,6 @@ def main(argv: list[str] | None = None, default_root: str | None = None) -> int:
     if args.workers < 1:
         parser.error("--workers must be at least 1")
     root = args.worker_root or default_root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if not args.blender and not os.path.isfile(os.path.join(root, "tools", "bake.py")):
-        parser.error(f"'{root}' holds no tools/bake.py: give --worker-root, or --blender to bake with the "
-                     f"blender program")
     try:
         variations = [parse_set(text) for text in args.set]
         run = WedgeRun(blend=blend, variations=variations, out=args.out or os.path.splitext(blend)[0] + "_wedge",

@@ -48,8 +48,8 @@ def wedge_command(scene, blend: str, out: str) -> list[str]:
         command += ["--scheduler", settings.scheduler.strip()]
     if bpy.app.binary_path:  # the blender program: each combination bakes in a background blender
         command += ["--blender", bpy.app.binary_path, "--addon-module", __package__.rpartition(".")[0]]
-    else:  # Blender as a Python module: tools/bake.py of this source tree
-        command += ["--worker-root", ADDON_ROOT]
+    else:  # Blender as a Python module: tools/bake.py of a source tree, else the installed add-on
+        command += ["--worker-root", ADDON_ROOT, "--addon-module", __package__.rpartition(".")[0]]
     for text in variation_texts(scene):
         command += ["--set", text]
     return command

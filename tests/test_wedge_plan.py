@@ -67,13 +67,21 @@ def test_a_second_run_skips_what_completed_and_retries_the_rest(tmp_path):
 
 def test_the_bake_command_carries_the_combination(tmp_path):
     c = wedge.combinations("/s.blend", [wedge.parse_set("viscosity@Water=0.5")], str(tmp_path))[0]
-    spec = wedge._spec(wedge.WedgeRun(blend="/s.blend", variations=[], out=str(tmp_path), root="/repo",
+    repo = tmp_path / "repo"
+    (repo / "tools").mkdir(parents=True)
+    (repo / "tools" / "bake.py").write_text("")
+    spec = wedge._spec(wedge.WedgeRun(blend="/s.blend", variations=[], out=str(tmp_path), root=str(repo),
                                       python="/py"), c)
     cmd = wedge.bake_command(spec)
-    assert cmd[:3] == ["/py", "/repo/tools/bake.py", "/s.blend"]
+    assert cmd[:3] == ["/py", str(repo / "tools" / "bake.py"), "/s.blend"]
     assert cmd[cmd.index("--cache-dir") + 1] == c.cache_dir and cmd[cmd.index("--save-as") + 1] == c.blend
     assert cmd[cmd.index("--set") + 1] == "viscosity@Water=0.5"
     assert "--resume-if-possible" in cmd and "--watch-parent" in cmd and "--save" in cmd
+    # an installed add-on without the repository's tools: Blender as a module with Surge enabled
+    spec["root"] = str(tmp_path / "installed")
+    cmd = wedge.bake_command(spec)
+    assert cmd[:2] == ["/py", "-c"] and "addon_utils.enable('bl_ext.user_default.surge'" in cmd[2]
+    assert "viscosity@Water=0.5" in cmd[2] and "resume='auto'" in cmd[2] and c.cache_dir in cmd[2]
     spec["blender"] = "/opt/blender/blender"
     cmd = wedge.bake_command(spec)
     assert cmd[:4] == ["/opt/blender/blender", "-b", "/s.blend", "--python-exit-code"]
