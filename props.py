@@ -116,11 +116,6 @@ def _object_annotations() -> dict:
         type=SurgeParticleChannel, name="Particle Channels",
         description="Named values the liquid of this Fluid or Inflow object carries into the cache as particle "
                     "attributes (for shading: which source a drop came from, a colour to mix)")
-    ann["use_object_motion"] = BoolProperty(
-        name="Use Object Motion", default=False, options=STATIC,
-        description="Add this Fluid object's own motion over the first frame of the bake (its keyframes, path, "
-                    "parent or constraints; translation and rotation) to the Initial Velocity, so that liquid "
-                    "carried by an animated object starts moving with it")
     ann["collider_resolved"] = StringProperty(
         name="Acts As", default="", options=STATIC,
         description="How the last bake treated this collider (the mode Auto picked, for instance); set by the "

@@ -30,7 +30,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import InvalidSettingsError
 
@@ -113,7 +113,9 @@ class Parameter:
 
 
 def _param(default, *, label, tooltip, unit="", min=None, max=None, soft_min=None, soft_max=None,
-           items=(), group="Simulation", requires=(), animatable=False):
+           items=(), group=None, requires=(), animatable=False):
+    """One setting's field; ``group`` (the heading the panels list it under) defaults to the ``GROUP`` of
+    the dataclass that declares it (see :func:`_group_of`)."""
     size = len(default) if isinstance(default, tuple) else 0
     meta = dict(label=label, tooltip=tooltip, unit=unit, min=min, max=max, soft_min=soft_min,
                 soft_max=soft_max, items=tuple(items), group=group, requires=tuple(requires),
@@ -134,6 +136,8 @@ def _param(default, *, label, tooltip, unit="", min=None, max=None, soft_min=Non
 @dataclass(frozen=True)
 class CommonSettings:
     """Settings every solver reads."""
+
+    GROUP: ClassVar[str] = "Simulation"
 
     solver: str = _param(
         "PBF", label="Solver", items=SOLVERS,
@@ -157,21 +161,23 @@ class CommonSettings:
 class SPHSettings:
     """The weakly-compressible SPH particles of the WCSPH and Hybrid solvers (Suarez & Susin 2006)."""
 
+    GROUP: ClassVar[str] = "SPH"
+
     smoothing_length_factor: float = _param(
-        1.2, label="Smoothing Length", min=0.8, max=2.5, group="SPH",
+        1.2, label="Smoothing Length", min=0.8, max=2.5,
         tooltip="Kernel smoothing length h as a multiple of the particle spacing; particles interact within 2h")
     viscosity: float = _param(
-        1.0e-6, label="Viscosity", unit="m2/s", min=0.0, max=100.0, soft_max=0.1, group="SPH", animatable=True,
+        1.0e-6, label="Viscosity", unit="m2/s", min=0.0, max=100.0, soft_max=0.1, animatable=True,
         tooltip="Kinematic viscosity in square metres per second (water: 0.000001, honey: about 0.005)")
     artificial_viscosity: float = _param(
-        0.02, label="Artificial Viscosity", min=0.0, max=1.0, soft_max=0.2, group="SPH",
+        0.02, label="Artificial Viscosity", min=0.0, max=1.0, soft_max=0.2,
         tooltip="Monaghan's artificial viscosity alpha; damps particle noise, larger values make the liquid thicker")
     sound_speed: float = _param(
-        0.0, label="Speed of Sound", unit="m/s", min=0.0, max=10000.0, soft_max=200.0, group="SPH",
+        0.0, label="Speed of Sound", unit="m/s", min=0.0, max=10000.0, soft_max=200.0,
         tooltip="Numerical speed of sound of the weakly-compressible liquid in m/s; 0 picks ten times the fastest "
                 "free-fall speed the scene allows, which keeps density errors near 1 %")
     cfl_number: float = _param(
-        0.3, label="CFL Number", min=0.01, max=1.0, group="SPH",
+        0.3, label="CFL Number", min=0.01, max=1.0,
         tooltip="Fraction of a smoothing length a pressure wave may travel per substep; smaller is safer and slower")
 
 
@@ -179,8 +185,10 @@ class SPHSettings:
 class WCSPHSettings:
     """Settings of the WCSPH solver alone (Suarez & Susin 2006; the Hybrid always sums densities)."""
 
+    GROUP: ClassVar[str] = "WCSPH"
+
     density: str = _param(
-        "CONTINUITY", label="Density", items=WCSPH_DENSITY_MODES, group="WCSPH",
+        "CONTINUITY", label="Density", items=WCSPH_DENSITY_MODES,
         tooltip="How each particle's density is found: by the continuity equation, which keeps the free "
                 "surface at full density and the pressure right up to it, or by summing over the neighbours, "
                 "cheaper by a fifth (the Hybrid solver always sums)")
@@ -190,31 +198,33 @@ class WCSPHSettings:
 class PBFSettings:
     """Position-Based Fluids (Alduan, Tena & Otaduy 2015)."""
 
+    GROUP: ClassVar[str] = "PBF"
+
     iterations: int = _param(
-        4, label="PBF Iterations", min=1, max=100, soft_max=20, group="PBF",
+        4, label="PBF Iterations", min=1, max=100, soft_max=20,
         tooltip="Most density-constraint iterations per substep; more iterations make the liquid less "
                 "compressible and cost proportionally more time")
     density_tolerance: float = _param(
-        0.5, label="PBF Density Tolerance", unit="%", min=0.01, max=10.0, soft_max=3.0, group="PBF",
+        0.5, label="PBF Density Tolerance", unit="%", min=0.01, max=10.0, soft_max=3.0,
         tooltip="Iterations stop once the liquid is compressed by less than this percentage on average; "
                 "smaller values settle calmer but need more iterations")
     time_step: float = _param(
-        0.002, label="PBF Max Substep", unit="s", min=1.0e-5, max=0.04, soft_max=0.01, group="PBF",
+        0.002, label="PBF Max Substep", unit="s", min=1.0e-5, max=0.04, soft_max=0.01,
         tooltip="Longest substep in seconds; shorter substeps follow fast splashes more closely")
     cfl_number: float = _param(
-        0.5, label="PBF Max Travel", min=0.05, max=2.0, group="PBF",
+        0.5, label="PBF Max Travel", min=0.05, max=2.0,
         tooltip="Fraction of the particle spacing a particle may travel in one substep; fast liquid takes "
                 "shorter substeps so that no particle jumps past its neighbours")
     stiffness: float = _param(
-        0.6, label="PBF Stiffness", min=0.05, max=0.75, group="PBF",
+        0.6, label="PBF Stiffness", min=0.05, max=0.75,
         tooltip="Scale of each density correction (beta); lower is softer and steadier, above 0.75 the "
                 "corrections overshoot and the liquid boils")
     xsph_viscosity: float = _param(
-        0.02, label="PBF Viscosity", min=0.0, max=50.0, soft_max=10.0, group="PBF", animatable=True,
+        0.02, label="PBF Viscosity", min=0.0, max=50.0, soft_max=10.0, animatable=True,
         tooltip="XSPH velocity smoothing: 0.01-0.05 for water, about 1 for oil, 5-20 for toothpaste-like "
                 "liquids; values above 0.5 are applied in several stable passes")
     surface_tension: float = _param(
-        0.0, label="PBF Surface Tension", min=0.0, max=2.0, soft_max=1.0, group="PBF", animatable=True,
+        0.0, label="PBF Surface Tension", min=0.0, max=2.0, soft_max=1.0, animatable=True,
         tooltip="Strength of the pull that keeps the liquid together and rounds off drops; 1 pulls the surface "
                 "inward as strongly as gravity pulls down. Use 0 for large-scale water, more for small drops")
 
@@ -223,39 +233,41 @@ class PBFSettings:
 class HybridSettings:
     """The MAC grid + SPH hybrid (Suarez & Susin 2006); its particles also read :class:`SPHSettings`."""
 
+    GROUP: ClassVar[str] = "Hybrid"
+
     interface_mode: str = _param(
-        "AUTO", label="Interface", items=HYBRID_INTERFACE_MODES, group="Hybrid",
+        "AUTO", label="Interface", items=HYBRID_INTERFACE_MODES,
         tooltip="Where the grid takes over from the particles: a fixed depth under the free surface that "
                 "follows the liquid as it fills or empties a tank (Auto), or a fixed height (Fixed)")
     interface_depth: float = _param(
-        0.15, label="Interface Depth", unit="m", min=0.0, max=1000.0, soft_max=2.0, group="Hybrid",
+        0.15, label="Interface Depth", unit="m", min=0.0, max=1000.0, soft_max=2.0,
         requires=(("hybrid_interface_mode", "AUTO"),),
         tooltip="Auto interface: depth under the free surface below which the liquid is simulated on the grid, "
                 "in metres; deeper keeps more particles near the surface (more detail, slower). At least four "
                 "smoothing lengths plus two grid cells are kept")
     interface_height: float = _param(
-        0.0, label="Interface Height", unit="m", min=-1.0e6, max=1.0e6, group="Hybrid",
+        0.0, label="Interface Height", unit="m", min=-1.0e6, max=1.0e6,
         requires=(("hybrid_interface_mode", "FIXED"),),
         tooltip="Fixed interface: world Z below which the liquid is simulated on the grid, in metres; it must "
                 "stay under the free surface by at least four smoothing lengths plus two grid cells")
     cell_factor: float = _param(
-        2.0, label="Grid Cell Size", min=1.0, max=4.0, group="Hybrid",
+        2.0, label="Grid Cell Size", min=1.0, max=4.0,
         tooltip="Edge of the grid cells as a multiple of the particle spacing; larger cells make the deep "
                 "liquid cheaper and smoother")
     pressure_solver: str = _param(
-        "RBSOR", label="Pressure Solver", items=HYBRID_PRESSURE_SOLVERS, group="Hybrid",
+        "RBSOR", label="Pressure Solver", items=HYBRID_PRESSURE_SOLVERS,
         tooltip="Method that solves the grid's pressure equation: red-black SOR runs on every core; SOR is the "
                 "paper's serial method, for comparison")
     sor_omega: float = _param(
-        1.7, label="SOR Relaxation", min=1.0, max=1.99, group="Hybrid",
+        1.7, label="SOR Relaxation", min=1.0, max=1.99,
         tooltip="Over-relaxation factor of the pressure solve; 1.6-1.9 converges fastest on most grids, 1 is "
                 "plain Gauss-Seidel")
     pressure_tolerance: float = _param(
-        1.0e-3, label="Pressure Tolerance", unit="1/s", min=1.0e-9, max=1.0, group="Hybrid",
+        1.0e-3, label="Pressure Tolerance", unit="1/s", min=1.0e-9, max=1.0,
         tooltip="The pressure solve stops once the grid's velocity divergence is below this, per second; "
                 "smaller keeps the deep liquid's volume more exact and costs more iterations")
     max_iterations: int = _param(
-        200, label="Pressure Iterations", min=1, max=100000, soft_max=2000, group="Hybrid",
+        200, label="Pressure Iterations", min=1, max=100000, soft_max=2000,
         tooltip="Most sweeps of one pressure solve per substep; the solve stops earlier once it meets the "
                 "Pressure Tolerance")
 
@@ -264,20 +276,22 @@ class HybridSettings:
 class RemovalSettings:
     """Removal of liquid by age or position (every solver)."""
 
+    GROUP: ClassVar[str] = "Removal"
+
     particle_lifetime: float = _param(
-        0.0, label="Lifetime", unit="s", min=0.0, max=1.0e6, soft_max=60.0, group="Removal",
+        0.0, label="Lifetime", unit="s", min=0.0, max=1.0e6, soft_max=60.0,
         tooltip="Particles older than this many seconds are removed (age counts from emission, or from the "
                 "first frame for the liquid of Fluid objects); 0 keeps every particle")
     use_kill_box: bool = _param(
-        False, label="Kill Box", group="Removal",
+        False, label="Kill Box",
         tooltip="Remove every particle that leaves the box between Kill Box Min and Kill Box Max (world space)")
     kill_box_min: tuple = _param(
-        (-10.0, -10.0, -10.0), label="Kill Box Min", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
+        (-10.0, -10.0, -10.0), label="Kill Box Min", unit="m", min=-1.0e6, max=1.0e6,
         requires=(("use_kill_box", True),),
         tooltip="Lowest corner of the kill box in world space, in metres; particles below it on any axis are "
                 "removed")
     kill_box_max: tuple = _param(
-        (10.0, 10.0, 10.0), label="Kill Box Max", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
+        (10.0, 10.0, 10.0), label="Kill Box Max", unit="m", min=-1.0e6, max=1.0e6,
         requires=(("use_kill_box", True),),
         tooltip="Highest corner of the kill box in world space, in metres; particles above it on any axis are "
                 "removed")
@@ -315,11 +329,16 @@ def _group_view(group: SettingsGroup):
     return property(view)
 
 
+def _group_of(cls, f) -> str:
+    """The heading of field ``f`` of settings dataclass ``cls``: its own ``group``, else the class's ``GROUP``."""
+    return f.metadata.get("group") or getattr(cls, "GROUP", "Simulation")
+
+
 def _flat_fields() -> list:
     out = []
     for group in SETTINGS_GROUPS:
         for f in dataclasses.fields(group.cls):
-            meta = dict(f.metadata, solvers=group.solvers)
+            meta = dict(f.metadata, solvers=group.solvers, group=_group_of(group.cls, f))
             meta["requires"] = tuple(meta["requires"])
             out.append((group.prefix + f.name, f.type, field(default=f.default, metadata=meta)))
     return out
@@ -350,20 +369,22 @@ COLLIDER_MODES = (
 class ColliderSettings:
     """Per-collider parameters (``Object.surge`` in Blender). Construct with keywords."""
 
+    GROUP: ClassVar[str] = "Collider"
+
     collider_mode: str = _param(
-        "AUTO", label="Collider Mode", items=COLLIDER_MODES, group="Collider",
+        "AUTO", label="Collider Mode", items=COLLIDER_MODES,
         tooltip="How this collider holds back the liquid: from outside (solid), from inside (container) or "
                 "from both sides (shell); Auto picks from the mesh")
     friction: float = _param(
-        0.0, label="Friction", min=0.0, max=1.0, group="Collider", animatable=True,
+        0.0, label="Friction", min=0.0, max=1.0, animatable=True,
         tooltip="Fraction of the liquid's sliding speed along this collider removed at each contact; 0 is "
                 "slippery, 1 makes the liquid stick")
     bounce: float = _param(
-        0.0, label="Bounce", min=0.0, max=1.0, group="Collider", animatable=True,
+        0.0, label="Bounce", min=0.0, max=1.0, animatable=True,
         tooltip="Fraction of the speed into this collider the liquid keeps, reversed, when it hits it; 0 for "
                 "water, which does not bounce off walls")
     surface_offset: float = _param(
-        0.0, label="Surface Offset", unit="m", min=-1.0, max=1.0, soft_min=-0.1, soft_max=0.1, group="Collider",
+        0.0, label="Surface Offset", unit="m", min=-1.0, max=1.0, soft_min=-0.1, soft_max=0.1,
         tooltip="Moves the surface the liquid meets outward from the solid (negative: inward), in metres; "
                 "a shell is half a particle spacing thick plus this offset on each side")
 
@@ -376,15 +397,29 @@ def _spacing_factor():
                 "Needs the PBF solver when it is not 1")
 
 
+def _use_flow():
+    return _param(
+        True, label="Use Flow", group="Flow", animatable=True,
+        tooltip="While on, an inflow emits liquid and an outflow removes it; keyframe it (or drive it) to open "
+                "and close the flow during the shot")
+
+
 @dataclass(frozen=True)
 class FluidSettings:
     """Per-object parameters of a FLUID object (``Object.surge`` in Blender). Construct with keywords."""
 
+    GROUP: ClassVar[str] = "Fluid"
+
     initial_velocity: tuple = _param(
         (0.0, 0.0, 0.0), label="Initial Velocity", unit="m/s", min=-1000.0, max=1000.0, soft_min=-20.0,
-        soft_max=20.0, group="Fluid",
+        soft_max=20.0,
         tooltip="World-space velocity the liquid of this Fluid object starts with, at the first frame of the bake, "
                 "in metres per second")
+    use_object_motion: bool = _param(
+        False, label="Use Object Motion",
+        tooltip="Add this Fluid object's own motion over the first frame of the bake (its keyframes, path, parent "
+                "or constraints; translation and rotation) to the Initial Velocity, so that liquid carried by an "
+                "animated object starts moving with it")
     spacing_factor: float = _spacing_factor()
 
 
@@ -404,34 +439,43 @@ class InflowSettings:
     surface face emits the volume flux A (velocity . n + normal_speed) per second when that is positive.
     """
 
-    use_flow: bool = _param(
-        True, label="Use Flow", group="Inflow", animatable=True,
-        tooltip="While on, this inflow emits liquid and this outflow removes it; keyframe it (or drive it) to open "
-                "and close the flow during the shot")
+    GROUP: ClassVar[str] = "Inflow"
+
+    use_flow: bool = _use_flow()
     inflow_mode: str = _param(
-        "SURFACE", label="Emit From", items=INFLOW_MODES, group="Inflow",
+        "SURFACE", label="Emit From", items=INFLOW_MODES,
         tooltip="Where the liquid appears: from the surface of the mesh, or filling its closed volume")
     normal_speed: float = _param(
-        1.0, label="Normal Speed", unit="m/s", min=0.0, max=1000.0, soft_max=20.0, group="Inflow", animatable=True,
+        1.0, label="Normal Speed", unit="m/s", min=0.0, max=1000.0, soft_max=20.0, animatable=True,
         requires=(("inflow_mode", "SURFACE"),),
         tooltip="Speed of the liquid along each face's outward normal, in metres per second (Surface only); "
                 "with the velocity it sets how much liquid flows: face area times speed, per second")
     velocity: tuple = _param(
         (0.0, 0.0, 0.0), label="Velocity", unit="m/s", min=-1000.0, max=1000.0, soft_min=-20.0, soft_max=20.0,
-        group="Inflow", animatable=True,
+        animatable=True,
         tooltip="World-space velocity given to the emitted liquid, in metres per second, added to the normal "
                 "speed")
     emit_start: int = _param(
-        1, label="Start Frame", min=-1048574, max=1048574, group="Inflow",
+        1, label="Start Frame", min=-1048574, max=1048574,
         tooltip="First frame during which this object emits liquid")
     emit_end: int = _param(
-        0, label="End Frame", min=-1048574, max=1048574, group="Inflow",
+        0, label="End Frame", min=-1048574, max=1048574,
         tooltip="Last frame during which this object emits liquid; 0 emits until the end of the bake")
     spacing_factor: float = _spacing_factor()
 
 
+@dataclass(frozen=True)
+class OutflowSettings:
+    """Per-object parameters of an OUTFLOW object (``Object.surge`` in Blender). Construct with keywords."""
+
+    GROUP: ClassVar[str] = "Outflow"
+
+    use_flow: bool = _use_flow()
+
+
 #: Object role -> the dataclass of its per-object settings (``Object.surge`` holds them all).
-ROLE_SETTINGS = {"COLLIDER": ColliderSettings, "FLUID": FluidSettings, "INFLOW": InflowSettings}
+ROLE_SETTINGS = {"COLLIDER": ColliderSettings, "FLUID": FluidSettings, "INFLOW": InflowSettings,
+                 "OUTFLOW": OutflowSettings}
 
 
 def _parameters_of(cls) -> list[Parameter]:
@@ -439,7 +483,7 @@ def _parameters_of(cls) -> list[Parameter]:
     ``tuple``, has ``kind`` float and ``size`` 3)."""
     hints = {"str": str, "float": float, "int": int, "bool": bool, "tuple": float}
     return [Parameter(name=f.name, kind=hints[f.type] if isinstance(f.type, str) else f.type, default=f.default,
-                      **f.metadata) for f in dataclasses.fields(cls)]
+                      **dict(f.metadata, group=_group_of(cls, f))) for f in dataclasses.fields(cls)]
 
 
 def parameters() -> list[Parameter]:
@@ -643,85 +687,87 @@ def from_dict(data: dict, owner: str = "Scene") -> SimulationSettings:
 class WhitewaterSettings:
     """Every parameter of a whitewater stage (Ihmsen et al. 2012). Construct with keywords."""
 
+    GROUP: ClassVar[str] = "Whitewater"
+
     use_auto_thresholds: bool = _param(
-        True, label="Automatic Thresholds", group="Whitewater",
+        True, label="Automatic Thresholds",
         tooltip="Set the potentials' thresholds from the shot's own range (a tenth of the average per-frame "
                 "maximum to that maximum), so a glass and an ocean wave both get whitewater without tuning; "
                 "off uses the thresholds below")
     trapped_air_min: float = _param(
-        1.0, label="Trapped Air Min", unit="m/s", min=0.0, max=1.0e4, soft_max=50.0, group="Whitewater",
+        1.0, label="Trapped Air Min", unit="m/s", min=0.0, max=1.0e4, soft_max=50.0,
         tooltip="Trapped-air potential (how fast neighbouring liquid collides) below which no whitewater is made")
     trapped_air_max: float = _param(
-        8.0, label="Trapped Air Max", unit="m/s", min=1.0e-6, max=1.0e4, soft_max=100.0, group="Whitewater",
+        8.0, label="Trapped Air Max", unit="m/s", min=1.0e-6, max=1.0e4, soft_max=100.0,
         tooltip="Trapped-air potential at and above which emission is strongest")
     wave_crest_min: float = _param(
-        0.3, label="Wave Crest Min", min=0.0, max=1.0e3, soft_max=10.0, group="Whitewater",
+        0.3, label="Wave Crest Min", min=0.0, max=1.0e3, soft_max=10.0,
         tooltip="Wave-crest potential (curvature of a surface moving outward) below which no whitewater is made")
     wave_crest_max: float = _param(
-        2.0, label="Wave Crest Max", min=1.0e-6, max=1.0e3, soft_max=20.0, group="Whitewater",
+        2.0, label="Wave Crest Max", min=1.0e-6, max=1.0e3, soft_max=20.0,
         tooltip="Wave-crest potential at and above which emission is strongest")
     energy_min: float = _param(
-        0.5, label="Energy Min", unit="J/kg", min=0.0, max=1.0e6, soft_max=100.0, group="Whitewater",
+        0.5, label="Energy Min", unit="J/kg", min=0.0, max=1.0e6, soft_max=100.0,
         tooltip="Kinetic energy per kilogram (half the speed squared) below which liquid makes no whitewater")
     energy_max: float = _param(
-        4.0, label="Energy Max", unit="J/kg", min=1.0e-6, max=1.0e6, soft_max=500.0, group="Whitewater",
+        4.0, label="Energy Max", unit="J/kg", min=1.0e-6, max=1.0e6, soft_max=500.0,
         tooltip="Kinetic energy per kilogram at and above which liquid makes the most whitewater")
     trapped_air_rate: float = _param(
-        40.0, label="Trapped Air Rate", unit="1/s", min=0.0, max=1.0e5, soft_max=1000.0, group="Whitewater",
+        40.0, label="Trapped Air Rate", unit="1/s", min=0.0, max=1.0e5, soft_max=1000.0,
         tooltip="Whitewater particles one liquid particle makes per second at full trapped-air and energy potential")
     wave_crest_rate: float = _param(
-        40.0, label="Wave Crest Rate", unit="1/s", min=0.0, max=1.0e5, soft_max=1000.0, group="Whitewater",
+        40.0, label="Wave Crest Rate", unit="1/s", min=0.0, max=1.0e5, soft_max=1000.0,
         tooltip="Whitewater particles one liquid particle makes per second at full wave-crest and energy potential")
     spray_amount: float = _param(
-        1.0, label="Spray Amount", min=0.0, max=10.0, group="Whitewater",
+        1.0, label="Spray Amount", min=0.0, max=10.0,
         tooltip="Share of the new particles born in the air that are kept as spray (1 keeps all, 0 makes no spray)")
     foam_amount: float = _param(
-        1.0, label="Foam Amount", min=0.0, max=10.0, group="Whitewater",
+        1.0, label="Foam Amount", min=0.0, max=10.0,
         tooltip="Share of the new particles born at the liquid's surface that are kept as foam")
     bubble_amount: float = _param(
-        1.0, label="Bubble Amount", min=0.0, max=10.0, group="Whitewater",
+        1.0, label="Bubble Amount", min=0.0, max=10.0,
         tooltip="Share of the new particles born inside the liquid that are kept as bubbles")
     lifetime: float = _param(
-        3.0, label="Foam Lifetime", unit="s", min=0.01, max=1.0e4, soft_max=30.0, group="Whitewater",
+        3.0, label="Foam Lifetime", unit="s", min=0.01, max=1.0e4, soft_max=30.0,
         tooltip="Average seconds a particle lasts as foam before it dissolves; the energy of the splash that made "
                 "it lengthens it (half of this for the weakest splash, all of it for the strongest)")
     lifetime_variation: float = _param(
-        0.5, label="Lifetime Variation", min=0.0, max=1.0, group="Whitewater",
+        0.5, label="Lifetime Variation", min=0.0, max=1.0,
         tooltip="Random spread of each particle's lifetime around its value (0.5: from half to one and a half "
                 "times), so foam fades gradually instead of all at once")
     buoyancy: float = _param(
-        2.0, label="Bubble Buoyancy", min=0.0, max=100.0, soft_max=10.0, group="Whitewater",
+        2.0, label="Bubble Buoyancy", min=0.0, max=100.0, soft_max=10.0,
         tooltip="Upward pull on bubbles as a multiple of gravity")
     bubble_drag: float = _param(
-        8.0, label="Bubble Drag", unit="1/s", min=0.0, max=1.0e4, soft_max=100.0, group="Whitewater",
+        8.0, label="Bubble Drag", unit="1/s", min=0.0, max=1.0e4, soft_max=100.0,
         tooltip="How quickly bubbles take on the velocity of the liquid around them, per second; with the buoyancy "
                 "it sets their rising speed (buoyancy times gravity over drag)")
     spray_drag: float = _param(
-        0.5, label="Spray Drag", unit="1/s", min=0.0, max=1.0e4, soft_max=20.0, group="Whitewater",
+        0.5, label="Spray Drag", unit="1/s", min=0.0, max=1.0e4, soft_max=20.0,
         tooltip="Air drag on spray, per second: 0 flies on a ballistic arc, larger values slow spray down "
                 "sooner (falling speed at most gravity over drag)")
     spray_size: float = _param(
-        0.003, label="Spray Size", unit="m", min=1.0e-6, max=10.0, soft_max=0.1, group="Whitewater",
+        0.003, label="Spray Size", unit="m", min=1.0e-6, max=10.0, soft_max=0.1,
         tooltip="Radius at which spray particles render")
     foam_size: float = _param(
-        0.005, label="Foam Size", unit="m", min=1.0e-6, max=10.0, soft_max=0.1, group="Whitewater",
+        0.005, label="Foam Size", unit="m", min=1.0e-6, max=10.0, soft_max=0.1,
         tooltip="Radius at which foam particles render")
     bubble_size: float = _param(
-        0.003, label="Bubble Size", unit="m", min=1.0e-6, max=10.0, soft_max=0.1, group="Whitewater",
+        0.003, label="Bubble Size", unit="m", min=1.0e-6, max=10.0, soft_max=0.1,
         tooltip="Radius at which bubbles render")
     max_particles: int = _param(
-        5_000_000, label="Max Particles", min=1, max=100_000_000, group="Whitewater",
+        5_000_000, label="Max Particles", min=1, max=100_000_000,
         tooltip="Most whitewater particles alive at once; while the cap binds no new particles are made and the "
                 "stage reports it")
     spray_neighbours: int = _param(
-        6, label="Spray Below", min=0, max=200, group="Whitewater",
+        6, label="Spray Below", min=0, max=200,
         tooltip="A particle with fewer liquid particles than this within two particle spacings is spray")
     bubble_neighbours: int = _param(
-        20, label="Bubbles Above", min=1, max=200, group="Whitewater",
+        20, label="Bubbles Above", min=1, max=200,
         tooltip="A particle with more liquid particles than this within two particle spacings is a bubble; "
                 "between the two limits it is foam")
     seed: int = _param(
-        0, label="Seed", min=0, max=2**31 - 1, group="Whitewater",
+        0, label="Seed", min=0, max=2**31 - 1,
         tooltip="Seed of the random placement; the same cache, settings and seed give the same whitewater")
 
 
@@ -770,28 +816,30 @@ class SurfaceSettings:
     look when the spacing is refined. A change re-meshes without simulating again.
     """
 
+    GROUP: ClassVar[str] = "Surface"
+
     surface_cell_size: float = _param(
-        0.5, label="Surface Resolution", min=0.1, max=2.0, soft_min=0.25, group="Surface",
+        0.5, label="Surface Resolution", min=0.1, max=2.0, soft_min=0.25,
         tooltip="Edge of the surface mesh's cells as a fraction of the particle spacing; smaller shows finer detail "
                 "and makes heavier meshes (0.5 gives about 4 times the triangles of 1)")
     surface_kernel_radius: float = _param(
-        2.0, label="Surface Kernel Radius", min=1.0, max=4.0, group="Surface",
+        2.0, label="Surface Kernel Radius", min=1.0, max=4.0,
         tooltip="Reach of each particle into the surface, as a multiple of the particle spacing; larger rounds off "
                 "bumps and merges close drops, smaller keeps separate drops and sharp crests")
     surface_iso: float = _param(
-        0.6, label="Surface Iso Level", min=0.05, max=0.95, group="Surface",
+        0.6, label="Surface Iso Level", min=0.05, max=0.95,
         tooltip="Where the surface lies between empty space (0) and the inside of the liquid (1); lower wraps the "
                 "particles more loosely, higher more tightly")
     surface_smoothing_iterations: int = _param(
-        25, label="Surface Smoothing", min=0, max=500, soft_max=100, group="Surface",
+        25, label="Surface Smoothing", min=0, max=500, soft_max=100,
         tooltip="Passes of volume-preserving smoothing over the mesh (weighted Laplacian smoothing of Loeschner et "
                 "al. 2023); removes the bumps of single particles without shrinking thin parts")
     surface_thin_sheets: bool = _param(
-        False, label="Keep Thin Sheets", group="Surface",
+        False, label="Keep Thin Sheets",
         tooltip="Bridge the gaps between particles that the flow has pulled apart into sheets and jets, so they stay "
                 "closed instead of tearing into holes and beads; costs a little time on splashy frames")
     surface_vertex_attributes: bool = _param(
-        False, label="Density, Age and Channels", group="Surface",
+        False, label="Density, Age and Channels",
         tooltip="Also give the surface's vertices the particles' density, age and named channels (velocity is "
                 "always there, for motion blur); makes the surface files larger")
 

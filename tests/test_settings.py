@@ -139,6 +139,14 @@ def test_object_settings_know_their_roles():
     roles = {p.name: p.roles for p in st.object_parameters()}
     assert roles["friction"] == ("COLLIDER",) and roles["velocity"] == ("INFLOW",)
     assert roles["spacing_factor"] == ("FLUID", "INFLOW")
+    # the on/off switch of inflows and outflows is one setting; Use Object Motion belongs to Fluid objects
+    assert roles["use_flow"] == ("INFLOW", "OUTFLOW") and roles["use_object_motion"] == ("FLUID",)
+    assert st.object_parameters()[[p.name for p in st.object_parameters()].index("use_flow")].animatable
+    # each setting's heading: its own group, else its class's
+    groups = {p.name: p.group for p in st.parameters()}
+    assert groups["pbf_iterations"] == "PBF" and groups["collider_cell_size"] == "Colliders"
+    assert groups["viscosity"] == "SPH" and groups["solver"] == "Simulation"
+    assert {p.group for p in st.whitewater_parameters()} == {"Whitewater"}
     normal_speed = next(p for p in st.object_parameters() if p.name == "normal_speed")
     assert normal_speed.acts_with(st.InflowSettings()) and not normal_speed.acts_with(
         st.InflowSettings(inflow_mode="VOLUME"))

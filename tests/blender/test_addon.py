@@ -25,7 +25,7 @@ EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "checkpoint_interv
                           "use_surface_preview", "surface_radius", "surface_smoothing", "use_surface_in_bake",
                           "liquid_display", "surface_object", "whitewater"}
 EXTRA_WHITEWATER_PROPERTIES = {"spray_object", "foam_object", "bubbles_object", "summary"}
-EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels", "use_object_motion"}
+EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels"}
 BUILTIN = {"rna_type", "name", "bl_idname"}
 
 
@@ -306,7 +306,7 @@ def test_panels_draw_existing_properties_and_operators(scene, surge):
     assert ("inactive", "normal_speed") in _draw("VIEW3D_PT_surge_object")
     tank.surge.role = "FLUID"
     drawn = _draw("VIEW3D_PT_surge_object")
-    assert _props(drawn) == ["role"] + of_role("FLUID")
+    assert _props(drawn) == ["role"] + of_role("FLUID") and "use_object_motion" in of_role("FLUID")
     channel = tank.surge.channels.add()
     channel.name = "tint"
     drawn = _draw("VIEW3D_PT_surge_object")
@@ -315,7 +315,8 @@ def test_panels_draw_existing_properties_and_operators(scene, surge):
     assert _draw("PHYSICS_PT_surge") == drawn
     tank.surge.role = "OUTFLOW"
     drawn = _draw("VIEW3D_PT_surge_object")
-    assert _props(drawn) == ["role"]
+    # an outflow's on/off switch (animatable: a drain that opens)
+    assert _props(drawn) == ["role", "use_flow"] == ["role"] + of_role("OUTFLOW")
     assert ("label", "Removes the liquid inside this closed mesh") in drawn
 
     drawn = _draw("VIEW3D_PT_surge_bake")
