@@ -169,6 +169,11 @@ def _whitewater_annotations() -> dict:
         ann[f"{kind}_object"] = PointerProperty(
             name=f"{label} Object", type=bpy.types.Object,
             description=f"The point-cloud object that plays the baked {kind}; baking whitewater again updates it")
+    ann["use_in_bake"] = BoolProperty(
+        name="Make During Bake", default=False,
+        description="Make the whitewater of each frame inside the particle bake, as soon as the frame is simulated "
+                    "(automatic thresholds then come from the frames simulated so far); off, press Bake Whitewater "
+                    "after the bake (or to make it again with new settings)")
     ann["summary"] = StringProperty(
         name="Last Whitewater", default="",
         description="What the last Bake Whitewater made: particles, the thresholds it used, whether the cap bound")

@@ -238,6 +238,10 @@ class BakeSession:
         from . import surface_bake
 
         surface = surface_bake.surface_settings(scene) if scene.surge.use_surface_in_bake and not preview else None
+        from . import whitewater
+
+        foam = (whitewater.whitewater_settings(scene) if scene.surge.whitewater.use_in_bake and not preview
+                else None)
         usd.import_pxr()  # the child writes the USD files: Blender's pxr must be on the path it inherits
 
         # every check passed: from here on the cache folder changes
@@ -250,6 +254,7 @@ class BakeSession:
         self.usd_dir = files.new_usd_dir(cache_dir)
         self.converted: set[int] = set()
         self.surface_shown = False
+        self.whitewater_shown = False
         self.simulating = False  # True once the child has replaced the old cache with the new one
         self.shown = False  # True once the liquid object plays this bake's files
         self.error: dict | None = None
@@ -264,6 +269,9 @@ class BakeSession:
         self.with_surface = surface is not None
         if surface is not None:
             options += ["--surface", surface_bake.write_settings(cache_dir, surface)]
+        self.with_whitewater = foam is not None
+        if foam is not None:
+            options += ["--whitewater", whitewater.write_settings(cache_dir, foam)]
         self.process = BakeProcess(files.job_dir(cache_dir), cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
                                    files.log_path(cache_dir), tuple(options), threads=preferences.bake_threads())
         self.status = (f"Resuming from frame {self.resume_from}" if self.resume_from is not None else
@@ -393,6 +401,14 @@ class BakeSession:
                 for mod in scene.surge.surface_object.modifiers:
                     if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
                         mod.cache_file.update_tag()
+        if self.with_whitewater:
+            from . import whitewater
+
+            if not self.whitewater_shown:
+                self.whitewater_shown = whitewater.show_whitewater(scene, self.cache_dir, self.relative)
+            elif scene.frame_current in new:
+                whitewater.reread(scene)
+            scene.surge.whitewater.summary = whitewater.summary_text(self.cache_dir)
 
     def finish(self) -> BakeResult:
         """Wait for the child, convert the remaining frames, and say how the bake ended.

@@ -35,6 +35,7 @@ from ..engine import stages
 from ..engine.whitewater import stage as ww_stage
 from . import bake_state, export, files, liquid
 from .stage_session import StageFailedError, StageSession, free_job_files
+from .stage_session import write_settings as write_job_settings
 
 #: Where the whitewater settings of a run are written for the child, and its log (inside the job folder).
 SETTINGS_FILE = "whitewater.json"
@@ -65,6 +66,11 @@ def whitewater_settings(scene) -> settings_mod.WhitewaterSettings:
     values = export._engine_values(scene.surge.whitewater, settings_mod.whitewater_parameters(),
                                    export.unit_scale(scene))
     return settings_mod.whitewater_from_dict(values, owner=f"Scene '{scene.name}' whitewater")
+
+
+def write_settings(cache_dir: str, settings: settings_mod.WhitewaterSettings) -> str:
+    """Write the settings file the bake's child reads (Make During Bake); returns its path."""
+    return write_job_settings(cache_dir, SETTINGS_FILE, asdict(settings))
 
 
 # -- the three objects -----------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Usage (from the add-on folder, or with it on ``PYTHONPATH``)::
 
     python -m engine.cli bake JOB_DIR CACHE_DIR [--cancel-file PATH] [--checkpoint-every N]
-                             [--resume-from FRAME|latest] [--usd-dir DIR] [--surface FILE.json] [--quiet]
+                             [--resume-from FRAME|latest] [--usd-dir DIR] [--surface FILE.json]
+                             [--whitewater FILE.json] [--quiet]
 
 Prints one JSON object per line on stdout:
 
@@ -23,8 +24,12 @@ job's settings, replacing the frames after it.
 Work on each frame as it is cached, in this process (see :func:`engine.stages.follow_bake`):
 ``--usd-dir DIR`` writes the frame's particles to ``DIR/liquid_NNNNNN.usdc`` (:mod:`engine.usd`), and
 ``--surface FILE.json`` meshes it with those surface settings (:mod:`engine.surface.stage`; with
-``--usd-dir``, its USD files too), both before the frame's event is printed. The frame event then
-also carries ``surface_seconds``, ``surface_vertices`` and ``surface_triangles``.
+``--usd-dir``, its USD files too), and ``--whitewater FILE.json`` makes its spray, foam and bubbles
+with those whitewater settings (:mod:`engine.whitewater.stage`, the job's colliders included; automatic
+thresholds from the frames simulated so far), all before the frame's event is printed. The frame event
+then also carries ``surface_seconds``, ``surface_vertices`` and ``surface_triangles``, and
+``whitewater_seconds``, ``whitewater_emitted``, ``whitewater_spray``, ``whitewater_foam`` and
+``whitewater_bubbles``.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="write each frame's particles as a USD file into DIR as it is cached")
     b.add_argument("--surface", default=None, metavar="FILE.json",
                    help="mesh each frame with the surface settings in FILE.json as it is cached")
+    b.add_argument("--whitewater", default=None, metavar="FILE.json",
+                   help="make each frame's whitewater with the settings in FILE.json as it is cached")
     b.add_argument("--quiet", action="store_true", help="log warnings only (stderr)")
     args = parser.parse_args(argv)
     if args.checkpoint_every < 0:
@@ -92,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
     progress = _emit
     try:
-        if args.usd_dir or args.surface:
+        if args.usd_dir or args.surface or args.whitewater:
             progress = _following(args, resume_from is not None)
         summary = driver.bake_job(args.job_dir, args.cache_dir, progress=progress, cancel=cancel,
                                   checkpoint_every=args.checkpoint_every, resume_from=resume_from)
@@ -110,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _following(args, resumed: bool):
-    """The progress callback that writes the points' USD files and runs the surface on each cached frame."""
+    """The progress callback that writes the points' USD files and runs the surface and the whitewater on
+    each cached frame."""
     from . import stages
     from .scene import load_job
 
@@ -131,6 +139,13 @@ def _following(args, resumed: bool):
         manifest["attributes"].update({name: {"dtype": "float32"} for name in channel_names(_scene)})
         followers.append(stages.make_stage("surface", manifest, surface_settings,
                                            {"usd": "1" if args.usd_dir else "0"}))
+    if args.whitewater:
+        with open(args.whitewater, encoding="utf-8") as fh:
+            whitewater_settings = json.load(fh)
+        followers.append(stages.make_stage("whitewater", {"particle_spacing": settings.particle_spacing,
+                                                          "fps": _scene.fps}, whitewater_settings,
+                                           {"usd": "1" if args.usd_dir else "0", "job": args.job_dir,
+                                            "in_bake": "1"}))
     # a new bake meshes every frame again; a resumed one keeps the frames meshed before its checkpoint
     return stages.follow_bake(args.cache_dir, followers, _emit, restart=not resumed, writers=tuple(writers))
 

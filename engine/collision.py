@@ -586,9 +586,12 @@ class CollisionWorld:
         Folder of cached grids (read and written); None builds every grid.
     progress : callable, optional
         Receives one ``{"event": "collider", ...}`` dict per collider.
+    store_grids : bool
+        Write the grids built here into ``grid_dir`` (False only reads it: a stage over a finished cache).
     """
 
-    def __init__(self, colliders, liquid, *, dx, support, cell_factor, fps, grid_dir=None, progress=None):
+    def __init__(self, colliders, liquid, *, dx, support, cell_factor, fps, grid_dir=None, progress=None,
+                 store_grids=True):
         self.dx = float(dx)
         self.fps = float(fps)
         self.entries: list[_Entry] = []
@@ -611,7 +614,7 @@ class CollisionWorld:
             cached = True
             cells = memory = 0
             for mesh in meshes:
-                grid, hit = _grid(mesh, cell, band, GRID_MODES[mode], col.name, grid_dir)
+                grid, hit = _grid(mesh, cell, band, GRID_MODES[mode], col.name, grid_dir, store_grids)
                 cached = cached and hit
                 grids.append(grid)
                 cells += grid.block_phi.size
@@ -797,8 +800,8 @@ class CollisionWorld:
         return out
 
 
-def _grid(mesh, cell, band, mode, name, grid_dir):
-    """Load a grid from the cache folder or build (and store) it; returns (grid, was_cached)."""
+def _grid(mesh, cell, band, mode, name, grid_dir, store=True):
+    """Load a grid from the cache folder or build (and, with ``store``, save) it; returns (grid, was_cached)."""
     path = None
     if grid_dir is not None:
         path = os.path.join(grid_dir, sdf.sdf_key(mesh, cell, band, mode) + ".npz")
@@ -809,7 +812,7 @@ def _grid(mesh, cell, band, mode, name, grid_dir):
             except CacheFormatError as exc:
                 log.warning("rebuilding the distance grid of %s: %s", name, exc)
     grid = sdf.build_sdf(mesh, cell, band, name, mode=mode)
-    if path is not None:
+    if path is not None and store:
         os.makedirs(grid_dir, exist_ok=True)
         sdf.save_sdf(grid, path)
     return grid, False

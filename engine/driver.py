@@ -138,8 +138,9 @@ def _emission_speed(scene: SceneDescription) -> float:
 
 
 def make_collision(scene: SceneDescription, settings: settings_mod.SimulationSettings, liquid: np.ndarray,
-                   grid_dir: str | None = None, progress: Progress | None = None):
-    """The :class:`engine.collision.CollisionWorld` of the scene's mesh colliders, or None without any."""
+                   grid_dir: str | None = None, progress: Progress | None = None, store_grids: bool = True):
+    """The :class:`engine.collision.CollisionWorld` of the scene's mesh colliders, or None without any
+    (``store_grids`` False reads the grids cached in ``grid_dir`` but writes none)."""
     if not scene.colliders:
         return None
     from .collision import CollisionWorld
@@ -148,7 +149,7 @@ def make_collision(scene: SceneDescription, settings: settings_mod.SimulationSet
     return CollisionWorld(scene.colliders, liquid, dx=settings.particle_spacing,
                           support=kernel_support(settings, float(spacings.max())),
                           cell_factor=settings.collider_cell_size, fps=scene.fps, grid_dir=grid_dir,
-                          progress=progress)
+                          progress=progress, store_grids=store_grids)
 
 
 def remove_inside_colliders(particles: Particles, collision, scene: SceneDescription,

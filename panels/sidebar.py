@@ -227,6 +227,9 @@ def draw_whitewater(layout, settings, baking: bool) -> None:
             if name.endswith(("_min", "_max")):
                 row.active = not ww.use_auto_thresholds
             row.prop(ww, name)
+    row = body.row()
+    row.enabled = not baking
+    row.prop(ww, "use_in_bake")
     row = body.row(align=True)
     row.enabled = not baking
     row.operator("surge.bake_whitewater", icon="MOD_OCEAN")

@@ -5,6 +5,8 @@ the dam-break tests bake real liquids and are marked slow.
 """
 
 
+import os
+
 import numpy as np
 import pytest
 
@@ -295,6 +297,170 @@ def test_settings_validation_names_the_setting():
 def test_bytes_per_particle():
     state = model.Diffuse.empty(1000)
     assert state.nbytes / 1000 == 37
+
+
+# -- colliders and containers -----------------------------------------------------------------------------
+
+#: Inner corners of a tank half a spacing outside the colliding blocks (the gap a baked liquid keeps to
+#: its walls): the blocks fly apart along x at 3 m/s, so spray crosses these walls within a frame.
+TANK_LO = np.full(3, -0.5 * DX)
+TANK_HI = np.array([16.1 * DX, 7.5 * DX, 7.5 * DX])
+
+
+def _walls(kind):
+    """The tank of the colliding blocks as a box container, as a mesh container (a convex polytope) or
+    as two open sheets across x (shells: distance grids)."""
+    from helpers import box_mesh, quad
+
+    from engine.scene import BoxContainer, MeshCollider
+
+    if kind == "box":
+        return {"containers": [BoxContainer("Tank", TANK_LO, TANK_HI)]}
+    if kind == "mesh":
+        return {"colliders": [MeshCollider("Tank", box_mesh(TANK_LO, TANK_HI),
+                                           sm.ColliderSettings(collider_mode="CONTAINER"))]}
+    span = (0.0, 0.8, 0.0), (0.0, 0.0, 0.8)
+    return {"colliders": [MeshCollider(f"Sheet{i}", quad((x, -0.3, -0.3), *span, n=4),
+                                       sm.ColliderSettings(collider_mode="SHELL"))
+                          for i, x in enumerate((TANK_LO[0], TANK_HI[0]))]}
+
+
+def _save_job(cache, frames, **objects):
+    from engine.scene import SceneDescription, save_job
+
+    scene = SceneDescription(frame_start=1, frame_end=frames, fps=24.0, **objects)
+    save_job(os.path.join(cache, "job"), scene, sm.SimulationSettings(particle_spacing=DX))
+
+
+@pytest.mark.parametrize("kind", ["box", "mesh", "shell"])
+def test_whitewater_stays_inside_the_bakes_walls(tmp_path, kind):
+    # the same splash with and without the job's walls: without them spray leaves the tank (so the
+    # check below would see a leak), with them no diffuse particle of any frame is past a wall
+    cache = write_cache(tmp_path / "c", colliding_blocks())
+    free = stage.run(cache, MANUAL)
+    outside = [np.sum((ww["position"][:, 0] < TANK_LO[0]) | (ww["position"][:, 0] > TANK_HI[0]))
+               for ww in (stage.read_frame(cache, f) for f in range(1, 9))]
+    assert free["emitted"] > 0 and sum(outside) > 100, outside
+    _save_job(cache, 8, **_walls(kind))
+    walled = stage.run(cache, MANUAL)
+    assert walled["processed"] == 8 and walled["emitted"] > 0
+    # a shell's surface lies half a spacing in front of the sheet; float32 positions round by ~2e-8 m
+    inset = 0.5 * DX if kind == "shell" else 0.0
+    lo, hi = TANK_LO[0] + inset - 1e-6, TANK_HI[0] - inset + 1e-6
+    stats = manifest(cache)["state"]["stats"]
+    for f in range(1, 9):
+        x = stage.read_frame(cache, f)["position"].astype(np.float64)
+        assert np.all((x[:, 0] >= lo) & (x[:, 0] <= hi)), (kind, f, x[:, 0].min(), x[:, 0].max())
+        if kind != "shell":  # the closed tanks hold every side
+            assert np.all((x >= TANK_LO - 1e-6) & (x <= TANK_HI + 1e-6)), (kind, f)
+    assert sum(s["contacts"] for s in stats.values()) > 0
+    # the walls changed nothing but the contacts: a rerun is bit-identical
+    first = stage.read_frame(cache, 8)
+    stage.run(cache, MANUAL, restart=True)
+    for name in stage.ATTRIBUTES:
+        assert np.array_equal(stage.read_frame(cache, 8)[name], first[name]), name
+
+
+def test_spray_on_a_wall_dissolves():
+    # one spray particle thrown at a tank wall: it stays on the wall and its lifetime runs down there
+    from engine.scene import BoxContainer, SceneDescription
+    from engine.whitewater.obstacles import Obstacles
+
+    x = lattice(6, 6, 3)
+    scene = SceneDescription(containers=[BoxContainer("Tank", [-0.5 * DX] * 3, [0.2, 0.2, 0.3])])
+    walls = Obstacles(scene, sm.SimulationSettings(particle_spacing=DX), x)
+    walls.set_frame(1)
+    liquid = model.LiquidFrame(x, np.zeros_like(x), np.arange(len(x)), DX, walls)
+    state = model.Diffuse.empty(1)
+    state.position[0] = (0.15, 0.1, 0.2)
+    state.velocity[0] = (4.0, 0.0, 0.0)
+    state.lifetime[0] = 0.1
+    s = sm.WhitewaterSettings(trapped_air_rate=0.0, wave_crest_rate=0.0, spray_drag=0.0)
+    state, _, stats = model.step(state, liquid, 2, 1 / 24, 1, s, model.Thresholds.manual(s), DX, G)
+    assert stats.contacts == 1 and state.position[0, 0] == pytest.approx(0.2, abs=1e-7)
+    assert state.lifetime[0] == pytest.approx(0.1 - 1 / 24, abs=1e-6)  # wet: running down
+    for f in range(3, 8):
+        state, _, _ = model.step(state, liquid, f, 1 / 24, 1, s, model.Thresholds.manual(s), DX, G)
+    assert len(state) == 0  # gone once its lifetime was over
+
+
+def test_walls_are_not_a_free_surface():
+    # a block resting on a tank's floor against three of its walls: without the walls every face of the
+    # block is surface; with them only the top is (the floor and walls make no crest or curvature)
+    from engine.scene import BoxContainer, SceneDescription
+    from engine.whitewater.obstacles import Obstacles
+
+    x = lattice(10, 10, 6)
+    scene = SceneDescription(containers=[BoxContainer("Tank", [-0.5 * DX] * 3, [0.5, 9.5 * DX, 0.5])])
+    walls = Obstacles(scene, sm.SimulationSettings(particle_spacing=DX), x)
+    walls.set_frame(1)
+    v = np.zeros_like(x)
+    free = model.LiquidFrame(x, v, np.arange(len(x)), DX)
+    walled = model.LiquidFrame(x, v, np.arange(len(x)), DX, walls)
+    free.potentials(), walled.potentials()
+    surface = lambda lf: np.any(lf.normal != 0.0, axis=1)  # noqa: E731
+    assert np.any(surface(free) & (free.x[:, 2] < 2 * DX))  # the bottom counts without the floor
+    # against the floor and the walls at x = 0, y = 0 and y = 9.5 dx nothing is surface; the side facing
+    # the open tank (x = 9 dx; the tank goes on to 0.5 m) and the top stay surface
+    low = walled.x[:, 2] < 3.5 * DX
+    assert not np.any(surface(walled) & low & (walled.x[:, 0] < 7.5 * DX))
+    assert np.any(surface(walled) & low & (walled.x[:, 0] > 8.5 * DX))
+    top = (walled.x[:, 2] > 4.5 * DX) & (np.abs(walled.x[:, 1] - 4.5 * DX) < 2 * DX) & (np.abs(walled.x[:, 0] - 4.5 * DX) < 2 * DX)
+    assert np.all(surface(walled)[top])
+    np.testing.assert_array_equal(walled.normal[top], free.normal[top])
+
+
+# -- inside the particle bake -----------------------------------------------------------------------------
+
+#: Low thresholds for the small, coarse splash below (a 0.2 m column at 2.5 cm spacing, 96 particles).
+SPLASH = sm.WhitewaterSettings(use_auto_thresholds=False, trapped_air_min=0.2, trapped_air_max=2.0,
+                               wave_crest_min=0.2, wave_crest_max=1.0, energy_min=0.1, energy_max=2.0,
+                               trapped_air_rate=400.0, wave_crest_rate=400.0)
+
+
+def test_whitewater_inside_the_bake_equals_the_stage_afterwards(tmp_path):
+    # engine.cli bake --whitewater makes every frame's whitewater as the frame is written; with the same
+    # (manual) thresholds it is bit for bit what the stage over the finished cache makes. Automatic
+    # thresholds inside the bake come from the frames so far: a different run, so another settings hash
+    import json
+    import subprocess
+    import sys
+
+    from helpers import column_scene
+
+    from engine.scene import save_job
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    job, cache = str(tmp_path / "job"), str(tmp_path / "cache")
+    save_job(job, column_scene(water=(0.1, 0.075, 0.2), tank=(0.4, 0.075, 0.3), frames=(1, 9)),
+             sm.SimulationSettings(particle_spacing=0.025))
+    settings_file = str(tmp_path / "whitewater.json")
+    with open(settings_file, "w") as fh:
+        json.dump(SPLASH.__dict__, fh)
+    out = subprocess.run([sys.executable, "-m", "engine.cli", "bake", job, cache, "--whitewater", settings_file],
+                         cwd=root, env=dict(os.environ, PYTHONPATH=root), capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    frames = [json.loads(line) for line in out.stdout.splitlines() if '"frame"' in line]
+    assert [e["frame"] for e in frames] == list(range(2, 10)) and all("whitewater_seconds" in e for e in frames)
+    doc = manifest(cache)
+    assert doc["frames"] == list(range(1, 10)) and doc["status"] == "complete"
+    made = {f: stage.read_frame(cache, f) for f in doc["frames"]}
+    assert sum(e["whitewater_emitted"] for e in frames) > 0
+    # the tank is known inside the bake as afterwards: nothing outside it
+    for f, ww in made.items():
+        assert np.all((ww["position"] >= -1e-6) & (ww["position"] <= np.array([0.4, 0.075, 0.3]) + 1e-6)), f
+    # the same settings over the finished cache: nothing to redo, and redone from scratch the same bits
+    assert stage.run(cache, SPLASH)["processed"] == 0
+    assert stage.run(cache, SPLASH, restart=True)["processed"] == 9
+    for f, ww in made.items():
+        again = stage.read_frame(cache, f)
+        for name in stage.ATTRIBUTES:
+            assert np.array_equal(ww[name], again[name]), (f, name)
+    # automatic thresholds from the frames so far, frame by frame
+    auto = stage.make_stage(CacheReader(cache).manifest, {}, {"in_bake": "1"})
+    assert auto.settings["thresholds_from"] == "frames so far"
+    assert "thresholds_from" not in stage.make_stage(CacheReader(cache).manifest, {}, {}).settings
 
 
 # -- dam breaks (baked; slow) -----------------------------------------------------------------------------

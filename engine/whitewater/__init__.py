@@ -39,14 +39,17 @@ Where this differs from the paper:
   ("Turbulent micropolar SPH fluids with foam"): tau_max the mean over the shot of each frame's
   maximum (read as the 99.9th percentile, robust to a single flung particle), tau_min a tenth of
   it; floors from sqrt(|g| dx) keep a liquid at rest calm;
-* spray that falls below all liquid is removed, since the stage does not see the colliders.
+* spray that falls below all liquid is removed (nothing under it to land in);
+* the paper's diffuse particles ignore solids; here they stay out of the bake's colliders and
+  containers (:mod:`.obstacles`), spray that lands on one runs its lifetime down as foam does, and a
+  liquid particle whose missing neighbours are a wall is not at a free surface (walls make no crests).
 
 Glossary (kernels): ``R`` interaction radius (m), ``ta`` trapped-air potential (m/s), ``wc``
 wave-crest potential (1), ``ke`` kinetic energy per mass (J/kg), ``kind`` 0 spray / 1 foam /
 2 bubble, ``life`` seconds left as foam.
 
-Modules: :mod:`.kernels` (numba), :mod:`.model` (state and one frame), :mod:`.stage` (the run over
-a cache folder, files and manifest).
+Modules: :mod:`.kernels` (numba), :mod:`.model` (state and one frame), :mod:`.obstacles` (colliders and
+containers), :mod:`.stage` (the run over a cache folder, files and manifest).
 """
 
 from .model import Diffuse, LiquidFrame, Thresholds, auto_thresholds, step

@@ -451,19 +451,29 @@ def advance(x, v, kind, liquid_v, life, age, dt, g0, g1, g2, spray_drag, buoyanc
         v[q, 2] = u2 + w2 * decay
 
 
+@njit(parallel=True, cache=True)
+def wet(contact, kind, dt, life):
+    """Spray in contact with a collider or container wall (``contact``) runs its lifetime down by dt, as
+    foam does: a drop that lands on a wall wets it and is gone once its lifetime is over."""
+    for q in prange(contact.shape[0]):
+        if contact[q] and kind[q] == SPRAY:
+            life[q] -= dt
+
+
 @njit(cache=True)
 def survivors(x, v, kind, life, spray_floor,
               # outputs
               keep):
-    """Which particles stay: foam with lifetime left, finite state, spray not below ``spray_floor``
-    (the lowest liquid minus R: under every liquid there is nothing to land in). Returns how many."""
+    """Which particles stay: foam and spray with lifetime left (spray's runs down only on a wall, see
+    :func:`wet`), finite state, spray not below ``spray_floor`` (the lowest liquid minus R: under every
+    liquid there is nothing to land in). Returns how many."""
     n = 0
     for q in range(x.shape[0]):
         ok = True
         for a in range(3):
             if not (math.isfinite(x[q, a]) and math.isfinite(v[q, a])):
                 ok = False
-        if kind[q] == FOAM and life[q] <= 0.0:
+        if (kind[q] == FOAM or kind[q] == SPRAY) and life[q] <= 0.0:
             ok = False
         if kind[q] == SPRAY and x[q, 2] < spray_floor:
             ok = False

@@ -8,7 +8,8 @@ name       shape        dtype    meaning
 position   (M, 3)       float32  world-space position, m
 velocity   (M, 3)       float32  velocity, m/s
 age        (M,)         float32  seconds since the particle was emitted
-lifetime   (M,)         float32  seconds left before it dissolves (runs down only while it is foam)
+lifetime   (M,)         float32  seconds left before it dissolves (runs down while it is foam, or spray
+                                   in contact with a wall)
 kind       (M,)         uint8    0 spray, 1 foam, 2 bubble (classified against the frame's liquid)
 id         (M,)         int32    stable id, never reused within one stage
 =========  ===========  =======  ==================================================================
@@ -40,6 +41,11 @@ RADIUS_SPACINGS = 2.0
 AUTO_PERCENTILE = 99.9
 AUTO_MIN_SHARE = 0.1
 
+
+#: How far along its surface normal, in interaction radii, a liquid particle looks for a wall before it
+#: counts as free surface: half of R is one spacing, past the half spacing that separates the liquid's
+#: outermost particles from a wall they rest against.
+WALL_PROBE = 0.5
 
 #: Particles advected and classified per pass: the liquid velocity and neighbour counts a pass needs
 #: (16 bytes a particle) exist for this many particles at a time, not for all of them.
@@ -161,8 +167,11 @@ def floors(spacing: float, gravity: np.ndarray) -> Thresholds:
 class LiquidFrame:
     """One frame of liquid, sorted into cells of the model's radius, with its potentials."""
 
-    def __init__(self, position: np.ndarray, velocity: np.ndarray, ids: np.ndarray, spacing: float):
+    def __init__(self, position: np.ndarray, velocity: np.ndarray, ids: np.ndarray, spacing: float,
+                 obstacles=None):
         self.R = RADIUS_SPACINGS * spacing
+        #: the frame's :class:`~engine.whitewater.obstacles.Obstacles` (posed at this frame), or None
+        self.obstacles = obstacles
         x = np.ascontiguousarray(position, dtype=np.float32).reshape(-1, 3)
         self.grid = build_grid(x, self.R)
         order = self.grid.order
@@ -186,12 +195,26 @@ class LiquidFrame:
             ta, wc, ke = np.zeros(n), np.zeros(n), np.zeros(n)
             if n:
                 k.surface_normals(self.x, g.cell_start, g.cell_nbr, g.particle_cell, self.R, self.normal, self.count)
+                self._walls_are_not_surface()
                 smooth = np.empty_like(self.v)
                 k.smoothed_velocity(self.x, self.v, g.cell_start, g.cell_nbr, g.particle_cell, self.R, smooth)
                 k.potentials(self.x, smooth, self.normal, g.cell_start, g.cell_nbr, g.particle_cell, self.R,
                              ta, wc, ke)
             self._potentials = (ta, wc, ke)
         return self._potentials
+
+    def _walls_are_not_surface(self) -> None:
+        """Liquid whose neighbours are missing because a wall stands there (the floor under the liquid, a
+        tank wall) is not at a free surface: a surface normal that points into a solid within
+        :data:`WALL_PROBE` R is dropped, so walls make neither wave crests nor their curvature."""
+        if not self.obstacles:
+            return
+        at = np.flatnonzero(np.any(self.normal != 0.0, axis=1))
+        if len(at) == 0:
+            return
+        probe = self.x[at] + WALL_PROBE * self.R * self.normal[at]
+        walled = self.obstacles.solid_at(probe, self.R)
+        self.normal[at[walled]] = 0.0
 
     def query(self, points: np.ndarray, kind: np.ndarray | None = None, skip_kind: int = -1,
               velocity: bool = True):
@@ -228,16 +251,19 @@ def auto_thresholds(maxima: np.ndarray, spacing: float, gravity: np.ndarray) -> 
 
 @dataclass
 class FrameStats:
-    """What one frame did: particles emitted (kept), alive per kind, removed, refused by the cap."""
+    """What one frame did: particles emitted (kept), alive per kind, removed, refused by the cap, and
+    moved out of a collider or container."""
 
     emitted: int = 0
     alive: tuple = (0, 0, 0)
     removed: int = 0
     capped: int = 0
+    contacts: int = 0
 
     def to_dict(self) -> dict:
         return {"emitted": self.emitted, "spray": self.alive[0], "foam": self.alive[1],
-                "bubbles": self.alive[2], "removed": self.removed, "capped": self.capped}
+                "bubbles": self.alive[2], "removed": self.removed, "capped": self.capped,
+                "contacts": self.contacts}
 
 
 def step(state: Diffuse, liquid: LiquidFrame, frame: int, dt: float, next_id: int, settings: WhitewaterSettings,
@@ -266,14 +292,22 @@ def step(state: Diffuse, liquid: LiquidFrame, frame: int, dt: float, next_id: in
     g = np.asarray(gravity, dtype=np.float64)
     stats = FrameStats()
     before = len(state)
+    walls = liquid.obstacles
     # 1. advect by the kind found at the previous frame; foam and bubbles need the liquid's velocity
-    #    at their old position in this frame's liquid (the paper's v~_f(t + dt))
+    #    at their old position in this frame's liquid (the paper's v~_f(t + dt)); then out of the solids
+    #    (spray in contact with a wall runs its lifetime down, see engine.whitewater.obstacles)
     if before and dt > 0.0:
         for a in range(0, before, CHUNK):
             c = slice(a, min(a + CHUNK, before))
+            start = state.position[c].copy() if walls else None
             _count, vf = liquid.query(state.position[c], state.kind[c], skip_kind=k.SPRAY)
             k.advance(state.position[c], state.velocity[c], state.kind[c], vf, state.lifetime[c], state.age[c],
                       float(dt), g[0], g[1], g[2], s.spray_drag, s.buoyancy, s.bubble_drag)
+            if walls:
+                contact = walls.push_out(start, state.position[c], state.velocity[c])
+                k.wet(contact, state.kind[c], float(dt), state.lifetime[c])
+                stats.contacts += int(contact.sum())
+                del start, contact
         del vf, _count
     # 2. emit from this frame's liquid
     born = Diffuse.empty()
@@ -295,6 +329,10 @@ def step(state: Diffuse, liquid: LiquidFrame, frame: int, dt: float, next_id: in
             born = Diffuse.empty(total)
             k.emit(liquid.x, liquid.v, liquid.id, counts, offsets, strength, 0.5 * spacing, float(dt), 0.1,
                    s.lifetime, s.lifetime_variation, s.seed, frame, born.position, born.velocity, born.lifetime)
+            if walls:
+                # a newborn placed past a wall (the cylinder around a liquid particle at the wall) is put back
+                walls.push_out(born.position, born.position, born.velocity, reach=0.5 * spacing,
+                               travel_dt=1.25 * float(dt))
             born_count, _ = liquid.query(born.position, velocity=False)
             k.classify(born_count, s.spray_neighbours, s.bubble_neighbours, born.kind)
             share = np.array([s.spray_amount, s.foam_amount, s.bubble_amount]) / scale

@@ -41,10 +41,11 @@ import uuid
 import numpy as np
 
 from .. import settings as settings_mod
-from ..cache import CacheReader
+from ..cache import SDF_DIR, CacheReader
 from ..errors import CacheFormatError
 from ..stages import Stage, StageRunner, read_manifest, write_atomic
 from . import model
+from .obstacles import Obstacles
 
 NAME = "whitewater"
 KINDS = model.KIND_NAMES  # spray, foam, bubbles: kind 0, 1, 2
@@ -61,7 +62,8 @@ ATTRIBUTES = {
     "position": ("float32", (3,), "m", "world-space position"),
     "velocity": ("float32", (3,), "m/s", "velocity"),
     "age": ("float32", (), "s", "time since the particle was emitted"),
-    "lifetime": ("float32", (), "s", "time left before the particle dissolves (runs down while it is foam)"),
+    "lifetime": ("float32", (), "s",
+                 "time left before the particle dissolves (runs down while it is foam or spray on a wall)"),
     "kind": ("uint8", (), "", "0 spray, 1 foam, 2 bubble"),
     "id": ("int32", (), "", "stable particle id"),
 }
@@ -75,17 +77,15 @@ def usd_name(kind: str, frame: int) -> str:
     return f"{kind}_{frame:06d}.usdc"
 
 
-def job_gravity(cache_dir: str) -> np.ndarray:
-    """The bake's gravity, from the job folder saved beside the cache (the default if there is none)."""
-    path = os.path.join(cache_dir, "job", "scene.npz")
-    if os.path.isfile(path):
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                if "gravity" in z.files:
-                    return np.asarray(z["gravity"], dtype=np.float64).reshape(3)
-        except (OSError, ValueError) as exc:
-            raise CacheFormatError(f"The job '{path}' cannot be read: {exc}") from exc
-    return np.array([0.0, 0.0, -9.81])
+def load_scene(job_dir: str):
+    """The scene and settings of the job the cache was baked from (:func:`engine.scene.load_job`), or
+    (None, None) when ``job_dir`` holds none (a cache written without a job: no colliders are known and
+    gravity is the default)."""
+    if not os.path.isfile(os.path.join(job_dir, "scene.json")):
+        return None, None
+    from ..scene import load_job
+
+    return load_job(job_dir)
 
 
 class WhitewaterStage(Stage):
@@ -100,6 +100,14 @@ class WhitewaterStage(Stage):
         Frames per second of the cache (frame f is at time f / fps).
     use_usd : bool
         Also write the three point files per frame for Blender.
+    job_dir : str, optional
+        The job the cache was baked from (its colliders, containers and gravity); default
+        ``<cache>/job``.
+    in_bake : bool
+        The stage runs inside the particle bake, each frame as soon as it is simulated
+        (:func:`engine.stages.follow_bake`): automatic thresholds can then only look at the frames
+        simulated so far, so each frame's are the mean of the per-frame maxima up to it (the stage over a
+        finished cache uses the whole shot's).
     """
 
     name = NAME
@@ -107,12 +115,20 @@ class WhitewaterStage(Stage):
     sequential = True
 
     def __init__(self, settings: settings_mod.WhitewaterSettings, particle_spacing: float, fps: float,
-                 use_usd: bool = False):
+                 use_usd: bool = False, job_dir: str | None = None, in_bake: bool = False):
         self.ww = settings
         self.spacing = float(particle_spacing)
         self.fps = float(fps)
         self.gravity = np.array([0.0, 0.0, -9.81])  # the bake's, read in begin()
+        self.scene = None
+        self.obstacles: Obstacles | None = None
+        self.job_dir = job_dir
+        #: automatic thresholds from the frames so far (inside the bake) instead of the whole shot
+        self.causal = bool(in_bake and settings.use_auto_thresholds)
         self.settings = dict(dataclasses.asdict(settings), particle_spacing=self.spacing, fps=self.fps)
+        if self.causal:
+            # another result than the same settings over the finished cache: another hash
+            self.settings["thresholds_from"] = "frames so far"
         self.use_usd = bool(use_usd)
         self.usd_dir_name: str | None = None
         self.thresholds: model.Thresholds | None = None
@@ -126,7 +142,7 @@ class WhitewaterStage(Stage):
     def begin(self, folder: str, state: dict, resumed: bool) -> None:
         self.state = state
         cache_dir = os.path.dirname(os.path.normpath(folder))
-        self.gravity = job_gravity(cache_dir)
+        self._load_scene(cache_dir)
         kept = []
         if resumed:
             manifest = read_manifest(cache_dir, NAME) or {}
@@ -138,12 +154,13 @@ class WhitewaterStage(Stage):
                 self.diffuse = model.Diffuse.from_arrays({k: z[k] for k in z.files})
             self.next_id = int(state["next_id"][str(last)])
             self.previous = last
-            state["next_id"] = {k: v for k, v in state["next_id"].items() if int(k) <= last}
-            state["stats"] = {k: v for k, v in state.get("stats", {}).items() if int(k) <= last}
+            for key in ("next_id", "stats", "maxima"):
+                state[key] = {k: v for k, v in state.get(key, {}).items() if int(k) <= last}
         else:
-            self.thresholds = self._thresholds(cache_dir)
+            self.thresholds = None if self.causal else self._thresholds(cache_dir)
             state.clear()
-            state.update(thresholds=self.thresholds.to_dict(), next_id={}, stats={})
+            state.update(thresholds=self.thresholds.to_dict() if self.thresholds else None, next_id={}, stats={},
+                         maxima={})
         if self.use_usd:
             name = state.get("usd_dir")
             if not (kept and isinstance(name, str) and _USD_DIR_RE.match(name)):
@@ -160,9 +177,15 @@ class WhitewaterStage(Stage):
     def process_frame(self, frame: int, arrays: dict, folder: str) -> dict:
         t0 = time.perf_counter()
         dt = 0.0 if self.previous is None else (frame - self.previous) / self.fps
-        liquid = model.LiquidFrame(arrays["position"], arrays["velocity"], arrays["id"], self.spacing)
+        liquid = self._liquid(frame, arrays)
+        if self.causal:
+            # inside the bake: the mean of the per-frame maxima of the frames so far, this one included
+            self.state["maxima"][str(frame)] = [float(m) for m in model.frame_maxima(liquid)]
+            self.thresholds = model.auto_thresholds(np.array(list(self.state["maxima"].values())), self.spacing,
+                                                    self._gravity(frame))
+            self.state["thresholds"] = self.thresholds.to_dict()
         self.diffuse, self.next_id, stats = model.step(self.diffuse, liquid, frame, dt, self.next_id, self.ww,
-                                                       self.thresholds, self.spacing, self.gravity)
+                                                       self.thresholds, self.spacing, self._gravity(frame))
         self.previous = frame
         out = self.diffuse.arrays()
         with write_atomic(os.path.join(folder, frame_name(frame))) as tmp:
@@ -179,6 +202,32 @@ class WhitewaterStage(Stage):
 
     # -- helpers -----------------------------------------------------------------------------------
 
+    def _load_scene(self, cache_dir: str) -> None:
+        """Gravity, containers and colliders of the bake, from its job (see :func:`load_scene`)."""
+        scene, simulation = load_scene(self.job_dir or os.path.join(cache_dir, "job"))
+        self.scene = scene
+        if scene is None:
+            return
+        self.gravity = np.asarray(scene.gravity, dtype=np.float64).reshape(3)
+        if scene.containers or scene.colliders:
+            reader = CacheReader(cache_dir)
+            first = reader.read_frame(reader.frames[0])["position"] if reader.frames else np.zeros((0, 3))
+            self.obstacles = Obstacles(scene, simulation, first, os.path.join(cache_dir, SDF_DIR))
+
+    def _gravity(self, frame: int) -> np.ndarray:
+        """The bake's gravity at ``frame`` (animated gravity: that frame's value)."""
+        track = self.scene.tracks.get("gravity") if self.scene is not None else None
+        if track is None:
+            return self.gravity
+        index = min(max(frame - self.scene.frame_start, 0), len(track) - 1)
+        return np.asarray(track[index], dtype=np.float64).reshape(3)
+
+    def _liquid(self, frame: int, arrays: dict) -> model.LiquidFrame:
+        """One cached frame's liquid, with the colliders posed at that frame."""
+        if self.obstacles is not None:
+            self.obstacles.set_frame(frame)
+        return model.LiquidFrame(arrays["position"], arrays["velocity"], arrays["id"], self.spacing, self.obstacles)
+
     def _thresholds(self, cache_dir: str) -> model.Thresholds:
         """The settings' own thresholds, or (automatic) from the potentials of up to 48 frames of the shot."""
         if not self.ww.use_auto_thresholds:
@@ -186,10 +235,7 @@ class WhitewaterStage(Stage):
         reader = CacheReader(cache_dir)
         frames = reader.frames
         stride = max(1, len(frames) // 48)
-        maxima = []
-        for f in frames[::stride]:
-            a = reader.read_frame(f)
-            maxima.append(model.frame_maxima(model.LiquidFrame(a["position"], a["velocity"], a["id"], self.spacing)))
+        maxima = [model.frame_maxima(self._liquid(f, reader.read_frame(f))) for f in frames[::stride]]
         return model.auto_thresholds(np.array(maxima).reshape(-1, 3), self.spacing, self.gravity)
 
     def _write_usd(self, frame: int, arrays: dict, folder: str) -> None:
@@ -217,11 +263,13 @@ class WhitewaterStage(Stage):
 
 def make_stage(cache_manifest: dict, settings: dict, options: dict) -> WhitewaterStage:
     """The factory :data:`engine.stages.STAGE_TYPES` names: settings from a dict (strict), the spacing and
-    frame rate from the cache's manifest; option ``usd=1`` writes the point files."""
+    frame rate from the cache's manifest; options: ``usd=1`` writes the point files, ``job=DIR`` names the
+    job folder (default ``<cache>/job``), ``in_bake=1`` runs inside the particle bake."""
     ww = settings_mod.whitewater_from_dict(settings, owner="Whitewater")
     spacing = float(cache_manifest.get("particle_spacing") or cache_manifest["settings"]["particle_spacing"])
     fps = float(cache_manifest.get("fps") or 24.0)
-    return WhitewaterStage(ww, spacing, fps, use_usd=options.get("usd") == "1")
+    return WhitewaterStage(ww, spacing, fps, use_usd=options.get("usd") == "1", job_dir=options.get("job") or None,
+                           in_bake=options.get("in_bake") == "1")
 
 
 def run(cache_dir: str, settings: settings_mod.WhitewaterSettings, progress=None, cancel=None,
