@@ -8,7 +8,7 @@
    over the two-frame cache that compiles its kernels; the figure is its wall time over the bake's.
    Per frame: particles emitted and alive by kind, seconds.
 3. Memory: 10 million live diffuse particles (foam, spray and bubbles around a liquid of the same
-   97k particles at rest) stepped through one frame; prints the state's bytes per particle and the
+   97k particles, in a tank whose walls every particle is checked against) stepped through one frame; prints the state's bytes per particle and the
    peak of numpy allocations during the step (tracemalloc) per particle.
 
     .venv/bin/python bench/bench_whitewater.py            # all three
@@ -81,18 +81,24 @@ def bake_and_stage(n: int) -> None:
 
 def memory(live: int, n: int) -> None:
     sys.path.insert(0, ROOT)
-    from engine.settings import WhitewaterSettings
+    from engine.scene import BoxContainer, SceneDescription
+    from engine.settings import SimulationSettings, WhitewaterSettings
     from engine.whitewater import kernels, model
+    from engine.whitewater.obstacles import Obstacles
 
     dx = 0.025
     g = np.mgrid[0:n, 0:n, 0:n].reshape(3, -1).T.astype(np.float32) * dx
     # a sheared liquid (layers sliding at up to 2 m/s) so that every frame also emits
     v = np.zeros_like(g)
     v[:, 0] = 2.0 * np.sin(2.0 * np.pi * g[:, 2] / (6 * dx))
-    liquid = model.LiquidFrame(g, v, np.arange(len(g)), dx)
+    edge = n * dx
+    # in a tank (a box container) reaching above the spray: every particle is checked against its walls
+    tank = BoxContainer("Tank", [-0.5 * dx] * 3, [edge - 0.5 * dx, edge - 0.5 * dx, edge + 0.6])
+    walls = Obstacles(SceneDescription(containers=[tank]), SimulationSettings(particle_spacing=dx), g)
+    walls.set_frame(1)
+    liquid = model.LiquidFrame(g, v, np.arange(len(g)), dx, walls)
     rng = np.random.default_rng(1)
     state = model.Diffuse.empty(live)
-    edge = n * dx
     # a third inside the liquid, a third in its top layer, a third in the air above
     state.position[:, :2] = rng.uniform(0, edge, (live, 2)).astype(np.float32)
     state.position[:, 2] = np.choose(np.arange(live) % 3, [rng.uniform(0, edge * 0.8, live),

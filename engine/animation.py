@@ -39,7 +39,6 @@ import math
 
 import numpy as np
 
-from .errors import InvalidSceneError
 
 #: Names of the tracks each kind of object may carry, with the shape of one frame's value.
 ANIMATABLE = {
@@ -193,9 +192,6 @@ class SceneAnimation:
         self.tracks = dict(scene.tracks)
         self.boxes = [(k, c.tracks) for k, c in enumerate(scene.containers) if c.tracks]
         self.colliders = [(k, c.tracks) for k, c in enumerate(scene.colliders) if c.tracks]
-        if solver.name == "HYBRID" and "gravity" in self.tracks:
-            raise InvalidSceneError("Animated gravity is not available with the Hybrid solver (its grid keeps "
-                                    "the first frame's gravity); remove the animation or use PBF or WCSPH")
 
     @property
     def is_active(self) -> bool:
@@ -222,16 +218,19 @@ class SceneAnimation:
             if "viscosity" in self.tracks:
                 changes["nu"] = max(float(self._value(self.tracks, "viscosity", t)), 0.0)
             walls = model
-        else:  # HYBRID: the SPH part's parameters and the grid's viscosity
-            walls = model.sph
+        else:  # HYBRID: the SPH part's parameters (its gravity is the grid's too) and the grid's viscosity
+            sph = {}
             if "viscosity" in self.tracks:
                 nu = max(float(self._value(self.tracks, "viscosity", t)), 0.0)
-                model = dataclasses.replace(model, sph=dataclasses.replace(model.sph, nu=nu), nu=nu)
-                walls = model.sph
+                model = dataclasses.replace(model, nu=nu)
+                sph["nu"] = nu
+            sph.update(changes)
+            changes = {}
+            if sph:
+                model = dataclasses.replace(model, sph=dataclasses.replace(model.sph, **sph))
+            walls = model.sph
         if changes:
             model = dataclasses.replace(model, **changes)
-            if solver.name == "HYBRID":
-                walls = model.sph
         solver.model = model
         for k, tracks in self.boxes:
             if "friction" in tracks:

@@ -49,14 +49,6 @@ def check_job(scene: SceneDescription, settings: settings_mod.SimulationSettings
             raise InvalidSceneError([f"{name}: setting 'Spacing Factor' (spacing_factor) is not 1, but the "
                                      f"{settings.solver} solver has a single resolution; set it to 1 or use the "
                                      f"PBF solver" for name in several])
-    if settings.solver == "HYBRID":
-        hybrid = [f"Force field '{f.name}' acts on the liquid, but the Hybrid solver moves its deep liquid on a grid "
-                  f"that force fields do not reach; use PBF or WCSPH, or remove the field" for f in scene.force_fields]
-        if "gravity" in scene.tracks:
-            hybrid.append("Gravity is animated, but the Hybrid solver keeps the first frame's gravity; use PBF or "
-                          "WCSPH, or remove the animation")
-        if hybrid:
-            raise InvalidSceneError(hybrid)
     return budget.check_particle_budget(scene, settings.particle_spacing, lifetime=settings.particle_lifetime,
                                         drained=bool(scene.outflows) or settings.use_kill_box)
 
@@ -452,7 +444,7 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
                 t_step = solver.time
                 # animated settings at the substep's middle, then the force fields' kick
                 animation.apply(solver, t_step + 0.5 * dt)
-                forces.kick(solver.particles, t_step, dt)
+                forces.kick(solver, t_step, dt)
                 solver.step(dt)
                 sources.step(solver, t_step, dt)
                 remaining -= dt

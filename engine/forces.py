@@ -346,9 +346,17 @@ class Forces:
         frame = self.frame_start + int(math.floor(max(t, 0.0) * self.fps + 1e-9))
         return np.array([field_params(ff, t, self.fps, frame) for ff in self.fields]).reshape(-1, N_PARAMS)
 
-    def kick(self, particles, t: float, dt: float) -> None:
-        """v += a dt with the fields' acceleration at the middle of the substep [t, t + dt]."""
-        if not self.fields or len(particles) == 0:
+    def kick(self, solver, t: float, dt: float) -> None:
+        """v += a dt with the fields' acceleration at the middle of the substep [t, t + dt], on the
+        solver's particles and, for a solver that moves liquid on a grid (the hybrid's
+        ``kick_grid``), on the grid's velocities too."""
+        if not self.fields:
             return
-        a = accelerations(particles.x, particles.v, particles.id, self.params(t + 0.5 * dt))
-        particles.v += (a * dt).astype(particles.v.dtype)
+        params = self.params(t + 0.5 * dt)
+        particles = solver.particles
+        if len(particles):
+            a = accelerations(particles.x, particles.v, particles.id, params)
+            particles.v += (a * dt).astype(particles.v.dtype)
+        kick_grid = getattr(solver, "kick_grid", None)
+        if kick_grid is not None:
+            kick_grid(lambda x, v, pid: accelerations(x, v, pid, params), dt)

@@ -226,14 +226,13 @@ def test_animated_settings_reach_the_solver():
     assert solver.model.box_friction[0] == pytest.approx(0.5 * (fr[5] + fr[6]), abs=1e-12)
 
 
-def test_hybrid_refuses_force_fields_and_animated_gravity():
+def test_hybrid_accepts_force_fields_and_animated_gravity():
     sc = _animated_scene()
     from engine.driver import check_job
-    from engine.errors import InvalidSceneError
 
     sc = dataclasses.replace(sc, inflows=())
-    with pytest.raises(InvalidSceneError, match="Force field 'Wind'.*Hybrid"):
-        check_job(sc, SimulationSettings(solver="HYBRID", particle_spacing=0.02))
+    assert sc.force_fields and "gravity" in sc.tracks
+    check_job(sc, SimulationSettings(solver="HYBRID", particle_spacing=0.02))  # no refusal
 
 
 def test_moving_outflow_limits_the_substep():

@@ -123,6 +123,74 @@ def test_resting_tank_stays_at_rest_across_the_interface():
     assert sph_max < 0.1 * scale, sph_max
 
 
+def test_grid_kick_adds_the_field_to_the_computed_rows_only():
+    """kick_grid adds dt times the acceleration at each face centre to the faces of the rows under the
+    boundary row, and leaves the boundary row (filled from the SPH particles) alone."""
+    s = _tank_solver((0.12, 0.06, 0.24), (0.12, 0.06, 0.32), depth=0.08)
+    g, kt = s.grid, s.ktop
+    assert kt > 2
+    before = [f.copy() for f in (g.u, g.v, g.w)]
+    seen = []
+
+    def field(x, v, ids):
+        seen.append((x.copy(), v.copy(), ids.copy()))
+        return np.column_stack([1.0 + x[:, 2], np.full(len(x), -2.0), np.full(len(x), 3.0)])
+
+    s.kick_grid(field, 0.01)
+    for axis, (old, new) in enumerate(zip(before, (g.u, g.v, g.w))):
+        x = seen[axis][0]
+        want = (1.0 + x[:, 2], -2.0, 3.0)[axis] * 0.01
+        # float32 face centres in the field: ~1e-7 relative
+        assert_allclose((new[:, :, :kt] - old[:, :, :kt]).reshape(-1), want, rtol=1e-6, atol=1e-8)
+        assert np.array_equal(new[:, :, kt:], old[:, :, kt:])
+        # the face centres: x of u-faces on the cell walls, the other two mid-cell
+        lo = g.origin + (0.0 if axis == 0 else 0.5 * g.cell, 0.0 if axis == 1 else 0.5 * g.cell,
+                         0.0 if axis == 2 else 0.5 * g.cell)
+        assert_allclose(x.min(axis=0), lo, rtol=0, atol=1e-6)
+    ids = np.concatenate([ids for _x, _v, ids in seen])
+    assert len(np.unique(ids)) == len(ids)  # one noise draw per face
+
+
+def _kinematic_gradient(s):
+    """Mean vertical gradient of the grid's kinematic pressure over the interior rows (m/s^2)."""
+    p, kt = s.grid.p, s.ktop
+    fluid = s.grid.solid == 0
+    dz = (p[:, :, 2:kt - 1] - p[:, :, 1:kt - 2]) / s.grid.cell
+    both = fluid[:, :, 2:kt - 1] & fluid[:, :, 1:kt - 2]
+    return float(dz[both].mean())
+
+
+@pytest.mark.parametrize("how", ["gravity", "wind"])
+def test_hybrid_grid_feels_animated_gravity_and_force_fields(how):
+    """Gravity raised to 1.5 g (an animated gravity's value) or a downward Wind field of 0.5 g on top of
+    g: the deep liquid on the grid carries the hydrostatic gradient of 1.5 g, d(p/rho)/dz = -1.5 g. A
+    grid that kept the first frame's gravity (or ignored the field) would show -g. Tolerance: the
+    tank is not at rest after the change (the SPH layer above compresses and rings), which adds the
+    liquid's vertical acceleration to the gradient; seen within a few per cent, 10 % allowed."""
+    from engine.animation import SceneAnimation
+    from engine.forces import Forces
+    from engine.scene import ForceField
+
+    s = _tank_solver((0.12, 0.06, 0.24), (0.12, 0.06, 0.32), depth=0.08)
+    for _ in range(5):
+        s.step(s.stable_dt())
+    assert _kinematic_gradient(s) == pytest.approx(-9.81, rel=0.1)
+    if how == "gravity":
+        scene = SceneDescription(frame_start=1, frame_end=3, tracks={"gravity": np.tile([0.0, 0.0, -1.5 * 9.81], (3, 1))})
+        SceneAnimation(scene, s).apply(s, 0.01)
+        assert s.model.sph.gravity[2] == pytest.approx(-1.5 * 9.81)
+        forces = Forces(SceneDescription())
+    else:
+        down = np.diag([1.0, -1.0, -1.0, 1.0])  # the field's Z axis turned to -Z
+        forces = Forces(SceneDescription(force_fields=[ForceField("Down", "WIND", matrices=down[None],
+                                                                  values={"strength": 0.5 * 9.81})]))
+    for _ in range(15):
+        dt = s.stable_dt()
+        forces.kick(s, s.time, dt)
+        s.step(dt)
+    assert _kinematic_gradient(s) == pytest.approx(-1.5 * 9.81, rel=0.1)
+
+
 def _stirred_tank():
     """A tank whose water turns like a solid body about a horizontal axis (4 rad/s), so the deep
     water, on the grid, flows from the first substep."""

@@ -12,17 +12,15 @@ Options: ``--spacing`` (m), ``--frames`` (last frame), ``--render-frame``, ``--s
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from blender_session import enable_from_source  # noqa: E402  (needs sys.path above)
+from blender_session import bake_shot, shot_parser  # noqa: E402  (needs sys.path above)
 
 import bpy  # noqa: E402
 
@@ -117,25 +115,12 @@ def render(path: str, frame: int, samples: int, percentage: int) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--spacing", type=float, default=0.025, help="particle spacing, m")
-    ap.add_argument("--frames", type=int, default=72, help="last frame (24 fps; 72 = 3 s)")
+    ap = shot_parser(__doc__.splitlines()[0], spacing=0.025, frames=72, out=os.path.join(ROOT, "out", "demo"))
     ap.add_argument("--render-frame", type=int, default=30)
-    ap.add_argument("--samples", type=int, default=32)
-    ap.add_argument("--resolution", type=int, default=50, help="percentage of 1280 x 720")
-    ap.add_argument("--out", default=os.path.join(ROOT, "out", "demo"))
     args = ap.parse_args(argv)
 
     out = os.path.abspath(args.out)
-    os.makedirs(out, exist_ok=True)
-    enable_from_source(ROOT, tempfile.mkdtemp(prefix="surge_demo_repo_"))
-    build_scene(args.spacing, args.frames)
-    blend = os.path.join(out, "surge_demo.blend")
-    bpy.ops.wm.save_as_mainfile(filepath=blend)
-
-    t0 = time.perf_counter()
-    bpy.ops.surge.bake()  # blocks in background mode; raises RuntimeError on failure
-    bake_seconds = time.perf_counter() - t0
+    blend, bake_seconds = bake_shot(ROOT, out, "surge_demo", build_scene, args.spacing, args.frames)
     t0 = time.perf_counter()
     bpy.ops.surge.bake_whitewater()  # spray, foam and bubbles over the baked liquid, automatic thresholds
     whitewater_seconds = time.perf_counter() - t0

@@ -2,7 +2,9 @@
 
 Every kernel is a plain function over arrays; outputs come last after a ``# outputs`` comment.
 Liquid arrays are in the order of a :class:`engine.neighbors.CellGrid` built with cell size R (the
-interaction radius, two particle spacings), so the liquid particles of a cell are contiguous.
+interaction radius, two particle spacings), so the liquid particles of a cell are contiguous; the
+liquid's passes read one :class:`engine.neighbors.NeighbourList` of it, and points that are not liquid
+particles find their cells with :func:`engine.neighbors.find_cell`.
 
 Random numbers are counter-based: a SplitMix64 hash of (seed, frame, liquid particle id, sample,
 stream) gives each draw, so results do not depend on thread count or scheduling and a resumed
@@ -16,12 +18,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..neighbors import morton_key
-
-#: ``engine.neighbors`` stores integer cell coordinates offset by 2^20 into [0, 2^21) before
-#: :func:`engine.neighbors.morton_key` interleaves them; a query point's cell is named the same way.
-_CELL_OFFSET = 1 << 20
-_CELL_MAX = (1 << 21) - 1
+from ..neighbors import around_cell, cell_coords, find_cell
 
 SPRAY, FOAM, BUBBLE = 0, 1, 2
 
@@ -76,41 +73,32 @@ def _weight(r, R):
 
 
 # -- potentials of the liquid particles -------------------------------------------------------------
+# Each pass reads the liquid neighbours within R from one :class:`engine.neighbors.NeighbourList` built
+# per frame (``start``, ``count``, ``nbr``: the neighbours j != i of i are nbr[start[i]:start[i]+count[i]]).
 
 @njit(parallel=True, cache=True)
-def surface_normals(x, cell_start, cell_nbr, particle_cell, R,
+def surface_normals(x, start, count, nbr, R,
                     # outputs
-                    normal, count):
+                    normal, n_nbr):
     """Unit surface normal of surface particles (0 inside the liquid) and liquid neighbours within R.
 
     The normal is the direction of sum_j (x_i - x_j) W_ij: away from the neighbours' weighted centre.
     """
-    R2 = R * R
     for i in prange(x.shape[0]):
         sx = sy = sz = 0.0
         wsum = 0.0
-        n = 0
-        c = particle_cell[i]
-        for k in range(27):
-            cc = cell_nbr[c, k]
-            if cc < 0:
-                continue
-            for j in range(cell_start[cc], cell_start[cc + 1]):
-                if j == i:
-                    continue
-                dx = x[i, 0] - x[j, 0]
-                dy = x[i, 1] - x[j, 1]
-                dz = x[i, 2] - x[j, 2]
-                r2 = dx * dx + dy * dy + dz * dz
-                if r2 >= R2:
-                    continue
-                w = _weight(math.sqrt(r2), R)
-                sx += dx * w
-                sy += dy * w
-                sz += dz * w
-                wsum += w
-                n += 1
-        count[i] = n
+        n = np.int64(count[i])
+        for m in range(start[i], start[i] + n):
+            j = nbr[m]
+            dx = x[i, 0] - x[j, 0]
+            dy = x[i, 1] - x[j, 1]
+            dz = x[i, 2] - x[j, 2]
+            w = _weight(math.sqrt(dx * dx + dy * dy + dz * dz), R)
+            sx += dx * w
+            sy += dy * w
+            sz += dz * w
+            wsum += w
+        n_nbr[i] = n
         norm = math.sqrt(sx * sx + sy * sy + sz * sz)
         if n == 0 or norm > SURFACE_OFFSET * R * wsum:
             # a lone particle (n == 0) has no direction; give it none
@@ -125,40 +113,34 @@ def surface_normals(x, cell_start, cell_nbr, particle_cell, R,
 
 
 @njit(parallel=True, cache=True)
-def smoothed_velocity(x, v, cell_start, cell_nbr, particle_cell, R,
+def smoothed_velocity(x, v, start, count, nbr, R,
                       # outputs
                       out):
     """The velocity field averaged with W over R around each particle: sum_j v_j W_ij / sum_j W_ij (j = i
-    included). Position-based solvers leave each particle's velocity with noise at the scale of the
-    spacing, which Eq. 2 would read as colliding liquid; the average keeps motions of the scale of R."""
-    R2 = R * R
+    included, W_ii = 1). Position-based solvers leave each particle's velocity with noise at the scale
+    of the spacing, which Eq. 2 would read as colliding liquid; the average keeps motions of the scale of R."""
     for i in prange(x.shape[0]):
-        s0 = s1 = s2 = 0.0
-        wsum = 0.0
-        c = particle_cell[i]
-        for k in range(27):
-            cc = cell_nbr[c, k]
-            if cc < 0:
-                continue
-            for j in range(cell_start[cc], cell_start[cc + 1]):
-                dx = x[i, 0] - x[j, 0]
-                dy = x[i, 1] - x[j, 1]
-                dz = x[i, 2] - x[j, 2]
-                r2 = dx * dx + dy * dy + dz * dz
-                if r2 >= R2:
-                    continue
-                w = _weight(math.sqrt(r2), R)
-                wsum += w
-                s0 += w * v[j, 0]
-                s1 += w * v[j, 1]
-                s2 += w * v[j, 2]
+        s0 = np.float64(v[i, 0])
+        s1 = np.float64(v[i, 1])
+        s2 = np.float64(v[i, 2])
+        wsum = 1.0
+        for m in range(start[i], start[i] + np.int64(count[i])):
+            j = nbr[m]
+            dx = x[i, 0] - x[j, 0]
+            dy = x[i, 1] - x[j, 1]
+            dz = x[i, 2] - x[j, 2]
+            w = _weight(math.sqrt(dx * dx + dy * dy + dz * dz), R)
+            wsum += w
+            s0 += w * v[j, 0]
+            s1 += w * v[j, 1]
+            s2 += w * v[j, 2]
         out[i, 0] = s0 / wsum
         out[i, 1] = s1 / wsum
         out[i, 2] = s2 / wsum
 
 
 @njit(parallel=True, cache=True)
-def potentials(x, v, normal, cell_start, cell_nbr, particle_cell, R,
+def potentials(x, v, normal, start, count, nbr, R,
                # outputs
                trapped_air, wave_crest, energy):
     """Raw (unclamped) potentials of every liquid particle.
@@ -170,40 +152,33 @@ def potentials(x, v, normal, cell_start, cell_nbr, particle_cell, R,
     energy      : kinetic energy per unit mass, |v_i|^2 / 2 (J/kg); the paper uses m |v|^2 / 2, which
                   ties the thresholds to the particle mass (and so to the spacing).
     """
-    R2 = R * R
     for i in prange(x.shape[0]):
         vi0, vi1, vi2 = v[i, 0], v[i, 1], v[i, 2]
         ni0, ni1, ni2 = normal[i, 0], normal[i, 1], normal[i, 2]
         at_surface = ni0 != 0.0 or ni1 != 0.0 or ni2 != 0.0
         ta = 0.0
         kappa = 0.0
-        c = particle_cell[i]
-        for k in range(27):
-            cc = cell_nbr[c, k]
-            if cc < 0:
-                continue
-            for j in range(cell_start[cc], cell_start[cc + 1]):
-                if j == i:
-                    continue
-                dx = x[i, 0] - x[j, 0]
-                dy = x[i, 1] - x[j, 1]
-                dz = x[i, 2] - x[j, 2]
-                r2 = dx * dx + dy * dy + dz * dz
-                if r2 >= R2 or r2 == 0.0:
-                    continue
-                r = math.sqrt(r2)
-                w = _weight(r, R)
-                ux = vi0 - v[j, 0]
-                uy = vi1 - v[j, 1]
-                uz = vi2 - v[j, 2]
-                u = math.sqrt(ux * ux + uy * uy + uz * uz)
-                if u > 0.0:
-                    ta += u * (1.0 - (ux * dx + uy * dy + uz * dz) / (u * r)) * w
-                if at_surface:
-                    nj0, nj1, nj2 = normal[j, 0], normal[j, 1], normal[j, 2]
-                    # x^_ji . n^_i < 0: j lies behind i's surface (dx = x_i - x_j = -x_ji)
-                    if (nj0 != 0.0 or nj1 != 0.0 or nj2 != 0.0) and (dx * ni0 + dy * ni1 + dz * ni2) > 0.0:
-                        kappa += (1.0 - (ni0 * nj0 + ni1 * nj1 + ni2 * nj2)) * w
+        for m in range(start[i], start[i] + np.int64(count[i])):
+            j = nbr[m]
+            dx = x[i, 0] - x[j, 0]
+            dy = x[i, 1] - x[j, 1]
+            dz = x[i, 2] - x[j, 2]
+            r2 = dx * dx + dy * dy + dz * dz
+            if r2 == 0.0:
+                continue  # two particles on one spot: no direction between them
+            r = math.sqrt(r2)
+            w = _weight(r, R)
+            ux = vi0 - v[j, 0]
+            uy = vi1 - v[j, 1]
+            uz = vi2 - v[j, 2]
+            u = math.sqrt(ux * ux + uy * uy + uz * uz)
+            if u > 0.0:
+                ta += u * (1.0 - (ux * dx + uy * dy + uz * dz) / (u * r)) * w
+            if at_surface:
+                nj0, nj1, nj2 = normal[j, 0], normal[j, 1], normal[j, 2]
+                # x^_ji . n^_i < 0: j lies behind i's surface (dx = x_i - x_j = -x_ji)
+                if (nj0 != 0.0 or nj1 != 0.0 or nj2 != 0.0) and (dx * ni0 + dy * ni1 + dz * ni2) > 0.0:
+                    kappa += (1.0 - (ni0 * nj0 + ni1 * nj1 + ni2 * nj2)) * w
         trapped_air[i] = ta
         speed2 = vi0 * vi0 + vi1 * vi1 + vi2 * vi2
         energy[i] = 0.5 * speed2
@@ -305,21 +280,6 @@ def emit(x, v, ids, counts, offsets, strength, radius, dt, spread, lifetime, var
 
 # -- queries of whitewater particles against the liquid -------------------------------------------------
 
-@njit(inline="always", cache=True)
-def _cell_index(cell_key, key):
-    """Index of ``key`` in the ascending ``cell_key``, or -1 if that cell holds no liquid."""
-    c = np.searchsorted(cell_key, key)
-    if c < cell_key.shape[0] and cell_key[c] == key:
-        return c
-    return -1
-
-
-@njit(inline="always", cache=True)
-def _coord(xc, inv):
-    c = np.int64(math.floor(xc * inv)) + _CELL_OFFSET
-    return min(max(c, 0), _CELL_MAX)
-
-
 @njit(parallel=True, cache=True)
 def query(p, lx, lv, cell_key, cell_start, cell_nbr, R, skip_kind, kind,
           # outputs
@@ -337,21 +297,14 @@ def query(p, lx, lv, cell_key, cell_start, cell_nbr, R, skip_kind, kind,
         if skip_kind >= 0 and kind[q] == skip_kind:
             continue
         px, py, pz = np.float64(p[q, 0]), np.float64(p[q, 1]), np.float64(p[q, 2])
-        ci, cj, ck = _coord(px, inv), _coord(py, inv), _coord(pz, inv)
-        own = _cell_index(cell_key, morton_key(ci, cj, ck))
+        ci, cj, ck = cell_coords(px, py, pz, inv)
+        own = find_cell(cell_key, ci, cj, ck)
         n = 0
         wsum = 0.0
         sx = sy = sz = 0.0
         for k in range(27):
-            if own >= 0:
-                cc = cell_nbr[own, k]
-            else:
-                a = ci + (k // 9) - 1
-                b = cj + (k // 3) % 3 - 1
-                d = ck + k % 3 - 1
-                if a < 0 or b < 0 or d < 0 or a > _CELL_MAX or b > _CELL_MAX or d > _CELL_MAX:
-                    continue
-                cc = _cell_index(cell_key, morton_key(a, b, d))
+            # an occupied cell knows its neighbour cells; around an empty one they are looked up
+            cc = cell_nbr[own, k] if own >= 0 else around_cell(cell_key, ci, cj, ck, k)
             if cc < 0:
                 continue
             for j in range(cell_start[cc], cell_start[cc + 1]):

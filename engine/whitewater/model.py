@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..neighbors import build_grid
+from ..neighbors import NeighbourList, build_grid
 from ..settings import WhitewaterSettings
 from . import kernels as k
 
@@ -194,12 +194,15 @@ class LiquidFrame:
             n = len(self.x)
             ta, wc, ke = np.zeros(n), np.zeros(n), np.zeros(n)
             if n:
-                k.surface_normals(self.x, g.cell_start, g.cell_nbr, g.particle_cell, self.R, self.normal, self.count)
+                # one list of the neighbours within R (|x_i - x_j| < h_i + h_j = R) for the three passes
+                nl = NeighbourList()
+                nl.build(self.x, np.full(n, 0.5 * self.R, np.float32), g._replace(order=None))
+                k.surface_normals(self.x, nl.start, nl.count, nl.nbr, self.R, self.normal, self.count)
                 self._walls_are_not_surface()
                 smooth = np.empty_like(self.v)
-                k.smoothed_velocity(self.x, self.v, g.cell_start, g.cell_nbr, g.particle_cell, self.R, smooth)
-                k.potentials(self.x, smooth, self.normal, g.cell_start, g.cell_nbr, g.particle_cell, self.R,
-                             ta, wc, ke)
+                k.smoothed_velocity(self.x, self.v, nl.start, nl.count, nl.nbr, self.R, smooth)
+                k.potentials(self.x, smooth, self.normal, nl.start, nl.count, nl.nbr, self.R, ta, wc, ke)
+                del nl
             self._potentials = (ta, wc, ke)
         return self._potentials
 

@@ -411,6 +411,40 @@ class HybridSolver:
                pt.v, pt.p, pt.rho)
         self.steps += 1
 
+    def kick_grid(self, acceleration, dt: float) -> None:
+        """Add dt times an external acceleration field (force fields, :meth:`engine.forces.Forces.kick`)
+        to the grid's face velocities of the computed rows (k < ktop; the boundary row takes its velocity
+        from the SPH particles, which get the field themselves).
+
+        ``acceleration(x, v, ids)`` maps face centres x (M, 3) float32, m, the velocity there v (M, 3)
+        float32, m/s (the face's own component, the other two averaged from the neighbouring cell
+        centres) and ids (M,) int64 (a face number, for the fields' noise) to accelerations (M, 3), m/s^2.
+        The projection of the next MAC step then keeps what of it the liquid can follow (a push into a
+        wall becomes pressure), as it does with gravity (eq. 3).
+        """
+        kt = int(self.ktop)
+        if kt <= 0:
+            return
+        g = self.grid
+        centre = [0.5 * (f[:-1] if a == 0 else (f[:, :-1] if a == 1 else f[:, :, :-1]))
+                  + 0.5 * (f[1:] if a == 0 else (f[:, 1:] if a == 1 else f[:, :, 1:]))
+                  for a, f in enumerate((g.u, g.v, g.w))]
+        first = 0
+        for axis, faces in enumerate((g.u, g.v, g.w)):
+            rows = faces[:, :, :kt]
+            shape = rows.shape
+            coords = [g.origin[a] + (np.arange(shape[a]) + (0.0 if a == axis else 0.5)) * g.cell for a in range(3)]
+            x = np.stack(np.meshgrid(*coords, indexing="ij"), axis=-1).reshape(-1, 3).astype(np.float32)
+            v = np.empty((x.shape[0], 3), dtype=np.float32)
+            for other in range(3):
+                if other == axis:
+                    v[:, other] = rows.reshape(-1)
+                else:
+                    v[:, other] = _to_faces(centre[other], axis)[:, :, :kt].reshape(-1)
+            a = acceleration(x, v, np.arange(first, first + x.shape[0], dtype=np.int64))
+            rows += dt * np.asarray(a[:, axis], dtype=np.float64).reshape(shape)
+            first += x.shape[0]
+
     def flush(self) -> None:
         """Move the markers outside the neighbour search by the time they still owe (see
         :data:`MARKER_EVERY`), with the last half-step grid velocity, and give them their p and rho
@@ -494,6 +528,14 @@ class HybridSolver:
                 + sum(a.nbytes for a in self._half) + self.guess.p_last.nbytes + self.neighbours.nbytes() + self.kind.nbytes
                 + self._rows.nbytes + self._pr.nbytes + self._near.nbytes + self._wall_grad.nbytes
                 + sum(a.nbytes for a in self.markers.moved) + self.boundary.nbytes())
+
+
+def _to_faces(cells: np.ndarray, axis: int) -> np.ndarray:
+    """Cell-centred values (ni, nj, nk) averaged onto the faces normal to ``axis`` (one more along it;
+    the outermost faces take their one cell's value)."""
+    c = np.moveaxis(cells, axis, 0)
+    padded = np.concatenate([c[:1], c, c[-1:]], axis=0)
+    return np.moveaxis(0.5 * (padded[:-1] + padded[1:]), 0, axis)
 
 
 _NO_COLLIDERS = empty_world_args()
