@@ -240,8 +240,8 @@ class BakeSession:
         surface = surface_bake.surface_settings(scene) if scene.surge.use_surface_in_bake and not preview else None
         from . import whitewater
 
-        foam = (whitewater.whitewater_settings(scene) if scene.surge.whitewater.use_in_bake and not preview
-                else None)
+        in_bake = scene.surge.whitewater.use_in_bake and not preview
+        ww_settings = whitewater.whitewater_settings(scene) if in_bake else None
         usd.import_pxr()  # the child writes the USD files: Blender's pxr must be on the path it inherits
 
         # every check passed: from here on the cache folder changes
@@ -269,9 +269,9 @@ class BakeSession:
         self.with_surface = surface is not None
         if surface is not None:
             options += ["--surface", surface_bake.write_settings(cache_dir, surface)]
-        self.with_whitewater = foam is not None
-        if foam is not None:
-            options += ["--whitewater", whitewater.write_settings(cache_dir, foam)]
+        self.with_whitewater = ww_settings is not None
+        if ww_settings is not None:
+            options += ["--whitewater", whitewater.write_settings(cache_dir, ww_settings)]
         self.process = BakeProcess(files.job_dir(cache_dir), cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
                                    files.log_path(cache_dir), tuple(options), threads=preferences.bake_threads())
         self.status = (f"Resuming from frame {self.resume_from}" if self.resume_from is not None else

@@ -342,11 +342,10 @@ def test_whitewater_stays_inside_the_bakes_walls(tmp_path, kind):
                for ww in (stage.read_frame(cache, f) for f in range(1, 9))]
     assert free["emitted"] > 0 and sum(outside) > 100, outside
     _save_job(cache, 8, **_walls(kind))
-    walled = stage.run(cache, MANUAL)
+    walled = stage.run(cache, MANUAL, restart=True)  # the same liquid frames: only the job is new
     assert walled["processed"] == 8 and walled["emitted"] > 0
-    # a shell's surface lies half a spacing in front of the sheet; float32 positions round by ~2e-8 m
-    inset = 0.5 * DX if kind == "shell" else 0.0
-    lo, hi = TANK_LO[0] + inset - 1e-6, TANK_HI[0] - inset + 1e-6
+    # no particle past a wall (or a sheet); float32 positions round by ~2e-8 m
+    lo, hi = TANK_LO[0] - 1e-6, TANK_HI[0] + 1e-6
     stats = manifest(cache)["state"]["stats"]
     for f in range(1, 9):
         x = stage.read_frame(cache, f)["position"].astype(np.float64)
@@ -379,9 +378,13 @@ def test_spray_on_a_wall_dissolves():
     state, _, stats = model.step(state, liquid, 2, 1 / 24, 1, s, model.Thresholds.manual(s), DX, G)
     assert stats.contacts == 1 and state.position[0, 0] == pytest.approx(0.2, abs=1e-7)
     assert state.lifetime[0] == pytest.approx(0.1 - 1 / 24, abs=1e-6)  # wet: running down
-    for f in range(3, 8):
+    # it slides down the wall (no contact while it only touches it), lands on the floor and dissolves there
+    for f in range(3, 20):
         state, _, _ = model.step(state, liquid, f, 1 / 24, 1, s, model.Thresholds.manual(s), DX, G)
-    assert len(state) == 0  # gone once its lifetime was over
+        if len(state) == 0:
+            break
+        assert state.position[0, 0] == pytest.approx(0.2, abs=1e-7) and state.position[0, 2] >= -0.5 * DX - 1e-7
+    assert len(state) == 0
 
 
 def test_walls_are_not_a_free_surface():
@@ -475,20 +478,26 @@ DAM = sm.WhitewaterSettings(use_auto_thresholds=False, trapped_air_min=0.8, trap
 TANK = 0.48  # m, length of the tank; the column stands against x = 0
 
 
+HEIGHTS = (0.16, 0.24, 0.32)  # m, the columns (0.12 m wide) of the three dam breaks
+
+
 def _dam_break(tmp_path_factory, height):
     from helpers import column_scene
 
     from engine import driver
+    from engine.scene import save_job
 
     cache = str(tmp_path_factory.mktemp(f"dam_{height}"))
     scene = column_scene(water=(0.12, 0.08, height), tank=(TANK, 0.08, 0.4), frames=(1, 25))
-    driver.bake(scene, sm.SimulationSettings(particle_spacing=0.016), cache)
+    settings = sm.SimulationSettings(particle_spacing=0.016)
+    save_job(os.path.join(cache, "job"), scene, settings)  # the tank, as a bake from Blender leaves it
+    driver.bake(scene, settings, cache)
     return cache
 
 
 @pytest.fixture(scope="module")
 def dam_breaks(tmp_path_factory):
-    return {h: _dam_break(tmp_path_factory, h) for h in (0.16, 0.32)}
+    return {h: _dam_break(tmp_path_factory, h) for h in HEIGHTS}
 
 
 def _impact_frame(cache):
@@ -509,22 +518,19 @@ def test_dam_break_whitewater_follows_the_impact(dam_breaks):
         per_frame = {int(f): s["emitted"] for f, s in stats.items()}
         impact = _impact_frame(cache)
         assert impact is not None
-        # nothing while the column only collapses (its first eighth of a second)
-        assert sum(per_frame[f] for f in (1, 2, 3)) == 0, per_frame
+        # nothing before the surge reaches the far wall: the collapsing column and the surge running
+        # along the floor are no splash (the floor and the walls make no wave crest)
+        assert sum(n for f, n in per_frame.items() if f < impact) == 0, (height, impact, per_frame)
         emitted[height] = result["emitted"]
-        if height == 0.32:
-            # most of it, and the strongest frame, come with the impact on the far wall (the tip of the
-            # surge is a crest moving along its normal, which makes a little before)
-            before = sum(n for f, n in per_frame.items() if f < impact - 1)
-            after = sum(n for f, n in per_frame.items() if f >= impact - 1)
-            assert before <= 0.25 * after, per_frame
-            assert max(per_frame, key=per_frame.get) >= impact - 1, per_frame
+        assert emitted[height] > 0, (height, per_frame)
         # none in the calm region behind the wave: the back of the reservoir while the wave climbs the far wall
         for f in range(impact, min(impact + 6, max(per_frame) + 1)):
             ww = stage.read_frame(cache, f)
-            assert not np.any((ww["age"] == 0) & (ww["position"][:, 0] < 0.06)), f
-    # the higher column hits harder: more whitewater (measured: 6 and 102)
-    assert emitted[0.32] > 3 * emitted[0.16], emitted
+            assert not np.any((ww["age"] == 0) & (ww["position"][:, 0] < 0.06)), (height, f)
+    # a higher column hits harder (the front's kinetic energy per mass grows with the height): more
+    # whitewater each time
+    counts = [emitted[h] for h in HEIGHTS]
+    assert counts[0] < counts[1] < counts[2], emitted
 
 
 @pytest.mark.slow
