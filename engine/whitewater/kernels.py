@@ -76,6 +76,16 @@ def _weight(r, R):
 # Each pass reads the liquid neighbours within R from one :class:`engine.neighbors.NeighbourList` built
 # per frame (``start``, ``count``, ``nbr``: the neighbours j != i of i are nbr[start[i]:start[i]+count[i]]).
 
+@njit(inline="always", cache=True)
+def _pair(x, i, j, R):
+    """Offset x_i - x_j (three components), its length r and the weight W(r) of Eq. 3."""
+    dx = x[i, 0] - x[j, 0]
+    dy = x[i, 1] - x[j, 1]
+    dz = x[i, 2] - x[j, 2]
+    r = math.sqrt(dx * dx + dy * dy + dz * dz)
+    return dx, dy, dz, r, _weight(r, R)
+
+
 @njit(parallel=True, cache=True)
 def surface_normals(x, start, count, nbr, R,
                     # outputs
@@ -89,11 +99,7 @@ def surface_normals(x, start, count, nbr, R,
         wsum = 0.0
         n = np.int64(count[i])
         for m in range(start[i], start[i] + n):
-            j = nbr[m]
-            dx = x[i, 0] - x[j, 0]
-            dy = x[i, 1] - x[j, 1]
-            dz = x[i, 2] - x[j, 2]
-            w = _weight(math.sqrt(dx * dx + dy * dy + dz * dz), R)
+            dx, dy, dz, _r, w = _pair(x, i, nbr[m], R)
             sx += dx * w
             sy += dy * w
             sz += dz * w
@@ -126,10 +132,7 @@ def smoothed_velocity(x, v, start, count, nbr, R,
         wsum = 1.0
         for m in range(start[i], start[i] + np.int64(count[i])):
             j = nbr[m]
-            dx = x[i, 0] - x[j, 0]
-            dy = x[i, 1] - x[j, 1]
-            dz = x[i, 2] - x[j, 2]
-            w = _weight(math.sqrt(dx * dx + dy * dy + dz * dz), R)
+            _dx, _dy, _dz, _r, w = _pair(x, i, j, R)
             wsum += w
             s0 += w * v[j, 0]
             s1 += w * v[j, 1]
@@ -160,14 +163,9 @@ def potentials(x, v, normal, start, count, nbr, R,
         kappa = 0.0
         for m in range(start[i], start[i] + np.int64(count[i])):
             j = nbr[m]
-            dx = x[i, 0] - x[j, 0]
-            dy = x[i, 1] - x[j, 1]
-            dz = x[i, 2] - x[j, 2]
-            r2 = dx * dx + dy * dy + dz * dz
-            if r2 == 0.0:
+            dx, dy, dz, r, w = _pair(x, i, j, R)
+            if r == 0.0:
                 continue  # two particles on one spot: no direction between them
-            r = math.sqrt(r2)
-            w = _weight(r, R)
             ux = vi0 - v[j, 0]
             uy = vi1 - v[j, 1]
             uz = vi2 - v[j, 2]

@@ -153,3 +153,30 @@ print("RESULT " + json.dumps(out))
     for engine in ("CYCLES", "BLENDER_EEVEE"):
         for frame in (1, 8):
             assert os.path.getsize(f"{png}_{engine}_{frame}.png") > 0
+
+
+def test_whitewater_made_during_the_bake(scene, surge, tmp_path):
+    """Make During Bake: the bake's child makes each frame's whitewater as it simulates it; the three
+    objects play it when the bake ends, every particle inside the tank, and Bake Whitewater afterwards
+    with the same (manual) thresholds has nothing to redo."""
+    cache_dir = str(tmp_path / "cache")
+    splash_scene(scene, cache_dir)
+    scene.surge.whitewater.use_in_bake = True
+    assert bpy.ops.surge.bake() == {"FINISHED"}
+    stage = submodule(surge, "engine.whitewater.stage")
+    stages = submodule(surge, "engine.stages")
+    assert stages.done_frames(cache_dir, stage.NAME) == list(range(1, 11))
+    assert "particles made" in scene.surge.whitewater.summary
+    ww = scene.surge.whitewater
+    assert all(getattr(ww, f"{k}_object") is not None for k in KINDS)
+    made = 0
+    for frame in range(1, 11):
+        x = stage.read_frame(cache_dir, frame)["position"]
+        made += len(x)
+        assert np.all((x >= -1e-6) & (x <= np.array([0.2, 0.1, 0.4]) + 1e-6)), frame  # the tank's walls
+        points = evaluated_points(ww.foam_object, frame)
+        assert points["count"] == max(1, int(np.sum(stage.read_frame(cache_dir, frame)["kind"] == 1)))
+    assert made > 0
+    assert bpy.ops.surge.bake_whitewater() == {"FINISHED"}
+    assert "Whitewater of 10 frames ready" in submodule(surge, "bridge.bake_state").status(scene)
+    assert stages.read_manifest(cache_dir, stage.NAME)["frames"] == list(range(1, 11))
