@@ -179,6 +179,17 @@ def _sound_speed_inputs(scene: SceneDescription, particles: Particles) -> tuple[
     return np.concatenate(xs), np.concatenate(vs)
 
 
+def _auto_sound_speed(scene: SceneDescription, x: np.ndarray, v: np.ndarray, boxes: np.ndarray,
+                      collider_speed: float) -> float:
+    """:func:`engine.solvers.wcsph.auto_sound_speed` for the strongest gravity of the shot (an animated
+    gravity's every frame), so the liquid stays as incompressible when gravity grows during the bake."""
+    from .solvers import wcsph
+
+    track = scene.tracks.get("gravity")
+    gravities = [scene.gravity] if track is None else list(np.asarray(track, dtype=np.float64).reshape(-1, 3))
+    return max(wcsph.auto_sound_speed(x, v, g, boxes, collider_speed) for g in gravities)
+
+
 def _make_solver(scene: SceneDescription, settings: settings_mod.SimulationSettings, particles: Particles,
                  collision=None, level: np.ndarray | None = None):
     from .solvers import wcsph
@@ -188,12 +199,13 @@ def _make_solver(scene: SceneDescription, settings: settings_mod.SimulationSetti
     bounce = np.array([c.settings.bounce for c in scene.containers], dtype=np.float64)
     collider_speed = collision.max_speed() if collision is not None else 0.0
     x_all, v_all = _sound_speed_inputs(scene, particles)
+    auto_c0 = _auto_sound_speed(scene, x_all, v_all, boxes, collider_speed)
     if settings.solver == "PBF":
         from .solvers import pbf
 
         spacings, _levels = resolution_levels(scene, settings)
         # Same bound as WCSPH with its automatic sound speed: 50 times the fastest free-fall speed.
-        limit = 5.0 * wcsph.auto_sound_speed(x_all, v_all, scene.gravity, boxes, collider_speed)
+        limit = 5.0 * auto_c0
         model = pbf.make_model(dx=float(spacings[0]), spacings=spacings, rho0=settings.rest_density,
                                iterations=settings.pbf_iterations,
                                tolerance=settings.pbf_density_tolerance / 100.0, beta=settings.pbf_stiffness,
@@ -203,7 +215,7 @@ def _make_solver(scene: SceneDescription, settings: settings_mod.SimulationSetti
         log.info("PBF: %d particles, h=%.4g m, mass=%.4g kg, %d iterations", len(particles), model.h,
                  model.level_mass[0], model.iterations)
         return pbf.PBFSolver(model, particles, level=level, collision=collision)
-    c0 = settings.sound_speed or wcsph.auto_sound_speed(x_all, v_all, scene.gravity, boxes, collider_speed)
+    c0 = settings.sound_speed or auto_c0
     model = wcsph.make_model(dx=settings.particle_spacing, h_factor=settings.smoothing_length_factor,
                              rho0=settings.rest_density, c0=c0, alpha=settings.artificial_viscosity,
                              nu=settings.viscosity, gravity=scene.gravity, boxes=boxes,

@@ -235,6 +235,25 @@ def test_hybrid_accepts_force_fields_and_animated_gravity():
     check_job(sc, SimulationSettings(solver="HYBRID", particle_spacing=0.02))  # no refusal
 
 
+def test_automatic_sound_speed_bounds_the_strongest_animated_gravity():
+    """WCSPH's automatic speed of sound is ten times the fastest fall: with gravity keyed from g to 4 g it
+    is sized for 4 g (twice the speed), not for the first frame's gravity."""
+    from engine.driver import _auto_sound_speed
+    from engine.solvers import wcsph
+
+    x = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.2]])
+    v = np.zeros_like(x)
+    boxes = np.zeros((0, 2, 3))
+    g = np.array([0.0, 0.0, -9.81])
+    track = np.outer(np.linspace(1.0, 4.0, 5), g)
+    steady = SceneDescription(frame_start=1, frame_end=5)
+    keyed = SceneDescription(frame_start=1, frame_end=5, tracks={"gravity": track})
+    one = wcsph.auto_sound_speed(x, v, g, boxes)
+    assert _auto_sound_speed(steady, x, v, boxes, 0.0) == one
+    # c0 = 10 sqrt(2 |g| H): four times the gravity, twice the speed (exact up to rounding)
+    assert _auto_sound_speed(keyed, x, v, boxes, 0.0) == pytest.approx(2.0 * one, rel=1e-12)
+
+
 def test_moving_outflow_limits_the_substep():
     drain = OutflowObject("Drain", box_mesh([0, 0, 0], [0.04, 0.1, 0.1]), transforms=_translation(3, [0.1, 0, 0]))
     sc = SceneDescription(fluids=[FluidObject("W", box_mesh([0, 0, 0], [0.1, 0.1, 0.1]))], outflows=[drain],
