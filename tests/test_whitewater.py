@@ -434,7 +434,8 @@ def test_whitewater_inside_the_bake_equals_the_stage_afterwards(tmp_path):
     from engine.scene import save_job
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    job, cache = str(tmp_path / "job"), str(tmp_path / "cache")
+    cache = str(tmp_path / "cache")
+    job = os.path.join(cache, "job")  # where a bake from Blender keeps it, and where the stage looks
     save_job(job, column_scene(water=(0.1, 0.075, 0.2), tank=(0.4, 0.075, 0.3), frames=(1, 9)),
              sm.SimulationSettings(particle_spacing=0.025))
     settings_file = str(tmp_path / "whitewater.json")

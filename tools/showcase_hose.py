@@ -4,7 +4,8 @@ Builds the scene with Blender as a Python module and Surge enabled from this sou
 (a small cylinder whose bottom cap pours down at 1.2 m/s) follows a curved path over the table, a
 single-sided glass slides along under it on keyframes, and a Wind field blows across the stream
 with a keyed gust. Saves ``out/showcase_hose/surge_hose.blend``, bakes it with
-``bpy.ops.surge.bake()``, renders frames with Cycles on the CPU and prints the paths.
+``bpy.ops.surge.bake()`` (the liquid's surface meshed as frames are baked), renders frames with
+Cycles on the CPU and prints the paths and how many particles are in the glass.
 
     .venv/bin/python tools/showcase_hose.py [--spacing 0.006] [--frames 48] [--render-frames 24 40]
 """
@@ -155,6 +156,7 @@ def build_scene(spacing: float, frame_end: int) -> None:
     scene.surge.solver = "PBF"
     scene.surge.particle_spacing = spacing
     scene.surge.cache_directory = "//surge_cache/"
+    scene.surge.use_surface_in_bake = True  # the liquid renders as its surface mesh, made as frames are baked
     # liquid that runs off the table is removed once it has fallen 20 cm
     scene.surge.use_kill_box = True
     scene.surge.kill_box_min, scene.surge.kill_box_max = (-1.0, -1.0, -0.2), (1.0, 1.0, 1.0)
@@ -180,7 +182,10 @@ def main(argv=None) -> int:
     out = os.path.abspath(args.out)
     blend, bake_seconds = bake_shot(ROOT, out, "surge_hose", build_scene, args.spacing, args.frames)
     liquid = bpy.context.scene.surge.liquid_object
-    liquid.data.materials.append(_material("Water", (0.2, 0.45, 0.9), roughness=0.15))
+    water = _material("Water", (0.2, 0.45, 0.9), roughness=0.15)
+    for obj in (liquid, bpy.context.scene.surge.surface_object):
+        if obj is not None:
+            obj.data.materials.append(water)
     bpy.ops.wm.save_as_mainfile(filepath=blend)
 
     for frame in args.render_frames:
