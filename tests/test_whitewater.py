@@ -478,6 +478,15 @@ DAM = sm.WhitewaterSettings(use_auto_thresholds=False, trapped_air_min=0.8, trap
                             wave_crest_rate=400.0)
 TANK = 0.48  # m, length of the tank; the column stands against x = 0
 
+#: For the impact test: minima between what the collapse makes and what the impact makes, measured on
+#: these dam breaks (with the tank's walls): while a column only collapses and runs along the floor
+#: its trapped-air potential peaks at 1.50-1.61 m/s whatever its height (the shear of the collapse)
+#: and the running surge's tip reaches a wave crest of 0.42-0.91; when the surge hits the far wall the
+#: trapped air jumps to 3.0-3.7 m/s and the overturning wave's crests reach 1.0-1.9. Rates four
+#: times DAM's: more particles to count at this coarse spacing (emission is proportional to them).
+IMPACT = sm.WhitewaterSettings(**{**DAM.__dict__, "trapped_air_min": 2.0, "wave_crest_min": 1.0,
+                                  "trapped_air_rate": 1600.0, "wave_crest_rate": 1600.0})
+
 
 HEIGHTS = (0.16, 0.24, 0.32)  # m, the columns (0.12 m wide) of the three dam breaks
 
@@ -514,7 +523,7 @@ def _impact_frame(cache):
 def test_dam_break_whitewater_follows_the_impact(dam_breaks):
     emitted = {}
     for height, cache in dam_breaks.items():
-        result = stage.run(cache, DAM)
+        result = stage.run(cache, IMPACT)
         stats = manifest(cache)["state"]["stats"]
         per_frame = {int(f): s["emitted"] for f, s in stats.items()}
         impact = _impact_frame(cache)
@@ -523,15 +532,14 @@ def test_dam_break_whitewater_follows_the_impact(dam_breaks):
         # along the floor are no splash (the floor and the walls make no wave crest)
         assert sum(n for f, n in per_frame.items() if f < impact) == 0, (height, impact, per_frame)
         emitted[height] = result["emitted"]
-        assert emitted[height] > 0, (height, per_frame)
         # none in the calm region behind the wave: the back of the reservoir while the wave climbs the far wall
         for f in range(impact, min(impact + 6, max(per_frame) + 1)):
             ww = stage.read_frame(cache, f)
             assert not np.any((ww["age"] == 0) & (ww["position"][:, 0] < 0.06)), (height, f)
     # a higher column hits harder (the front's kinetic energy per mass grows with the height): more
-    # whitewater each time
+    # whitewater each time, and faster than the height (measured: 3, 24 and 94 particles)
     counts = [emitted[h] for h in HEIGHTS]
-    assert counts[0] < counts[1] < counts[2], emitted
+    assert 0 < counts[0] and 2 * counts[0] < counts[1] and 2 * counts[1] < counts[2], emitted
 
 
 @pytest.mark.slow
