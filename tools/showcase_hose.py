@@ -7,7 +7,8 @@ with a keyed gust. Saves ``out/showcase_hose/surge_hose.blend``, bakes it with
 ``bpy.ops.surge.bake()`` (the liquid's surface meshed as frames are baked), renders frames with
 Cycles on the CPU and prints the paths and how many particles are in the glass.
 
-    .venv/bin/python tools/showcase_hose.py [--spacing 0.006] [--frames 48] [--render-frames 24 40]
+    .venv/bin/python tools/showcase_hose.py [--spacing 0.006] [--frames 48] [--render-frames 24 44]
+        [--render-only]
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from __future__ import annotations
 import math
 import os
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from blender_session import bake_shot, shot_parser  # noqa: E402  (needs sys.path above)
+from blender_session import bake_shot, enable_from_source, shot_parser  # noqa: E402  (needs sys.path above)
 from demo import _material, render  # noqa: E402
 
 import bpy  # noqa: E402
@@ -162,43 +164,47 @@ def build_scene(spacing: float, frame_end: int) -> None:
     scene.surge.kill_box_min, scene.surge.kill_box_max = (-1.0, -1.0, -0.2), (1.0, 1.0, 1.0)
 
 
-def in_glass(points, frame: int) -> int:
-    """How many of the world-space ``points`` (N, 3) lie inside the glass at ``frame``."""
+def in_glass(frame: int) -> tuple[int, int]:
+    """Particles in the cache at ``frame``, and how many of them lie inside the glass then."""
     import numpy as np
 
-    bpy.context.scene.frame_set(frame)
-    centre = np.array(bpy.data.objects["Glass"].matrix_world.translation)
-    p = np.asarray(points) - centre
-    return int(np.sum((np.hypot(p[:, 0], p[:, 1]) < GLASS_RADIUS) & (p[:, 2] > 0.0) & (p[:, 2] < GLASS_HEIGHT)))
+    sys.path.insert(0, ROOT)
+    from engine.cache import CacheReader
+
+    scene = bpy.context.scene
+    x = CacheReader(bpy.path.abspath(scene.surge.cache_directory)).read_frame(frame)["position"]
+    scene.frame_set(frame)
+    p = x - np.array(bpy.data.objects["Glass"].matrix_world.translation)
+    inside = (np.hypot(p[:, 0], p[:, 1]) < GLASS_RADIUS) & (p[:, 2] > 0.0) & (p[:, 2] < GLASS_HEIGHT)
+    return len(x), int(inside.sum())
 
 
 def main(argv=None) -> int:
-    import numpy as np
-
     ap = shot_parser(__doc__.splitlines()[0], spacing=0.006, frames=48, out=os.path.join(ROOT, "out", "showcase_hose"))
     ap.add_argument("--render-frames", type=int, nargs="+", default=[24, 44])
+    ap.add_argument("--render-only", action="store_true", help="render the .blend baked before, without baking")
     args = ap.parse_args(argv)
 
     out = os.path.abspath(args.out)
-    blend, bake_seconds = bake_shot(ROOT, out, "surge_hose", build_scene, args.spacing, args.frames)
-    liquid = bpy.context.scene.surge.liquid_object
-    water = _material("Water", (0.2, 0.45, 0.9), roughness=0.15)
-    for obj in (liquid, bpy.context.scene.surge.surface_object):
-        if obj is not None:
-            obj.data.materials.append(water)
-    bpy.ops.wm.save_as_mainfile(filepath=blend)
+    if args.render_only:
+        blend = os.path.join(out, "surge_hose.blend")
+        enable_from_source(ROOT, tempfile.mkdtemp(prefix="surge_hose_repo_"))  # Scene.surge: the cache folder
+        bpy.ops.wm.open_mainfile(filepath=blend)
+    else:
+        blend, bake_seconds = bake_shot(ROOT, out, "surge_hose", build_scene, args.spacing, args.frames)
+        print(f"Surge showcase: baked {args.frames} frames in {bake_seconds:.1f} s")
+        water = _material("Water", (0.2, 0.45, 0.9), roughness=0.15)
+        for obj in (bpy.context.scene.surge.liquid_object, bpy.context.scene.surge.surface_object):
+            if obj is not None:
+                obj.data.materials.append(water)
+        bpy.ops.wm.save_as_mainfile(filepath=blend)
 
     for frame in args.render_frames:
+        frame = min(frame, bpy.context.scene.frame_end)
         png = os.path.join(out, f"surge_hose_{frame:03d}.png")
-        render(png, min(frame, args.frames), args.samples, args.resolution)
-        cloud = liquid.evaluated_get(bpy.context.evaluated_depsgraph_get()).data
-        points = np.empty(3 * len(cloud.points), np.float32)
-        cloud.attributes["position"].data.foreach_get("vector", points)
-        points = points.reshape(-1, 3)
-        print(f"image: {png} ({len(points)} particles at frame {frame}, "
-              f"{in_glass(points, min(frame, args.frames))} of them in the glass)")
-    bpy.ops.wm.save_as_mainfile(filepath=blend)
-    print(f"Surge showcase: baked {args.frames} frames in {bake_seconds:.1f} s")
+        render(png, frame, args.samples, args.resolution)
+        count, inside = in_glass(frame)
+        print(f"image: {png} ({count} particles at frame {frame}, {inside} of them in the glass)")
     print(f"blend: {blend}")
     return 0
 
