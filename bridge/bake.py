@@ -218,6 +218,10 @@ class BakeSession:
     ``OSError`` before anything is written), then starts the child process.
     """
 
+    #: True when the child makes the whitewater of each frame (Make During Bake), and once it is shown
+    with_whitewater = False
+    whitewater_shown = False
+
     def __init__(self, scene, depsgraph, resume: bool = False, resume_frame: int = 0,
                  if_settings_changed: str = "REFUSE", preview: bool = False):
         description, settings = export.export_scene(scene, depsgraph)
@@ -254,7 +258,6 @@ class BakeSession:
         self.usd_dir = files.new_usd_dir(cache_dir)
         self.converted: set[int] = set()
         self.surface_shown = False
-        self.whitewater_shown = False
         self.simulating = False  # True once the child has replaced the old cache with the new one
         self.shown = False  # True once the liquid object plays this bake's files
         self.error: dict | None = None
