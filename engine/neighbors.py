@@ -239,12 +239,18 @@ NBR_BLOCK = 16
 
 
 @njit(inline="always", cache=True)
-def _gather_candidates(c, x, hsup, cell_start, cell_nbr, cx, cy, cz, ch, ci):
-    """Copy the particles of cell c's 27 neighbour cells into contiguous buffers; returns their count."""
+def _gather_candidates(c, x, hsup, cell_start, cell_nbr, half, cx, cy, cz, ch, ci):
+    """Copy the particles of cell c's 27 neighbour cells into contiguous buffers; returns their count.
+
+    For a half list (``half`` > 0) an earlier cell (whose particles all come before cell c's) is left
+    out unless it reaches into an earlier block than the last of cell c's particles: only a
+    neighbour in another block would be listed from it.
+    """
+    first = ((cell_start[c + 1] - 1) // half) * half if half > 0 else 0
     k = 0
     for q in range(27):
         nc = cell_nbr[c, q]
-        if nc < 0:
+        if nc < 0 or (half > 0 and nc < c and cell_start[nc] >= first):
             continue
         for j in range(cell_start[nc], cell_start[nc + 1]):
             cx[k] = x[j, 0]
@@ -307,7 +313,7 @@ def _list_counts(x, hsup, cell_start, cell_nbr, half, counts):
         width = _chunk_width(c0, c1, cell_start, cell_nbr)
         cx, cy, cz, ch, ci = _candidate_buffers(width)
         for c in range(c0, c1):
-            k = _gather_candidates(c, x, hsup, cell_start, cell_nbr, cx, cy, cz, ch, ci)
+            k = _gather_candidates(c, x, hsup, cell_start, cell_nbr, half, cx, cy, cz, ch, ci)
             for i in range(cell_start[c], cell_start[c + 1]):
                 xi = np.float32(x[i, 0])
                 yi = np.float32(x[i, 1])
@@ -358,12 +364,12 @@ def _list_fill(x, hsup, cell_start, cell_nbr, chunk_base, chunk_cap, block, half
         words = (width + 63) // 64
         cx, cy, cz, ch, ci = _candidate_buffers(words * 64)
         row = np.empty(width + 1, dtype=np.int32)
-        masks = np.empty(words, dtype=np.uint64)
+        rem = np.empty(width + 1, dtype=np.int32)
         cursor = chunk_base[b]
         limit = chunk_base[b] + chunk_cap[b]
         over = False
         for c in range(c0, c1):
-            k = _gather_candidates(c, x, hsup, cell_start, cell_nbr, cx, cy, cz, ch, ci)
+            k = _gather_candidates(c, x, hsup, cell_start, cell_nbr, half, cx, cy, cz, ch, ci)
             kw = (k + 63) // 64
             for t in range(k, kw * 64):  # fill the last word with candidates out of anyone's reach
                 cx[t] = np.inf
@@ -384,6 +390,7 @@ def _list_fill(x, hsup, cell_start, cell_nbr, chunk_base, chunk_cap, block, half
                 dst = nbr if direct else row
                 off = cursor if direct else 0
                 n = 0
+                nrem = 0
                 for w in range(kw):
                     mask = np.uint64(0)
                     for u in range(64):
@@ -393,25 +400,25 @@ def _list_fill(x, hsup, cell_start, cell_nbr, chunk_base, chunk_cap, block, half
                         dz = zi - cz[t]
                         s = hi + ch[t]
                         mask |= np.uint64(dx * dx + dy * dy + dz * dz < s * s) << np.uint64(u)
-                    masks[w] = mask
-                # a half list in two walks over the set bits: i's own block first, then the others
-                for walk in range(1 if half == 0 else 2):
-                    for w in range(kw):
-                        mask = masks[w]
-                        while mask != np.uint64(0):
-                            j = ci[w * 64 + np.int64(_cttz64(mask))]
-                            mask &= mask - np.uint64(1)
-                            if half == 0:
-                                keep = j != i
-                            elif walk == 0:
-                                keep = i < j < end  # later in i's own block
-                            else:
-                                keep = j >= end or j < end - half  # another block
-                            if keep:
-                                dst[off + n] = j
-                                n += 1
-                    if walk == 0:
-                        nbr_local[i] = n
+                    # branch-free: every set bit is written to both lists, and each count moves on
+                    # only where the neighbour belongs (own-block/other-block is not predictable)
+                    while mask != np.uint64(0):
+                        j = ci[w * 64 + np.int64(_cttz64(mask))]
+                        mask &= mask - np.uint64(1)
+                        if half == 0:
+                            mine = j != i
+                            other = False
+                        else:
+                            mine = (j > i) & (j < end)  # later in i's own block
+                            other = (j >= end) | (j < end - half)  # another block
+                        dst[off + n] = j
+                        n += np.int64(mine)
+                        rem[nrem] = j
+                        nrem += np.int64(other)
+                nbr_local[i] = n
+                for t in range(nrem):  # a half list's neighbours in other blocks follow those of its own
+                    dst[off + n + t] = rem[t]
+                n += nrem
                 padded = (n + block - 1) // block * block
                 nbr_start[i] = cursor
                 nbr_count[i] = n
