@@ -330,13 +330,18 @@ def boundary_walls(x, bidx, level, level_h, boxes, table_q0, table_step, psi, dp
 
 
 @njit(inline="always", cache=True)
-def _offset(xq, nbr, t, xi, yi, zi):
-    """Neighbour j = nbr[t] of a particle at (xi, yi, zi): j, x_i - x_j and |x_i - x_j|^2."""
-    j = nbr[t]
-    dx = xi - xq[j, 0]
-    dy = yi - xq[j, 1]
-    dz = zi - xq[j, 2]
-    return j, dx, dy, dz, dx * dx + dy * dy + dz * dz
+def _offset(xf, nbr, t, xi, yi, zi):
+    """Neighbour j = nbr[t] of a particle at (xi, yi, zi): j, the start r = 4 j of its row in the
+    flattened (4 N,) ``xf``, x_i - x_j and |x_i - x_j|^2.
+
+    Unsigned, flattened indices: a signed one costs a negative-index test per value read, a 2-D one a
+    multiplication by the run-time row stride (together about a third of a pass's instructions)."""
+    j = np.uintp(nbr[t])
+    r = j * np.uintp(4)
+    dx = xi - xf[r]
+    dy = yi - xf[r + np.uintp(1)]
+    dz = zi - xf[r + np.uintp(2)]
+    return j, r, dx, dy, dz, dx * dx + dy * dy + dz * dz
 
 
 @njit(inline="always", cache=True)
@@ -344,6 +349,34 @@ def _pair_level(level, lh, lmass, j, hi_):
     """Neighbour j's level, 1 / h_ij with h_ij = (h_i + h_j) / 2 (so that W_ij = W_ji), and m_j / m_0."""
     lj = level[j]
     return lj, np.float32(2.0) / (hi_ + lh[lj]), lmass[lj]
+
+
+@njit(inline="always", cache=True)
+def _push(xf, nbr, t, xi, yi, zi, lami, inv_h0):
+    """Single level, no cohesion: the pair term of eq. 5 for neighbour nbr[t], (lambda_i + lambda_j)
+    w'(q) (x_i - x_j) / r (the constant factors applied by the caller), and the row r of j in ``xf``.
+    Coincident particles (r = 0) get no push: w'(0) = 0."""
+    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
+    r2 = max(r2, np.float32(1e-30))
+    ir = np.float32(1.0) / math.sqrt(r2)
+    f = (lami + xf[r + np.uintp(3)]) * _dw32(r2 * ir * inv_h0) * ir
+    return r, f * dx, f * dy, f * dz
+
+
+@njit(inline="always", cache=True)
+def _velocity_change(vf, j, v0, v1, v2):
+    """v_j - v_i from the flattened (3 N,) velocities ``vf`` (``j`` unsigned, see :func:`_offset`)."""
+    r = j * np.uintp(3)
+    return vf[r] - v0, vf[r + np.uintp(1)] - v1, vf[r + np.uintp(2)] - v2
+
+
+@njit(inline="always", cache=True)
+def _add_share(af, j, w, e0, e1, e2):
+    """Add w (e0, e1, e2) to row j of the flattened (3 N,) ``af`` (``j`` unsigned)."""
+    r = j * np.uintp(3)
+    af[r] += w * e0
+    af[r + np.uintp(1)] += w * e1
+    af[r + np.uintp(2)] += w * e2
 
 
 @njit(inline="always", cache=True)
@@ -375,6 +408,7 @@ def constraint(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, level
     number of threads.
     """
     n = xq.shape[0]
+    xf = xq.reshape(-1)
     inv_h0 = np.float32(1.0) / lh[0]
     unit0 = np.float32(rho_unit) * inv_h0 * inv_h0 * inv_h0
     unit = np.float32(rho_unit)
@@ -396,12 +430,12 @@ def constraint(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, level
             if uniform:
                 acc = np.float32(1.0) + rho[i]  # w(0) = 1: the particle itself
                 for t in range(p0, mid):
-                    j, dx, dy, dz, r2 = _offset(xq, nbr, t, xi, yi, zi)
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
                     w = _w32(math.sqrt(r2) * inv_h0)
                     acc += w
                     rho[j] += w
                 for t in range(mid, end):
-                    j, dx, dy, dz, r2 = _offset(xq, nbr, t, xi, yi, zi)
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
                     acc += _w32(math.sqrt(r2) * inv_h0)
                 dens = unit0 * acc
             else:
@@ -409,13 +443,13 @@ def constraint(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, level
                 mi = lmass[li]
                 acc = mi / (hi_ * hi_ * hi_) + rho[i]
                 for t in range(p0, mid):
-                    j, dx, dy, dz, r2 = _offset(xq, nbr, t, xi, yi, zi)
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
                     lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
                     w = _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
                     acc += mj * w
                     rho[j] += mi * w
                 for t in range(mid, end):
-                    j, dx, dy, dz, r2 = _offset(xq, nbr, t, xi, yi, zi)
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
                     lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
                     acc += mj * _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
                 dens = unit * acc
@@ -453,6 +487,8 @@ def correct(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, cohesion
     particles near a wall (:func:`boundary_walls`).
     """
     n = xq.shape[0]
+    xf = xq.reshape(-1)
+    of = x_out.reshape(-1)
     inv_h0 = np.float32(1.0) / lh[0]
     inv_h0_4 = inv_h0 * inv_h0 * inv_h0 * inv_h0
     inv_w_dq = np.float32(4.0)  # 1 / w(1): W(dq) of eq. 7 with dq = h = the rest spacing (shape only)
@@ -481,40 +517,40 @@ def correct(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, cohesion
             d2 = x_out[i, 2]
             p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
             if uniform and gi == 0.0:
-                for t in range(p0, end):
-                    j, dx, dy, dz, r2 = _offset(xq, nbr, t, xi, yi, zi)
-                    # coincident particles (r = 0) get no push: dW/dr vanishes at q = 0
-                    r2 = max(r2, tiny)
-                    ir = np.float32(1.0) / math.sqrt(r2)
-                    f = (lami + xq[j, 3]) * _dw32(r2 * ir * inv_h0) * ir
-                    d0 += f * dx
-                    d1 += f * dy
-                    d2 += f * dz
-                    if t < mid:
-                        x_out[j, 0] -= f * dx
-                        x_out[j, 1] -= f * dy
-                        x_out[j, 2] -= f * dz
+                for t in range(p0, mid):  # pairs of i's block: i's share and j's (opposite sign)
+                    r, f0, f1, f2 = _push(xf, nbr, t, xi, yi, zi, lami, inv_h0)
+                    d0 += f0
+                    d1 += f1
+                    d2 += f2
+                    of[r] -= f0
+                    of[r + np.uintp(1)] -= f1
+                    of[r + np.uintp(2)] -= f2
+                for t in range(mid, end):
+                    r, f0, f1, f2 = _push(xf, nbr, t, xi, yi, zi, lami, inv_h0)
+                    d0 += f0
+                    d1 += f1
+                    d2 += f2
                 d0 *= inv_h0_4
                 d1 *= inv_h0_4
                 d2 *= inv_h0_4
             else:
                 mi = lmass[li]
                 for t in range(p0, end):
-                    j, dx, dy, dz, r2 = _offset(xq, nbr, t, xi, yi, zi)
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
                     lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
                     r2 = max(r2, tiny)
                     ir = np.float32(1.0) / math.sqrt(r2)
                     q = r2 * ir * inv_h
-                    coef = lami + xq[j, 3] + np.float32(0.5) * (gi + cohesion[lj] * inv_w_dq) * _w32(q)
+                    coef = lami + xf[r + np.uintp(3)] + np.float32(0.5) * (gi + cohesion[lj] * inv_w_dq) * _w32(q)
                     ih2 = inv_h * inv_h
                     g = coef * _dw32(q) * ir * ih2 * ih2
                     d0 += mj * g * dx
                     d1 += mj * g * dy
                     d2 += mj * g * dz
                     if t < mid:
-                        x_out[j, 0] -= mi * g * dx
-                        x_out[j, 1] -= mi * g * dy
-                        x_out[j, 2] -= mi * g * dz
+                        of[r] -= mi * g * dx
+                        of[r + np.uintp(1)] -= mi * g * dy
+                        of[r + np.uintp(2)] -= mi * g * dz
             d0 *= sc
             d1 *= sc
             d2 *= sc
@@ -565,6 +601,9 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
     pass over the particles fewer).
     """
     n = xq.shape[0]
+    xf = xq.reshape(-1)
+    vf = v.reshape(-1)
+    af = v_out.reshape(-1)
     inv_h0 = np.float32(1.0) / lh[0]
     cu = np.float32(c_unit)
     zero = np.float32(0.0)
@@ -591,39 +630,29 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
             p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
             if uniform:
                 for t in range(p0, end):
-                    j, dx, dy, dz, r2 = _offset(xq, nbr, t, xi, yi, zi)
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
                     w = _w32(math.sqrt(r2) * inv_h0)
-                    e0 = v[j, 0] - v0
-                    e1 = v[j, 1] - v1
-                    e2 = v[j, 2] - v2
-                    wi = w * xq[j, 3]
+                    e0, e1, e2 = _velocity_change(vf, j, v0, v1, v2)
+                    wi = w * xf[r + np.uintp(3)]
                     a0 += wi * e0
                     a1 += wi * e1
                     a2 += wi * e2
                     if t < mid:
-                        wj = w * inv_rho_i
-                        v_out[j, 0] -= wj * e0
-                        v_out[j, 1] -= wj * e1
-                        v_out[j, 2] -= wj * e2
+                        _add_share(af, j, -w * inv_rho_i, e0, e1, e2)
                 k = cu * inv_h0 * inv_h0 * inv_h0
             else:
                 mi = lmass[li]
                 for t in range(p0, end):
-                    j, dx, dy, dz, r2 = _offset(xq, nbr, t, xi, yi, zi)
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
                     lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
                     w = _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
-                    e0 = v[j, 0] - v0
-                    e1 = v[j, 1] - v1
-                    e2 = v[j, 2] - v2
-                    wi = mj * w * xq[j, 3]
+                    e0, e1, e2 = _velocity_change(vf, j, v0, v1, v2)
+                    wi = mj * w * xf[r + np.uintp(3)]
                     a0 += wi * e0
                     a1 += wi * e1
                     a2 += wi * e2
                     if t < mid:
-                        wj = mi * w * inv_rho_i
-                        v_out[j, 0] -= wj * e0
-                        v_out[j, 1] -= wj * e1
-                        v_out[j, 2] -= wj * e2
+                        _add_share(af, j, -mi * w * inv_rho_i, e0, e1, e2)
                 k = cu
             v_out[i, 0] = v0 + k * a0
             v_out[i, 1] = v1 + k * a1
