@@ -5,7 +5,11 @@ length dt:
 
 1. predict: v += g dt, x* = x + v dt (projected into box containers);
 2. neighbour grid on x* (cells of edge 2h, Morton order), then a compact per-step neighbour list
-   (CSR of int32) so the iterations never rescan the 27 cells;
+   (CSR of int32) so the iterations never rescan the 27 cells. It is a *half list* over blocks of
+   consecutive particles (:func:`half_block`): a pair inside a block is listed once and each pass
+   visits it once, adding its share to both particles (W_ij = W_ji for the density and XSPH,
+   grad_j W_ji = -grad_i W_ij for the correction); one thread walks a block in order, so there is no
+   race and the sums do not depend on the number of threads;
 3. Jacobi iterations of the density constraint, until the mean compression is below the
    tolerance or the iteration budget is spent:
 
@@ -41,7 +45,15 @@ length dt:
 Kernel: cubic spline (Monaghan 1992) with h = dx and support 2h, 27-29 neighbours in the bulk
 (``bench/bench_step.py`` prints the count). At h = dx the lattice sum of the cubic spline is
 0.99997 of the integral (mass m = rho0 dx^3 within 3e-5), and the regularised stiffness needs no
-per-particle gradient sums, so the two passes per iteration touch each neighbour once. h = 1.2 dx
+per-particle gradient sums, so the two passes per iteration touch each pair once (twice across
+blocks: about a tenth of the pairs in blocks of 4096).
+
+Cost (a 2-core AVX-512 machine, whose gathers run at about 2.4 cycles per element): a pass is
+bound by the arithmetic of each pair (square root or its reciprocal, the cubic spline, about 20-35
+scalar instructions); vector code gathering the neighbours' values was no faster than scalar code,
+so the pair loops are plain loops over unsigned, flattened row indices, and the half list halves
+the pairs they walk. Positions travel with lambda (the iterations) or 1 / rho (XSPH) in one
+(N, 4) float32 row. h = 1.2 dx
 would cost 1.7x more neighbour work per iteration and lowers the Jacobi bound below (k mu_max =
 3.9, so beta < 0.51); it was not pursued further. The corrections use the cubic spline's own
 gradient: a spiky gradient (MM13) was tried for the surface-tension case and did not help.
@@ -352,6 +364,25 @@ def _pair_level(level, lh, lmass, j, hi_):
 
 
 @njit(inline="always", cache=True)
+def _open_block(b, block, n, acc):
+    """Particles i0:i1 of block b of the half list, with the first three columns of their rows of
+    ``acc`` (the shares of the block's earlier particles, added during the walk) set to zero."""
+    i0 = b * block
+    i1 = min(n, i0 + block)
+    for i in range(i0, i1):
+        acc[i, 0] = np.float32(0.0)
+        acc[i, 1] = np.float32(0.0)
+        acc[i, 2] = np.float32(0.0)
+    return i0, i1
+
+
+@njit(inline="always", cache=True)
+def _row(xq, i):
+    """Position and fourth value (lambda or 1 / rho) of particle i."""
+    return xq[i, 0], xq[i, 1], xq[i, 2], xq[i, 3]
+
+
+@njit(inline="always", cache=True)
 def _push(xf, nbr, t, xi, yi, zi, lami, inv_h0):
     """Single level, no cohesion: the pair term of eq. 5 for neighbour nbr[t], (lambda_i + lambda_j)
     w'(q) (x_i - x_j) / r (the constant factors applied by the caller), and the row r of j in ``xf``.
@@ -492,25 +523,16 @@ def correct(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, cohesion
     inv_h0 = np.float32(1.0) / lh[0]
     inv_h0_4 = inv_h0 * inv_h0 * inv_h0 * inv_h0
     inv_w_dq = np.float32(4.0)  # 1 / w(1): W(dq) of eq. 7 with dq = h = the rest spacing (shape only)
-    zero = np.float32(0.0)
     tiny = np.float32(1e-30)
     sc = np.float32(scale)
     idt = np.float32(inv_dt)
     margin32 = np.float32(margin)
     for b in prange((n + block - 1) // block):
-        i0 = b * block
-        i1 = min(n, i0 + block)
-        for i in range(i0, i1):
-            x_out[i, 0] = zero
-            x_out[i, 1] = zero
-            x_out[i, 2] = zero
+        i0, i1 = _open_block(b, block, n, x_out)
         for i in range(i0, i1):
             li = level[i]
             hi_ = lh[li]
-            xi = xq[i, 0]
-            yi = xq[i, 1]
-            zi = xq[i, 2]
-            lami = xq[i, 3]
+            xi, yi, zi, lami = _row(xq, i)
             gi = cohesion[li] * inv_w_dq
             d0 = x_out[i, 0]
             d1 = x_out[i, 1]
@@ -606,21 +628,12 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
     af = v_out.reshape(-1)
     inv_h0 = np.float32(1.0) / lh[0]
     cu = np.float32(c_unit)
-    zero = np.float32(0.0)
     for b in prange((n + block - 1) // block):
-        i0 = b * block
-        i1 = min(n, i0 + block)
-        for i in range(i0, i1):
-            v_out[i, 0] = zero
-            v_out[i, 1] = zero
-            v_out[i, 2] = zero
+        i0, i1 = _open_block(b, block, n, v_out)
         for i in range(i0, i1):
             li = level[i]
             hi_ = lh[li]
-            xi = xq[i, 0]
-            yi = xq[i, 1]
-            zi = xq[i, 2]
-            inv_rho_i = xq[i, 3]
+            xi, yi, zi, inv_rho_i = _row(xq, i)
             v0 = v[i, 0]
             v1 = v[i, 1]
             v2 = v[i, 2]
