@@ -386,6 +386,12 @@ def _open_block(b, block, n, acc):
 
 
 @njit(inline="always", cache=True)
+def _vec3(a, i):
+    """The first three values of row i of ``a``."""
+    return a[i, 0], a[i, 1], a[i, 2]
+
+
+@njit(inline="always", cache=True)
 def _row(xq, i):
     """Position and fourth value (lambda or 1 / rho) of particle i."""
     return xq[i, 0], xq[i, 1], xq[i, 2], xq[i, 3]
@@ -543,9 +549,7 @@ def correct(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, cohesion
             hi_ = lh[li]
             xi, yi, zi, lami = _row(xq, i)
             gi = cohesion[li] * inv_w_dq
-            d0 = x_out[i, 0]
-            d1 = x_out[i, 1]
-            d2 = x_out[i, 2]
+            d0, d1, d2 = _vec3(x_out, i)  # the shares of the block's earlier particles
             p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
             if uniform and gi == 0.0:
                 for t in range(p0, mid):  # pairs of i's block: i's share and j's (opposite sign)
@@ -643,12 +647,8 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
             li = level[i]
             hi_ = lh[li]
             xi, yi, zi, inv_rho_i = _row(xq, i)
-            v0 = v[i, 0]
-            v1 = v[i, 1]
-            v2 = v[i, 2]
-            a0 = v_out[i, 0]
-            a1 = v_out[i, 1]
-            a2 = v_out[i, 2]
+            v0, v1, v2 = _vec3(v, i)
+            a0, a1, a2 = _vec3(v_out, i)  # the shares of the block's earlier particles
             p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
             if uniform:
                 for t in range(p0, end):
