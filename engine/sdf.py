@@ -79,13 +79,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import zipfile
 from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
 
+from . import atomic
 from .budget import available_memory
 from .errors import CacheFormatError, InvalidSceneError, InvalidSettingsError
 from .neighbors import morton_key
@@ -1179,12 +1179,7 @@ def save_sdf(grid: SignedDistanceGrid, path: str) -> None:
                   cell_size=np.array(grid.cell_size, dtype=np.float64), band=np.array(grid.band, dtype=np.float64),
                   thickness=np.array(grid.thickness, dtype=np.float64),
                   outside_sign=np.array(grid.outside_sign, dtype=np.float64))
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic.write_npz(path, arrays)
 
 
 def load_sdf(path: str) -> SignedDistanceGrid:
