@@ -31,6 +31,8 @@ import sys
 
 import numpy as np
 
+from ..engine import atomic
+
 PRIM_PATH = "/SurgeLiquid"
 
 #: Cache attributes written as USD properties of their own (see the table above).
@@ -127,32 +129,10 @@ def write_frame(path: str, arrays: dict, frame: int, radius: float) -> None:
         points.CreateExtentAttr(Vt.Vec3fArray.FromNumpy(np.array([lo, hi], dtype=np.float32)))
 
     # the temporary name keeps the .usdc extension: USD picks the file format from it
-    tmp = path[:-len(".usdc")] + ".tmp.usdc"
-    try:
-        written = layer.Export(tmp)
-    except RuntimeError as exc:  # pxr.Tf.ErrorException: USD reports I/O failures this way
-        raise OSError(f"Cannot write the USD file '{tmp}': {str(exc).strip()}") from exc
-    if not written:
-        raise OSError(f"Cannot write the USD file '{tmp}'")
-    os.replace(tmp, path)
-
-
-class Births:
-    """First frame each particle id was seen, for the ``age`` attribute; fed frames in ascending order."""
-
-    def __init__(self, fps: float):
-        self.fps = float(fps)
-        self.ids = np.zeros(0, dtype=np.int64)     # ascending
-        self.frames = np.zeros(0, dtype=np.int64)  # first frame of each id
-
-    def ages(self, frame: int, ids: np.ndarray) -> np.ndarray:
-        """Seconds since each of ``ids`` first appeared (0 for those first seen at ``frame``), float32."""
-        ids = np.asarray(ids, dtype=np.int64)
-        new = np.setdiff1d(ids, self.ids, assume_unique=False)
-        if len(new):
-            merged = np.concatenate([self.ids, new])
-            order = np.argsort(merged, kind="stable")
-            self.ids = merged[order]
-            self.frames = np.concatenate([self.frames, np.full(len(new), frame, dtype=np.int64)])[order]
-        born = self.frames[np.searchsorted(self.ids, ids)]
-        return ((frame - born) / self.fps).astype(np.float32)
+    with atomic.replacing(path, keep_extension=True) as tmp:
+        try:
+            written = layer.Export(tmp)
+        except RuntimeError as exc:  # pxr.Tf.ErrorException: USD reports I/O failures this way
+            raise OSError(f"Cannot write the USD file '{path}': {str(exc).strip()}") from exc
+        if not written:
+            raise OSError(f"Cannot write the USD file '{path}'")

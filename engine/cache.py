@@ -132,6 +132,12 @@ def _is_lock_leftover(name: str) -> bool:
     return name == LOCK_FILE or (name.startswith(LOCK_FILE + ".") and name.endswith(".stale"))
 
 
+def _holds_files(path: str) -> bool:
+    if not os.path.isdir(path):
+        return True
+    return any(names for _base, _dirs, names in os.walk(path))
+
+
 def check_folder(cache_dir: str, ignore: tuple = ()) -> bool:
     """Check that Surge may write into ``cache_dir``: it is missing, empty, or a Surge cache folder.
 
@@ -161,6 +167,8 @@ def check_folder(cache_dir: str, ignore: tuple = ()) -> bool:
     for name in sorted(os.listdir(cache_dir)):
         if name in ignore or _is_lock_leftover(name):
             continue
+        if not _holds_files(os.path.join(cache_dir, name)):
+            continue  # an empty folder (what deleting a bake leaves when another file kept it) is nobody's
         if name == PREVIEW_DIR and os.path.isdir(os.path.join(cache_dir, name)):
             try:
                 check_folder(os.path.join(cache_dir, name))
