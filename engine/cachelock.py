@@ -15,7 +15,8 @@ only one succeeds. A lock held from another host cannot be checked from here and
 over; the message names the file to delete once nothing runs there.
 
 A child process started by the lock's holder (the bake process Blender starts) joins the
-parent's lock with :meth:`CacheLock.join` instead of taking its own.
+parent's lock with :meth:`CacheLock.join` instead of taking its own; the lock then names the child
+too, and stays held while either process lives.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import sys
 import time
 import uuid
 
+from . import atomic
 from .errors import CacheLockedError
 
 log = logging.getLogger(__name__)
@@ -96,18 +98,22 @@ def _pid_running(pid: int) -> bool:
 
 
 def holder_alive(holder: dict) -> bool:
-    """False only if the holder is provably gone: same host, and its process ended, or the machine
-    rebooted, or the process id now belongs to another process."""
+    """False only if the holder is provably gone: same host, and its process (and the child that joined
+    its lock, if any) ended, or the machine rebooted, or the process id now belongs to another process."""
     if holder.get("host") != socket.gethostname():
         return True
     boot = _boot_id()
     if holder.get("boot") and boot and holder["boot"] != boot:
         return False
-    pid = int(holder.get("pid", -1))
+    return any(_process_alive(int(holder.get(pid_key, -1)), holder.get(start_key))
+               for pid_key, start_key in (("pid", "pid_start"), ("child_pid", "child_start")))
+
+
+def _process_alive(pid: int, recorded_start) -> bool:
     if not _pid_running(pid):
         return False
     start = _process_start(pid)
-    return not (holder.get("pid_start") and start and start != holder["pid_start"])
+    return not (recorded_start and start and start != recorded_start)
 
 
 def read_holder(cache_dir: str) -> dict | None:
@@ -235,6 +241,9 @@ class CacheLock:
                                    f"start the bake again")
         lock.token, lock.held, lock._owned = token, True, False
         lock.purpose = holder.get("purpose", "bake")
+        # the child keeps the folder held even if its parent dies while it still writes
+        pid = os.getpid()
+        atomic.write_json(lock.path, dict(holder, child_pid=pid, child_start=_process_start(pid)))
         return lock
 
     def still_held(self) -> bool:

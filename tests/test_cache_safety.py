@@ -386,3 +386,21 @@ def test_checkpoints_carry_a_format_version_and_others_are_refused(tmp_path):
     atomic.write_npz(checkpoint.checkpoint_path(cache_dir, 4), unversioned)
     with pytest.raises(CacheFormatError, match="format None version None"):
         checkpoint.load(cache_dir, 4)
+
+
+def test_a_lock_joined_by_a_child_stays_held_while_the_child_lives(tmp_path):
+    """A bake process whose Blender died keeps writing: its folder is not free for another bake."""
+    cache_dir = str(tmp_path / "cache")
+    os.makedirs(cache_dir)
+    dead = _dead_pid()
+    token = "t" * 32
+    with open(cachelock.lock_path(cache_dir), "w") as fh:
+        json.dump({"purpose": "bake", "pid": dead, "host": socket.gethostname(), "token": token}, fh)
+    joined = CacheLock.join(cache_dir, token)  # this process plays the child
+    assert cachelock.read_holder(cache_dir)["child_pid"] == os.getpid()
+    with pytest.raises(CacheLockedError, match=f"process {dead}"):
+        CacheLock(cache_dir).acquire()
+    joined.release()  # the parent's to release: the file stays
+    assert os.path.exists(cachelock.lock_path(cache_dir))
+    with pytest.raises(CacheLockedError, match="not locked for this bake"):
+        CacheLock.join(cache_dir, "u" * 32)
