@@ -25,11 +25,15 @@ def register():
         description="The object's role in the Surge liquid simulation")
     bpy.types.Scene.surge = bpy.props.PointerProperty(
         type=props.SurgeSceneSettings, name="Surge",
-        description="Surge liquid simulation settings and bake state of the scene")
+        description="Surge liquid simulation settings and cache folder of the scene")
+    bpy.types.WindowManager.surge_bakes = bpy.props.CollectionProperty(
+        type=props.SurgeBakeState, name="Surge Bakes",
+        description="State of each scene's running or last Surge bake in this session (never saved)")
     for name, function in operators.HANDLERS:
         getattr(bpy.app.handlers, name).append(function)
     for header, function in panels.HEADER_DRAWS:
         header.append(function)
+    panels.viewport.register()
 
 
 def unregister():
@@ -37,12 +41,14 @@ def unregister():
 
     from . import operators, panels
 
+    panels.viewport.unregister()
     for header, function in reversed(panels.HEADER_DRAWS):
         header.remove(function)
     for name, function in reversed(operators.HANDLERS):
         handlers = getattr(bpy.app.handlers, name)
         while function in handlers:
             handlers.remove(function)
+    del bpy.types.WindowManager.surge_bakes
     del bpy.types.Scene.surge
     del bpy.types.Object.surge
     for cls in reversed(_classes()):

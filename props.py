@@ -1,12 +1,16 @@
 """Blender properties: the scripting interface of Surge.
 
 ``Object.surge`` holds an object's role in the simulation and the settings of each role, generated
-from :func:`engine.settings.collider_parameters`, :func:`engine.settings.fluid_parameters` and
-:func:`engine.settings.inflow_parameters` (see :func:`object_parameters`), plus the collider mode
-the last bake used;
-``Scene.surge`` holds every engine setting, generated from :func:`engine.settings.parameters`.
-Names, defaults, limits, tooltips and enum items thus have one source of truth. ``Scene.surge``
-also holds the cache folder and the bake state the sidebar draws.
+from :func:`engine.settings.object_parameters`, plus the collider mode the last bake used;
+``Scene.surge`` holds every engine setting, generated from :func:`engine.settings.parameters`, and
+the cache folder. Names, defaults, limits, tooltips, enum items and whether a setting may be
+animated thus have one source of truth: only the settings the engine reads at every frame
+(``Parameter.animatable``) offer keyframes and drivers.
+
+The state of a running bake (progress figures written up to ten times a second) is not scene data:
+it lives on the window manager (``WindowManager.surge_bakes``, one :class:`SurgeBakeState` per
+scene name; see ``bridge.bake_state``), which is never saved, so a bake does not mark the file as
+changed and a file saved mid-bake does not claim to be baking.
 
 Values with a length unit are stored in Blender units, as every Blender length is; the bridge
 multiplies them by the scene's unit scale to get metres (see ``bridge.export``).
@@ -17,8 +21,8 @@ from __future__ import annotations
 import math
 
 import bpy
-from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty, IntProperty,
-                       PointerProperty, StringProperty)
+from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty, FloatVectorProperty,
+                       IntProperty, PointerProperty, StringProperty)
 
 from .engine import settings as settings_mod
 
@@ -44,16 +48,31 @@ def _display_precision(p: settings_mod.Parameter) -> int:
     Blender shows at most 6 decimals; 1e-6 (water's viscosity) needs all of them.
     """
     digits = 3
-    for value in (p.default, p.min, p.soft_min):
+    default = max(map(abs, p.default)) if p.size else p.default
+    for value in (default, p.min, p.soft_min):
         if value:
             digits = max(digits, -math.floor(math.log10(abs(value))) + 1)
     return min(digits, 6)
 
 
+#: Engine unit symbol -> FloatVectorProperty subtype of a vector setting.
+BLENDER_VECTOR_SUBTYPES = {"m": "XYZ_LENGTH", "m/s": "VELOCITY"}
+
+#: ``options`` of a property the engine reads once per bake: no keyframes, no drivers.
+STATIC = set()
+#: ``options`` of a property the engine reads at every frame.
+ANIMATABLE = {"ANIMATABLE"}
+
+
 def _property_for(p: settings_mod.Parameter):
     """The bpy.props definition mirroring one engine parameter."""
     limits = {k: getattr(p, k) for k in ("min", "max", "soft_min", "soft_max") if getattr(p, k) is not None}
-    common = dict(name=p.label, description=p.tooltip, default=p.default)
+    common = dict(name=p.label, description=p.tooltip, default=p.default,
+                  options=ANIMATABLE if p.animatable else STATIC)
+    if p.kind is float and p.size:
+        return FloatVectorProperty(**common, size=p.size, **{k: float(v) for k, v in limits.items()},
+                                   unit=BLENDER_UNITS.get(p.unit, "NONE"),
+                                   subtype=BLENDER_VECTOR_SUBTYPES.get(p.unit, "XYZ"), precision=_display_precision(p))
     if p.kind is bool:
         return BoolProperty(**common)
     if p.kind is int:
@@ -70,15 +89,9 @@ def _property_for(p: settings_mod.Parameter):
 
 
 def object_parameters() -> list[settings_mod.Parameter]:
-    """Every per-object engine parameter ``Object.surge`` holds: collider, fluid and inflow settings
-    (a name shared by two roles, such as ``spacing_factor``, is one property)."""
-    out: dict[str, settings_mod.Parameter] = {}
-    for p in (settings_mod.collider_parameters() + settings_mod.fluid_parameters()
-              + settings_mod.inflow_parameters()):
-        if p.name in out and out[p.name] != p:
-            raise TypeError(f"Engine parameter '{p.name}' is declared twice with different metadata")
-        out[p.name] = p
-    return list(out.values())
+    """Every per-object engine parameter ``Object.surge`` holds (a name shared by two roles, such as
+    ``spacing_factor``, is one property); see :func:`engine.settings.object_parameters`."""
+    return settings_mod.object_parameters()
 
 
 class SurgeParticleChannel(bpy.types.PropertyGroup):
@@ -95,7 +108,7 @@ class SurgeParticleChannel(bpy.types.PropertyGroup):
 
 def _object_annotations() -> dict:
     ann = {"role": EnumProperty(
-        name="Role", items=ROLE_ITEMS, default="NONE",
+        name="Role", items=ROLE_ITEMS, default="NONE", options=STATIC,
         description="What this object does in the Surge liquid simulation")}
     for p in object_parameters():
         ann[p.name] = _property_for(p)
@@ -104,7 +117,7 @@ def _object_annotations() -> dict:
         description="Named values the liquid of this Fluid or Inflow object carries into the cache as particle "
                     "attributes (for shading: which source a drop came from, a colour to mix)")
     ann["collider_resolved"] = StringProperty(
-        name="Acts As", default="",
+        name="Acts As", default="", options=STATIC,
         description="How the last bake treated this collider (the mode Auto picked, for instance); set by the "
                     "bake, empty until the collider has been baked")
     return ann
@@ -121,67 +134,74 @@ def _scene_annotations() -> dict:
     ann = {p.name: _property_for(p) for p in settings_mod.parameters()}
     ann.update(
         cache_directory=StringProperty(
-            name="Cache Directory", subtype="DIR_PATH", default="//surge_cache/",
+            name="Cache Directory", subtype="DIR_PATH", default="",
             options={"PATH_SUPPORTS_BLEND_RELATIVE"},
-            description="Folder where Surge writes the baked frames and the point cache Blender plays back; "
-                        "a path starting with // is relative to the saved .blend file"),
+            description="Folder where Surge writes the baked frames and the point cache Blender plays back; empty "
+                        "picks a folder of its own for this file and scene (in the preferences' cache root, or in "
+                        "surge_cache beside the .blend file); a path starting with // is relative to the .blend file"),
         checkpoint_interval=IntProperty(
-            name="Checkpoint Every", default=10, min=0, soft_max=100,
+            name="Checkpoint Every", default=10, min=0, soft_max=100, options=STATIC,
             description="Save the simulation state every this many frames, so that a cancelled or crashed bake "
                         "can resume from the last save instead of starting over; 0 saves none"),
         keyframe_instance=PointerProperty(
             name="Particle Mesh", type=bpy.types.Object, poll=lambda _self, obj: obj.type == "MESH",
+            options=STATIC,
             description="Mesh every particle object shares when baking to keyframes as objects; empty makes a "
                         "small sphere of the particle radius"),
         use_surface_preview=BoolProperty(
-            name="Surface Preview", default=False, update=_surface_changed,
+            name="Surface Preview", default=False, update=_surface_changed, options=STATIC,
             description="Show the liquid as a smooth surface made by geometry nodes from the baked points (also in "
                         "renders); off shows the points"),
         surface_radius=FloatProperty(
             name="Surface Radius", default=0.02, min=1e-4, soft_max=1.0, unit="LENGTH", precision=4,
-            update=_surface_changed,
+            update=_surface_changed, options=STATIC,
             description="Radius of the sphere around each particle that the surface wraps; about the particle "
                         "spacing gives a closed surface, smaller shows separate drops"),
         surface_smoothing=IntProperty(
-            name="Surface Smoothing", default=2, min=0, soft_max=20, update=_surface_changed,
+            name="Surface Smoothing", default=2, min=0, soft_max=20, update=_surface_changed, options=STATIC,
             description="Smoothing passes over the surface mesh; more passes round off the bumps of single particles"),
         liquid_object=PointerProperty(
-            name="Liquid Object", type=bpy.types.Object,
+            name="Liquid Object", type=bpy.types.Object, options=STATIC,
             description="The point-cloud object that plays the baked liquid; baking again updates it"),
-        is_baking=BoolProperty(
-            name="Is Baking", default=False, options={"SKIP_SAVE"},
-            description="True while a bake of this scene is running"),
-        bake_progress=FloatProperty(
-            name="Bake Progress", default=0.0, min=0.0, max=1.0, subtype="FACTOR", options={"SKIP_SAVE"},
-            description="Fraction of the frame range baked so far"),
-        bake_status=StringProperty(
-            name="Bake Status", default="",
-            description="What the last or current bake is doing, or how it ended"),
-        bake_cancel_requested=BoolProperty(
-            name="Cancel Requested", default=False, options={"SKIP_SAVE"},
-            description="Set by the Cancel button; the running bake stops after its current substep and keeps "
-                        "the frames baked so far"),
-        # figures of the running bake, drawn by the sidebar and the status bar
-        bake_frame=IntProperty(
-            name="Frame", default=0, options={"SKIP_SAVE"},
-            description="Last frame the running bake finished"),
-        bake_substeps=IntProperty(
-            name="Substeps", default=0, min=0, options={"SKIP_SAVE"},
-            description="Substeps the last baked frame took; many substeps mean fast liquid or a fine spacing"),
-        bake_particles=IntProperty(
-            name="Particles", default=0, min=0, options={"SKIP_SAVE"},
-            description="Particles in the last baked frame"),
-        bake_elapsed=FloatProperty(
-            name="Elapsed", default=0.0, min=0.0, unit="TIME_ABSOLUTE", options={"SKIP_SAVE"},
-            description="Time since the running bake started"),
-        bake_remaining=FloatProperty(
-            name="Remaining", default=0.0, min=0.0, unit="TIME_ABSOLUTE", options={"SKIP_SAVE"},
-            description="Estimated time until the running bake ends, from the speed of the frames baked so far"),
-        bake_memory=FloatProperty(
-            name="Memory", default=0.0, min=0.0, options={"SKIP_SAVE"},
-            description="Memory the bake process holds, in mebibytes (MiB)"),
     )
     return ann
+
+
+class SurgeBakeState(bpy.types.PropertyGroup):
+    """The state of one scene's bake (``WindowManager.surge_bakes[scene name]``), drawn by the sidebar and
+    the status bar. On the window manager, so never saved and never marking the file as changed."""
+
+    is_baking: BoolProperty(
+        name="Is Baking", default=False, options=STATIC,
+        description="True while a bake of this scene is running")
+    progress: FloatProperty(
+        name="Bake Progress", default=0.0, min=0.0, max=1.0, subtype="FACTOR", options=STATIC,
+        description="Fraction of the frame range baked so far")
+    status: StringProperty(
+        name="Bake Status", default="", options=STATIC,
+        description="What the last or current bake is doing, or how it ended")
+    cancel_requested: BoolProperty(
+        name="Cancel Requested", default=False, options=STATIC,
+        description="Set by the Cancel button; the running bake stops after its current substep and keeps "
+                    "the frames baked so far")
+    frame: IntProperty(
+        name="Frame", default=0, options=STATIC,
+        description="Last frame the running bake finished")
+    substeps: IntProperty(
+        name="Substeps", default=0, min=0, options=STATIC,
+        description="Substeps the last baked frame took; many substeps mean fast liquid or a fine spacing")
+    particles: IntProperty(
+        name="Particles", default=0, min=0, options=STATIC,
+        description="Particles in the last baked frame")
+    elapsed: FloatProperty(
+        name="Elapsed", default=0.0, min=0.0, unit="TIME_ABSOLUTE", options=STATIC,
+        description="Time since the running bake started")
+    remaining: FloatProperty(
+        name="Remaining", default=0.0, min=0.0, unit="TIME_ABSOLUTE", options=STATIC,
+        description="Estimated time until the running bake ends, from the speed of the frames baked so far")
+    memory: FloatProperty(
+        name="Memory", default=0.0, min=0.0, options=STATIC,
+        description="Memory the bake process holds, in mebibytes (MiB)")
 
 
 #: ``Object.surge``: the role, and the collider, fluid and inflow settings generated from the
@@ -198,4 +218,27 @@ SurgeSceneSettings = type("SurgeSceneSettings", (bpy.types.PropertyGroup,), {
     "__annotations__": _scene_annotations(),
 })
 
-CLASSES = (SurgeParticleChannel, SurgeObjectSettings, SurgeSceneSettings)
+
+
+class SurgePreferences(bpy.types.AddonPreferences):
+    """Surge's add-on preferences (*Edit > Preferences > Add-ons > Surge*): bake threads, default cache root."""
+
+    bl_idname = __package__
+
+    bake_threads: IntProperty(
+        name="Bake Threads", default=0, min=0, max=1024, soft_max=64, options=STATIC,
+        description="Most processor threads a bake may use, so that Blender and other programs stay responsive; "
+                    "0 uses every core")
+    cache_root: StringProperty(
+        name="Cache Root", subtype="DIR_PATH", default="", options={"PATH_SUPPORTS_BLEND_RELATIVE"},
+        description="Folder that holds the default cache folders of scenes without a Cache Directory of their "
+                    "own, one per .blend file and scene; empty keeps them in surge_cache beside each .blend file")
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        layout.prop(self, "bake_threads")
+        layout.prop(self, "cache_root")
+
+
+CLASSES = (SurgeParticleChannel, SurgeObjectSettings, SurgeSceneSettings, SurgeBakeState, SurgePreferences)

@@ -36,7 +36,7 @@ from ..engine import settings as settings_mod
 from ..engine import jobcheck
 from ..engine.errors import EngineError
 from ..engine.scene import save_job
-from . import export, files, liquid, surface, usd
+from . import bake_state, export, files, liquid, preferences, surface, usd
 from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
 
 #: The add-on's package (``bl_ext.<repo>.surge`` when installed); never hard-coded, since it depends
@@ -281,7 +281,7 @@ class BakeSession:
         # every check passed and the folder is ours: from here on it changes
         self.scene_name = scene.name
         self.cache_dir = cache_dir
-        self.relative = scene.surge.cache_directory.strip().startswith("//")
+        self.relative = files.cache_dir_is_relative(scene)
         self.scale_length = export.unit_scale(scene)
         self.frame_start, self.frame_end = description.frame_start, description.frame_end
         self.radius = 0.5 * settings.particle_spacing
@@ -300,12 +300,13 @@ class BakeSession:
         job = files.pending_job_dir(cache_dir)
         save_job(job, description, settings)
         self.process = BakeProcess(job, cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
-                                   files.log_path(cache_dir), tuple(options))
+                                   files.log_path(cache_dir), tuple(options),
+                                   threads=preferences.bake_threads())
         self.status = ("Resuming from the latest checkpoint" if self.resume_from == "latest" else
                        f"Resuming from frame {self.resume_from}" if self.resume_from is not None else
                        f"Starting the bake process (about {int(self.estimate)} particles)")
         self.progress = 0.0
-        #: figures the sidebar and the status bar draw: Scene.surge.bake_<name>
+        #: figures the sidebar and the status bar draw: SurgeBakeState.<name> (bridge.bake_state)
         self.figures = {"frame": self.frame_start, "substeps": 0, "particles": 0, "elapsed": 0.0,
                         "remaining": 0.0, "memory": 0.0}
         self._publish()
@@ -349,16 +350,16 @@ class BakeSession:
         Only changed values are written: every write tags the scene for re-evaluation, and this runs
         ten times a second during a modal bake.
         """
-        state = self.scene().surge
+        state = bake_state.ensure(self.scene())
         if not state.is_baking:
             state.is_baking = True
-            state.bake_cancel_requested = False  # a request left from an earlier bake
-        if abs(state.bake_progress - self.progress) > 1e-4:  # the property is float32
-            state.bake_progress = self.progress
-        if state.bake_status != self.status:
-            state.bake_status = self.status
+            state.cancel_requested = False  # a request left from an earlier bake
+        if abs(state.progress - self.progress) > 1e-4:  # the property is float32
+            state.progress = self.progress
+        if state.status != self.status:
+            state.status = self.status
         for name, value in self.figures.items():
-            prop = f"bake_{name}"
+            prop = name
             # float properties are float32: compare with a relative tolerance above its rounding
             if abs(getattr(state, prop) - value) > 1e-6 * max(1.0, abs(value)):
                 setattr(state, prop, value)
@@ -399,7 +400,7 @@ class BakeSession:
                 self.status = text
         if self.first_new is not None:
             self._convert(budget)
-        if self.scene().surge.bake_cancel_requested and self.process.cancel_requested_at is None:
+        if bake_state.ensure(self.scene()).cancel_requested and self.process.cancel_requested_at is None:
             self.cancel()  # the Cancel button of the sidebar or the status bar
         self.process.kill_if_overdue()
         # whole seconds: the clock in the panel ticks once a second, not on every poll
@@ -475,7 +476,7 @@ class BakeSession:
                 flag = files.cancel_flag(self.cache_dir)
                 if os.path.exists(flag):
                     os.remove(flag)
-                state = self.scene().surge
+                state = bake_state.ensure(self.scene())
                 state.is_baking = False
             frames = sorted(self.converted)
             particles = int(self.last_frame["particles"]) if self.last_frame else 0
@@ -518,10 +519,10 @@ class BakeSession:
         lock.release()
 
     def _set_status(self, text: str, frames: list) -> None:
-        state = self.scene().surge
-        state.bake_cancel_requested = False
-        state.bake_status = text
-        state.bake_progress = len(frames) / (self.frame_end - self.frame_start + 1)
+        state = bake_state.ensure(self.scene())
+        state.cancel_requested = False
+        state.status = text
+        state.progress = len(frames) / (self.frame_end - self.frame_start + 1)
         state.is_baking = False
 
     def abort(self) -> None:
@@ -532,8 +533,9 @@ class BakeSession:
         self.release()
         scene = bpy.data.scenes.get(self.scene_name)
         if scene is not None:
-            scene.surge.is_baking = False
-            scene.surge.bake_status = "Bake stopped"
+            state = bake_state.ensure(scene)
+            state.is_baking = False
+            state.status = "Bake stopped"
 
 
 def free_bake(scene) -> tuple[str, int]:
@@ -564,8 +566,9 @@ def free_bake(scene) -> tuple[str, int]:
     preview = files.preview_dir(cache_dir)
     if os.path.isdir(preview) and not os.listdir(preview):
         os.rmdir(preview)
-    scene.surge.bake_status = f"Removed {count} Surge files from '{cache_dir}'"
-    scene.surge.bake_progress = 0.0
+    state = bake_state.ensure(scene)
+    state.status = f"Removed {count} Surge files from '{cache_dir}'"
+    state.progress = 0.0
     return cache_dir, count
 
 

@@ -76,7 +76,10 @@ def _engine_values(group, parameters: list, scale: float) -> dict:
     values = {}
     for p in parameters:
         value = getattr(group, p.name)
-        if p.kind is float:
+        if p.kind is float and p.size:
+            factor = scale if p.unit in SCALED_UNITS else 1.0
+            value = tuple(float32_to_float(v) * factor for v in value)
+        elif p.kind is float:
             value = float32_to_float(value)
             if p.unit in SCALED_UNITS:
                 value *= scale
@@ -311,8 +314,9 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
             # even when already there: animated values the user changed without keying them would
             # otherwise stand in for the keyed ones at the first frame only
             scene.frame_set(scene.frame_start)
-        fluids = [FluidObject(obj.name, _world_mesh(obj, depsgraph, scale), settings=fluid_settings(obj, scale),
-                              channels=particle_channels(obj)) for obj in fluid_objects]
+        fluids = [FluidObject(obj.name, _world_mesh(obj, depsgraph, scale), velocity=settings.initial_velocity,
+                              settings=settings, channels=particle_channels(obj))
+                  for obj, settings in ((obj, fluid_settings(obj, scale)) for obj in fluid_objects)]
         tracks = []
         for obj in inflow_objects + outflow_objects + collider_objects:
             first = _Geometry(obj, depsgraph)

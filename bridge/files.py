@@ -36,14 +36,15 @@ JOB_FILES = ("scene.json", "scene.npz", "settings.json")
 LOG_FILE = "bake.log"
 CANCEL_FLAG = "cancel.flag"
 PREVIEW_DIR = "preview"
-#: Output of a bake started with "Bake in a Terminal" (bridge.headless).
+#: Output of a bake started with "Bake in a Terminal" (bridge.headless), and the copy of the .blend it bakes.
 TERMINAL_LOG = "terminal_bake.log"
+TERMINAL_COPY = "terminal_bake.blend"
 USD_DIR = "usd"
 USD_BAKE_RE = re.compile(r"^bake_[0-9a-f]{12}$")
 USD_FRAME_RE = re.compile(r"^liquid_(\d{6})\.usdc$")
 PENDING_JOB_DIR = "pending"
 #: Names a new cache folder may hold that Surge created there before the bake claimed it.
-NOT_FOREIGN = (TERMINAL_LOG,)
+NOT_FOREIGN = (TERMINAL_LOG, TERMINAL_COPY)
 
 
 def resolve_cache_dir(scene, addon_root: str) -> str:
@@ -52,14 +53,19 @@ def resolve_cache_dir(scene, addon_root: str) -> str:
     Raises
     ------
     InvalidSettingsError
-        If the folder is empty, relative to an unsaved .blend file, or inside the add-on.
+        If no folder is set and the .blend file was never saved, if the folder is relative to an unsaved
+        .blend file, or if it is inside the add-on.
     """
     import bpy  # only this function needs Blender; the rest of the module is plain file handling
 
-    raw = scene.surge.cache_directory.strip()
+    from .default_cache import cache_directory
+
+    raw = cache_directory(scene)
     where = f"Scene '{scene.name}': cache directory"
     if not raw:
-        raise InvalidSettingsError([f"{where} is empty; choose a folder for the baked frames"])
+        raise InvalidSettingsError([
+            f"{where} is not set and the .blend file has not been saved yet, so there is no default folder for "
+            f"it; save the file first or choose a Cache Directory"])
     if raw.startswith("//") and not bpy.data.filepath:
         raise InvalidSettingsError([
             f"{where} '{raw}' is relative to the .blend file, which has not been saved yet; save the file first "
@@ -70,6 +76,14 @@ def resolve_cache_dir(scene, addon_root: str) -> str:
         # the add-on folder is replaced on update, so a cache there would vanish
         raise InvalidSettingsError([f"{where} '{path}' is inside the Surge add-on folder; choose another folder"])
     return path
+
+
+def cache_dir_is_relative(scene) -> bool:
+    """True if the scene's cache folder is given relative to the .blend file (``//``), so that the liquid
+    object's paths are relative too."""
+    from .default_cache import cache_directory
+
+    return cache_directory(scene).startswith("//")
 
 
 def preview_dir(cache_dir: str) -> str:
@@ -127,7 +141,7 @@ def own_files(cache_dir: str) -> list[str]:
     """Every file in ``cache_dir`` that Surge wrote besides the engine's (job, log, flag, USD frames)."""
     jdir = job_dir(cache_dir)
     out = _own(jdir, JOB_FILES + (LOG_FILE,)) + _own(os.path.join(jdir, PENDING_JOB_DIR), JOB_FILES)
-    out += _own(cache_dir, (CANCEL_FLAG, TERMINAL_LOG))
+    out += _own(cache_dir, (CANCEL_FLAG, TERMINAL_LOG, TERMINAL_COPY))
     for d in usd_bake_dirs(cache_dir):
         out += [os.path.join(d, n) for n in sorted(os.listdir(d)) if USD_FRAME_RE.match(atomic.final_name(n))]
     return out

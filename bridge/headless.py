@@ -14,20 +14,32 @@ import sys
 
 import bpy
 
-from . import files
+from . import bake_state, files
 
 #: Exit statuses of a headless bake.
 EXIT_DONE, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 3
 
 
-def bake_open_file(resume: bool = False, save: bool = False) -> int:
+def bake_open_file(resume: bool = False, save: bool = False, scene_name: str = "", cache_dir: str = "") -> int:
     """Bake the current scene of the open .blend (blocking); returns the exit status.
 
+    ``scene_name`` bakes that scene instead; ``cache_dir`` (an absolute folder) replaces the scene's
+    Cache Directory, as when baking a copy of a file that must bake into the original's cache.
     Progress lines come from the bake operator (``Surge: Frame 2 of 48: ...``); a failure prints
     ``Surge: error: <message>`` on stderr.
     """
+    scene = bpy.data.scenes.get(scene_name) if scene_name else bpy.context.scene
+    if scene is None:
+        print(f"Surge: error: the file has no scene '{scene_name}'", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    if cache_dir:
+        scene.surge.cache_directory = cache_dir
     try:
-        result = bpy.ops.surge.bake(resume=resume)
+        if scene == bpy.context.scene:
+            result = bpy.ops.surge.bake(resume=resume)
+        else:
+            with bpy.context.temp_override(scene=scene, view_layer=scene.view_layers[0]):
+                result = bpy.ops.surge.bake(resume=resume)
     except RuntimeError as exc:  # the operator's ERROR report: a refused scene or a failed bake
         message = str(exc).strip().removeprefix("Error:").strip()
         print(f"Surge: error: {message}", file=sys.stderr, flush=True)
@@ -35,11 +47,10 @@ def bake_open_file(resume: bool = False, save: bool = False) -> int:
     if "FINISHED" not in result:
         print(f"Surge: error: the bake did not run ({', '.join(sorted(result))})", file=sys.stderr, flush=True)
         return EXIT_FAILED
-    scene = bpy.context.scene
     if save:
         bpy.ops.wm.save_mainfile()
         print(f"Surge: saved '{bpy.data.filepath}'", flush=True)
-    return EXIT_CANCELLED if scene.surge.bake_status.startswith("Bake cancelled") else EXIT_DONE
+    return EXIT_CANCELLED if bake_state.status(scene).startswith("Bake cancelled") else EXIT_DONE
 
 
 #: Run by ``python -c`` in a child when Blender is a Python module (no ``blender`` program):
@@ -59,12 +70,15 @@ if addon_utils.enable(module, default_set=True) is None:
         print("Surge: error: the add-on could not be enabled from " + {root!r}, file=sys.stderr)
         sys.exit(1)
 bpy.ops.wm.open_mainfile(filepath={blend!r})
-sys.exit(importlib.import_module(module + ".bridge.headless").bake_open_file(resume={resume!r}))
+sys.exit(importlib.import_module(module + ".bridge.headless").bake_open_file(
+    resume={resume!r}, scene_name={scene_name!r}, cache_dir={cache_dir!r}))
 """
 
 
-def terminal_command(blend: str, addon_module: str, addon_root: str, resume: bool = False) -> list[str]:
-    """The command that bakes ``blend`` in a separate process.
+def terminal_command(blend: str, addon_module: str, addon_root: str, resume: bool = False, scene_name: str = "",
+                     cache_dir: str = "") -> list[str]:
+    """The command that bakes ``blend`` (its scene ``scene_name``, into ``cache_dir`` if given; see
+    :func:`bake_open_file`) in a separate process.
 
     With the ``blender`` program: ``blender -b FILE --python-exit-code 1 --python-expr ...`` (Blender's
     own preferences enable Surge). With Blender as a Python module: this Python, running a short
@@ -73,9 +87,10 @@ def terminal_command(blend: str, addon_module: str, addon_root: str, resume: boo
     if bpy.app.binary_path:
         expr = ("import sys, importlib; "
                 f"sys.exit(importlib.import_module({addon_module + '.bridge.headless'!r}).bake_open_file("
-                f"resume={resume!r}))")
+                f"resume={resume!r}, scene_name={scene_name!r}, cache_dir={cache_dir!r}))")
         return [bpy.app.binary_path, "-b", blend, "--python-exit-code", "1", "--python-expr", expr]
-    script = _MODULE_CHILD.format(module=addon_module, root=addon_root, blend=blend, resume=resume)
+    script = _MODULE_CHILD.format(module=addon_module, root=addon_root, blend=blend, resume=resume,
+                                  scene_name=scene_name, cache_dir=cache_dir)
     return [sys.executable, "-c", script]
 
 

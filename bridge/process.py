@@ -29,8 +29,9 @@ CANCEL_TIMEOUT = 10.0
 _EOF = None
 
 
-def child_environment(addon_root: str, numba_cache_dir: str) -> dict:
-    """Environment of the child: finds ``engine`` in the add-on and numba where Blender finds it.
+def child_environment(addon_root: str, numba_cache_dir: str, threads: int = 0) -> dict:
+    """Environment of the child: finds ``engine`` in the add-on and numba where Blender finds it;
+    ``threads`` (the add-on preference) caps numba's threads, 0 leaves numba's own default (every core).
 
     Numba may come from the extension's bundled wheels, which Blender installs into a folder on its
     own ``sys.path`` but not on a plain interpreter's; passing the parent's path makes the child see
@@ -41,6 +42,8 @@ def child_environment(addon_root: str, numba_cache_dir: str) -> dict:
     env["PYTHONPATH"] = os.pathsep.join(entries)
     env["NUMBA_CACHE_DIR"] = numba_cache_dir
     env["PYTHONIOENCODING"] = "utf-8"  # the events are read as UTF-8 whatever the system locale
+    if threads > 0:
+        env["NUMBA_NUM_THREADS"] = str(int(threads))
     return env
 
 
@@ -59,10 +62,12 @@ class BakeProcess:
         File receiving the child's stderr (its log), read back when it fails unexpectedly.
     options : tuple of str
         More ``engine.cli bake`` options (``--checkpoint-every``, ``--resume-from``).
+    threads : int
+        Most threads the bake may use (``NUMBA_NUM_THREADS``); 0 for numba's default.
     """
 
     def __init__(self, job_dir: str, cache_dir: str, cancel_file: str, addon_root: str, numba_cache_dir: str,
-                 log_path: str, options: tuple = ()):
+                 log_path: str, options: tuple = (), threads: int = 0):
         self.cancel_file = cancel_file
         self.log_path = log_path
         self.cancel_requested_at: float | None = None
@@ -71,7 +76,7 @@ class BakeProcess:
         self._log = open(log_path, "w", encoding="utf-8")
         try:
             self._proc = subprocess.Popen(
-                cmd, cwd=addon_root, env=child_environment(addon_root, numba_cache_dir),
+                cmd, cwd=addon_root, env=child_environment(addon_root, numba_cache_dir, threads),
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log,
                 text=True, encoding="utf-8", errors="replace", bufsize=1,
                 # no console window flashing up on Windows; 0 elsewhere

@@ -247,8 +247,7 @@ class Sources:
     def __init__(self, scene: SceneDescription, settings: settings_mod.SimulationSettings):
         self.scene = scene
         self.lifetime = settings.particle_lifetime
-        self.kill_box = (np.array([[settings.kill_box_min_x, settings.kill_box_min_y, settings.kill_box_min_z],
-                                   [settings.kill_box_max_x, settings.kill_box_max_y, settings.kill_box_max_z]])
+        self.kill_box = (np.array([settings.kill_box_min, settings.kill_box_max], dtype=np.float64)
                          if settings.use_kill_box else None)
         self.emitters = []
         self.max_dt = math.inf

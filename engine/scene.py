@@ -106,7 +106,7 @@ class InflowObject:
     def velocity(self) -> np.ndarray:
         """World-space velocity of the settings, (3,) float64, m/s."""
         st = self.settings
-        return np.array([st.velocity_x, st.velocity_y, st.velocity_z], dtype=np.float64)
+        return np.array(st.velocity, dtype=np.float64)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,26 @@
 """Simulation settings: one typed description of every parameter.
 
-Each field of :class:`SimulationSettings` carries its metadata (label, unit, range, tooltip, enum
-items) in ``dataclasses.field(metadata=...)``. That single description feeds
+Each field carries its metadata (label, unit, range, tooltip, enum items, the solvers and roles that
+read it, whether it may be animated) in ``dataclasses.field(metadata=...)``, read back as
+:class:`Parameter`. The scene's settings are declared in groups (:data:`SETTINGS_GROUPS`: settings
+every solver reads, the SPH particles of WCSPH and Hybrid, then WCSPH, PBF and Hybrid alone, and
+removal); :class:`SimulationSettings` is generated from them with flat names, the form the Blender
+properties, job folders and cache manifests use. Per-object settings are one dataclass per role
+(:data:`ROLE_SETTINGS`). That single description feeds
 
 * :func:`validate` (every problem collected, then one :class:`InvalidSettingsError`),
-* the Blender properties (the add-on builds its PropertyGroup from :func:`parameters`),
+* the Blender properties and panels (the add-on builds its PropertyGroups from :func:`parameters`
+  and :func:`object_parameters`, and shows a setting only where :meth:`Parameter.acts_with` says it
+  acts),
 * the cache manifest (:func:`to_dict` and :func:`settings_hash`).
 
-Units are SI. Enum values are strings, never integer codes.
+Animatable settings (``Parameter.animatable``) are those a bake reads at every frame: an inflow's
+normal speed and velocity, a collider's friction and bounce, the liquid's viscosity (SPH and PBF)
+and PBF surface tension; Blender's scene gravity is animatable too. Everything else (particle
+spacing, solver, rest density, resolutions, solver controls) is read once at the start of a bake,
+and the Blender properties do not offer keyframes for it.
+
+Units are SI. Enum values are strings, never integer codes; each enum is declared once here.
 """
 
 from __future__ import annotations
@@ -45,13 +58,27 @@ WCSPH_DENSITY_MODES = (
                                "read low and close up until it reaches the rest density"),
 )
 
-#: Solvers this engine version can bake. The others are refused with a clear message.
-SUPPORTED_SOLVERS = ("WCSPH", "PBF", "HYBRID")
+
+def names(items) -> tuple:
+    """The identifiers of an enum's ``(identifier, label, tooltip)`` items."""
+    return tuple(item[0] for item in items)
+
+
+#: Solvers this engine version can bake: every one of :data:`SOLVERS`, the only list of them.
+SUPPORTED_SOLVERS = names(SOLVERS)
 
 
 @dataclass(frozen=True)
 class Parameter:
-    """Metadata of one setting, as read by validation, the Blender UI and the manifest."""
+    """Metadata of one setting, as read by validation, the Blender UI and the manifest.
+
+    ``solvers`` names the solvers that read the setting (empty: every solver), ``roles`` the object
+    roles it belongs to (per-object settings only; empty for scene settings), ``requires`` the
+    ``(setting, value)`` pairs under which it acts (the Hybrid's interface depth only with the Auto
+    interface, for instance). ``animatable`` says whether a bake reads it at every frame, so that a
+    keyframe or driver on it is obeyed; the others are read once and must not be keyed. ``size`` is
+    0 for a scalar and 3 for a vector (a tuple of three floats, each within ``min`` and ``max``).
+    """
 
     name: str
     kind: type
@@ -65,18 +92,48 @@ class Parameter:
     soft_max: float | None = None
     items: tuple = ()
     group: str = "Simulation"
+    solvers: tuple = ()
+    roles: tuple = ()
+    requires: tuple = ()
+    animatable: bool = False
+    size: int = 0
+
+    def is_used_by(self, solver: str) -> bool:
+        """True if ``solver`` reads this setting."""
+        return not self.solvers or solver in self.solvers
+
+    def acts_with(self, values) -> bool:
+        """True if the setting acts given the current ``values`` (anything with the settings as
+        attributes: engine settings, or the Blender property group mirroring them): the solver
+        reads it and every condition of ``requires`` holds."""
+        solver = getattr(values, "solver", None)
+        if solver is not None and not self.is_used_by(solver):
+            return False
+        return all(getattr(values, name) == value for name, value in self.requires)
 
 
 def _param(default, *, label, tooltip, unit="", min=None, max=None, soft_min=None, soft_max=None,
-           items=(), group="Simulation"):
+           items=(), group="Simulation", requires=(), animatable=False):
+    size = len(default) if isinstance(default, tuple) else 0
     meta = dict(label=label, tooltip=tooltip, unit=unit, min=min, max=max, soft_min=soft_min,
-                soft_max=soft_max, items=tuple(items), group=group)
+                soft_max=soft_max, items=tuple(items), group=group, requires=tuple(requires),
+                animatable=animatable, size=size)
     return field(default=default, metadata=meta)
 
 
+# --- Settings groups ---------------------------------------------------------------------------
+# Each group declares its settings once (default, unit, range, tooltip, enum items). The scene's
+# SimulationSettings is generated from them with flat names (the group's prefix + the field name:
+# PBFSettings.iterations is SimulationSettings.pbf_iterations and Scene.surge.pbf_iterations), which
+# is also the form stored in job folders and cache manifests; ``settings.pbf`` (and ``.sph``,
+# ``.wcsph``, ``.hybrid``) gives a solver its own group back as a frozen dataclass. A solver's model
+# is built from its group (``hybrid.make_model(sph_model, settings.hybrid, ...)``), so the defaults
+# below are the only ones: a model constructor declares none of its own.
+
+
 @dataclass(frozen=True)
-class SimulationSettings:
-    """Every parameter of a bake. Construct with keywords; check with :func:`validate`."""
+class CommonSettings:
+    """Settings every solver reads."""
 
     solver: str = _param(
         "PBF", label="Solver", items=SOLVERS,
@@ -84,25 +141,9 @@ class SimulationSettings:
     particle_spacing: float = _param(
         0.025, label="Particle Spacing", unit="m", min=0.0005, max=10.0, soft_min=0.002, soft_max=0.2,
         tooltip="Distance between neighbouring particles at rest, in metres; halving it makes 8 times more particles")
-    smoothing_length_factor: float = _param(
-        1.2, label="Smoothing Length", min=0.8, max=2.5,
-        tooltip="Kernel smoothing length h as a multiple of the particle spacing; particles interact within 2h")
     rest_density: float = _param(
         1000.0, label="Rest Density", unit="kg/m3", min=1.0, max=25000.0, soft_min=100.0, soft_max=5000.0,
         tooltip="Density of the liquid at rest, in kilograms per cubic metre (water: 1000)")
-    viscosity: float = _param(
-        1.0e-6, label="Viscosity", unit="m2/s", min=0.0, max=100.0, soft_max=0.1,
-        tooltip="Kinematic viscosity in square metres per second (water: 0.000001, honey: about 0.005)")
-    artificial_viscosity: float = _param(
-        0.02, label="Artificial Viscosity", min=0.0, max=1.0, soft_max=0.2,
-        tooltip="Monaghan's artificial viscosity alpha; damps particle noise, larger values make the liquid thicker")
-    sound_speed: float = _param(
-        0.0, label="Speed of Sound", unit="m/s", min=0.0, max=10000.0, soft_max=200.0,
-        tooltip="Numerical speed of sound of the weakly-compressible liquid in m/s; 0 picks ten times the fastest "
-                "free-fall speed the scene allows, which keeps density errors near 1 %")
-    cfl_number: float = _param(
-        0.3, label="CFL Number", min=0.01, max=1.0,
-        tooltip="Fraction of a smoothing length a pressure wave may travel per substep; smaller is safer and slower")
     max_substeps: int = _param(
         2000, label="Max Substeps", min=1, max=100000,
         tooltip="Most substeps one frame may take; a frame needing more stops the bake with an error")
@@ -110,76 +151,119 @@ class SimulationSettings:
         0.5, label="Collider Resolution", min=0.1, max=2.0, group="Colliders",
         tooltip="Cell size of the distance fields sampled from collider meshes, as a fraction of the particle "
                 "spacing; smaller follows fine detail more closely and costs more memory and build time")
-    # --- Weakly-compressible SPH (solver 'WCSPH'; Suarez & Susin 2006) ---
-    wcsph_density: str = _param(
+
+
+@dataclass(frozen=True)
+class SPHSettings:
+    """The weakly-compressible SPH particles of the WCSPH and Hybrid solvers (Suarez & Susin 2006)."""
+
+    smoothing_length_factor: float = _param(
+        1.2, label="Smoothing Length", min=0.8, max=2.5, group="SPH",
+        tooltip="Kernel smoothing length h as a multiple of the particle spacing; particles interact within 2h")
+    viscosity: float = _param(
+        1.0e-6, label="Viscosity", unit="m2/s", min=0.0, max=100.0, soft_max=0.1, group="SPH", animatable=True,
+        tooltip="Kinematic viscosity in square metres per second (water: 0.000001, honey: about 0.005)")
+    artificial_viscosity: float = _param(
+        0.02, label="Artificial Viscosity", min=0.0, max=1.0, soft_max=0.2, group="SPH",
+        tooltip="Monaghan's artificial viscosity alpha; damps particle noise, larger values make the liquid thicker")
+    sound_speed: float = _param(
+        0.0, label="Speed of Sound", unit="m/s", min=0.0, max=10000.0, soft_max=200.0, group="SPH",
+        tooltip="Numerical speed of sound of the weakly-compressible liquid in m/s; 0 picks ten times the fastest "
+                "free-fall speed the scene allows, which keeps density errors near 1 %")
+    cfl_number: float = _param(
+        0.3, label="CFL Number", min=0.01, max=1.0, group="SPH",
+        tooltip="Fraction of a smoothing length a pressure wave may travel per substep; smaller is safer and slower")
+
+
+@dataclass(frozen=True)
+class WCSPHSettings:
+    """Settings of the WCSPH solver alone (Suarez & Susin 2006; the Hybrid always sums densities)."""
+
+    density: str = _param(
         "CONTINUITY", label="Density", items=WCSPH_DENSITY_MODES, group="WCSPH",
         tooltip="How each particle's density is found: by the continuity equation, which keeps the free "
                 "surface at full density and the pressure right up to it, or by summing over the neighbours, "
                 "cheaper by a fifth (the Hybrid solver always sums)")
-    # --- Position-Based Fluids (solver 'PBF'; Alduan, Tena & Otaduy 2015) ---
-    pbf_iterations: int = _param(
+
+
+@dataclass(frozen=True)
+class PBFSettings:
+    """Position-Based Fluids (Alduan, Tena & Otaduy 2015)."""
+
+    iterations: int = _param(
         4, label="PBF Iterations", min=1, max=100, soft_max=20, group="PBF",
         tooltip="Most density-constraint iterations per substep; more iterations make the liquid less "
                 "compressible and cost proportionally more time")
-    pbf_density_tolerance: float = _param(
+    density_tolerance: float = _param(
         0.5, label="PBF Density Tolerance", unit="%", min=0.01, max=10.0, soft_max=3.0, group="PBF",
         tooltip="Iterations stop once the liquid is compressed by less than this percentage on average; "
                 "smaller values settle calmer but need more iterations")
-    pbf_time_step: float = _param(
+    time_step: float = _param(
         0.002, label="PBF Max Substep", unit="s", min=1.0e-5, max=0.04, soft_max=0.01, group="PBF",
         tooltip="Longest substep in seconds; shorter substeps follow fast splashes more closely")
-    pbf_cfl_number: float = _param(
+    cfl_number: float = _param(
         0.5, label="PBF Max Travel", min=0.05, max=2.0, group="PBF",
         tooltip="Fraction of the particle spacing a particle may travel in one substep; fast liquid takes "
                 "shorter substeps so that no particle jumps past its neighbours")
-    pbf_stiffness: float = _param(
+    stiffness: float = _param(
         0.6, label="PBF Stiffness", min=0.05, max=0.75, group="PBF",
         tooltip="Scale of each density correction (beta); lower is softer and steadier, above 0.75 the "
                 "corrections overshoot and the liquid boils")
-    pbf_xsph_viscosity: float = _param(
-        0.02, label="PBF Viscosity", min=0.0, max=50.0, soft_max=10.0, group="PBF",
+    xsph_viscosity: float = _param(
+        0.02, label="PBF Viscosity", min=0.0, max=50.0, soft_max=10.0, group="PBF", animatable=True,
         tooltip="XSPH velocity smoothing: 0.01-0.05 for water, about 1 for oil, 5-20 for toothpaste-like "
                 "liquids; values above 0.5 are applied in several stable passes")
-    pbf_surface_tension: float = _param(
-        0.0, label="PBF Surface Tension", min=0.0, max=2.0, soft_max=1.0, group="PBF",
+    surface_tension: float = _param(
+        0.0, label="PBF Surface Tension", min=0.0, max=2.0, soft_max=1.0, group="PBF", animatable=True,
         tooltip="Strength of the pull that keeps the liquid together and rounds off drops; 1 pulls the surface "
                 "inward as strongly as gravity pulls down. Use 0 for large-scale water, more for small drops")
-    # --- MAC-SPH hybrid (solver 'HYBRID'; Suarez & Susin 2006) ---
-    hybrid_interface_mode: str = _param(
+
+
+@dataclass(frozen=True)
+class HybridSettings:
+    """The MAC grid + SPH hybrid (Suarez & Susin 2006); its particles also read :class:`SPHSettings`."""
+
+    interface_mode: str = _param(
         "AUTO", label="Interface", items=HYBRID_INTERFACE_MODES, group="Hybrid",
         tooltip="Where the grid takes over from the particles: a fixed depth under the free surface that "
                 "follows the liquid as it fills or empties a tank (Auto), or a fixed height (Fixed)")
-    hybrid_interface_depth: float = _param(
+    interface_depth: float = _param(
         0.15, label="Interface Depth", unit="m", min=0.0, max=1000.0, soft_max=2.0, group="Hybrid",
+        requires=(("hybrid_interface_mode", "AUTO"),),
         tooltip="Auto interface: depth under the free surface below which the liquid is simulated on the grid, "
                 "in metres; deeper keeps more particles near the surface (more detail, slower). At least four "
                 "smoothing lengths plus two grid cells are kept")
-    hybrid_interface_height: float = _param(
+    interface_height: float = _param(
         0.0, label="Interface Height", unit="m", min=-1.0e6, max=1.0e6, group="Hybrid",
+        requires=(("hybrid_interface_mode", "FIXED"),),
         tooltip="Fixed interface: world Z below which the liquid is simulated on the grid, in metres; it must "
                 "stay under the free surface by at least four smoothing lengths plus two grid cells")
-    hybrid_cell_factor: float = _param(
+    cell_factor: float = _param(
         2.0, label="Grid Cell Size", min=1.0, max=4.0, group="Hybrid",
         tooltip="Edge of the grid cells as a multiple of the particle spacing; larger cells make the deep "
                 "liquid cheaper and smoother")
-    hybrid_pressure_solver: str = _param(
+    pressure_solver: str = _param(
         "RBSOR", label="Pressure Solver", items=HYBRID_PRESSURE_SOLVERS, group="Hybrid",
         tooltip="Method that solves the grid's pressure equation: red-black SOR runs on every core; SOR is the "
                 "paper's serial method, for comparison")
-    hybrid_sor_omega: float = _param(
+    sor_omega: float = _param(
         1.7, label="SOR Relaxation", min=1.0, max=1.99, group="Hybrid",
         tooltip="Over-relaxation factor of the pressure solve; 1.6-1.9 converges fastest on most grids, 1 is "
                 "plain Gauss-Seidel")
-    hybrid_pressure_tolerance: float = _param(
+    pressure_tolerance: float = _param(
         1.0e-3, label="Pressure Tolerance", unit="1/s", min=1.0e-9, max=1.0, group="Hybrid",
         tooltip="The pressure solve stops once the grid's velocity divergence is below this, per second; "
                 "smaller keeps the deep liquid's volume more exact and costs more iterations")
-    hybrid_max_iterations: int = _param(
+    max_iterations: int = _param(
         200, label="Pressure Iterations", min=1, max=100000, soft_max=2000, group="Hybrid",
         tooltip="Most sweeps of one pressure solve per substep; the solve stops earlier once it meets the "
                 "Pressure Tolerance")
 
-    # --- Removal of emitted liquid ---
+
+@dataclass(frozen=True)
+class RemovalSettings:
+    """Removal of liquid by age or position (every solver)."""
+
     particle_lifetime: float = _param(
         0.0, label="Lifetime", unit="s", min=0.0, max=1.0e6, soft_max=60.0, group="Removal",
         tooltip="Particles older than this many seconds are removed (age counts from emission, or from the "
@@ -187,25 +271,69 @@ class SimulationSettings:
     use_kill_box: bool = _param(
         False, label="Kill Box", group="Removal",
         tooltip="Remove every particle that leaves the box between Kill Box Min and Kill Box Max (world space)")
-    kill_box_min_x: float = _param(
-        -10.0, label="Kill Box Min X", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
-        tooltip="Lowest X of the kill box, in metres; particles with a smaller X are removed")
-    kill_box_min_y: float = _param(
-        -10.0, label="Kill Box Min Y", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
-        tooltip="Lowest Y of the kill box, in metres; particles with a smaller Y are removed")
-    kill_box_min_z: float = _param(
-        -10.0, label="Kill Box Min Z", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
-        tooltip="Lowest Z of the kill box, in metres; particles with a smaller Z are removed")
-    kill_box_max_x: float = _param(
-        10.0, label="Kill Box Max X", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
-        tooltip="Highest X of the kill box, in metres; particles with a larger X are removed")
-    kill_box_max_y: float = _param(
-        10.0, label="Kill Box Max Y", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
-        tooltip="Highest Y of the kill box, in metres; particles with a larger Y are removed")
-    kill_box_max_z: float = _param(
-        10.0, label="Kill Box Max Z", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
-        tooltip="Highest Z of the kill box, in metres; particles with a larger Z are removed")
+    kill_box_min: tuple = _param(
+        (-10.0, -10.0, -10.0), label="Kill Box Min", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
+        requires=(("use_kill_box", True),),
+        tooltip="Lowest corner of the kill box in world space, in metres; particles below it on any axis are "
+                "removed")
+    kill_box_max: tuple = _param(
+        (10.0, 10.0, 10.0), label="Kill Box Max", unit="m", min=-1.0e6, max=1.0e6, group="Removal",
+        requires=(("use_kill_box", True),),
+        tooltip="Highest corner of the kill box in world space, in metres; particles above it on any axis are "
+                "removed")
 
+
+@dataclass(frozen=True)
+class SettingsGroup:
+    """One group of :class:`SimulationSettings`: its dataclass, the prefix of its flat names, the
+    solvers that read it (empty: every solver) and the attribute that gives it back."""
+
+    attribute: str
+    cls: type
+    prefix: str
+    solvers: tuple
+
+
+#: The groups of SimulationSettings, in the order the UI lists them.
+SETTINGS_GROUPS = (
+    SettingsGroup("common", CommonSettings, "", ()),
+    SettingsGroup("sph", SPHSettings, "", ("WCSPH", "HYBRID")),
+    SettingsGroup("wcsph", WCSPHSettings, "wcsph_", ("WCSPH",)),
+    SettingsGroup("pbf", PBFSettings, "pbf_", ("PBF",)),
+    SettingsGroup("hybrid", HybridSettings, "hybrid_", ("HYBRID",)),
+    SettingsGroup("removal", RemovalSettings, "", ()),
+)
+
+
+def _group_view(group: SettingsGroup):
+    names = [f.name for f in dataclasses.fields(group.cls)]
+
+    def view(self):
+        return group.cls(**{n: getattr(self, group.prefix + n) for n in names})
+
+    view.__doc__ = f"The {group.cls.__name__} of these settings (fields ``{group.prefix}*``)."
+    return property(view)
+
+
+def _flat_fields() -> list:
+    out = []
+    for group in SETTINGS_GROUPS:
+        for f in dataclasses.fields(group.cls):
+            meta = dict(f.metadata, solvers=group.solvers)
+            meta["requires"] = tuple(meta["requires"])
+            out.append((group.prefix + f.name, f.type, field(default=f.default, metadata=meta)))
+    return out
+
+
+#: Every parameter of a bake, flat: construct with keywords (``SimulationSettings(solver="HYBRID",
+#: hybrid_sor_omega=1.5)``), check with :func:`validate`. Generated from :data:`SETTINGS_GROUPS`; a
+#: group comes back as an attribute (``settings.pbf.iterations == settings.pbf_iterations``).
+SimulationSettings = dataclasses.make_dataclass(
+    "SimulationSettings", _flat_fields(), frozen=True,
+    namespace={"__doc__": "Every parameter of a bake, flattened from the settings groups (engine.settings."
+                          "SETTINGS_GROUPS); each group also comes back whole as an attribute.",
+               "__module__": __name__,
+               **{g.attribute: _group_view(g) for g in SETTINGS_GROUPS}})
 
 
 COLLIDER_MODES = (
@@ -227,11 +355,11 @@ class ColliderSettings:
         tooltip="How this collider holds back the liquid: from outside (solid), from inside (container) or "
                 "from both sides (shell); Auto picks from the mesh")
     friction: float = _param(
-        0.0, label="Friction", min=0.0, max=1.0, group="Collider",
+        0.0, label="Friction", min=0.0, max=1.0, group="Collider", animatable=True,
         tooltip="Fraction of the liquid's sliding speed along this collider removed at each contact; 0 is "
                 "slippery, 1 makes the liquid stick")
     bounce: float = _param(
-        0.0, label="Bounce", min=0.0, max=1.0, group="Collider",
+        0.0, label="Bounce", min=0.0, max=1.0, group="Collider", animatable=True,
         tooltip="Fraction of the speed into this collider the liquid keeps, reversed, when it hits it; 0 for "
                 "water, which does not bounce off walls")
     surface_offset: float = _param(
@@ -252,6 +380,11 @@ def _spacing_factor():
 class FluidSettings:
     """Per-object parameters of a FLUID object (``Object.surge`` in Blender). Construct with keywords."""
 
+    initial_velocity: tuple = _param(
+        (0.0, 0.0, 0.0), label="Initial Velocity", unit="m/s", min=-1000.0, max=1000.0, soft_min=-20.0,
+        soft_max=20.0, group="Fluid",
+        tooltip="World-space velocity the liquid of this Fluid object starts with, at the first frame of the bake, "
+                "in metres per second")
     spacing_factor: float = _spacing_factor()
 
 
@@ -275,18 +408,15 @@ class InflowSettings:
         "SURFACE", label="Emit From", items=INFLOW_MODES, group="Inflow",
         tooltip="Where the liquid appears: from the surface of the mesh, or filling its closed volume")
     normal_speed: float = _param(
-        1.0, label="Normal Speed", unit="m/s", min=0.0, max=1000.0, soft_max=20.0, group="Inflow",
+        1.0, label="Normal Speed", unit="m/s", min=0.0, max=1000.0, soft_max=20.0, group="Inflow", animatable=True,
+        requires=(("inflow_mode", "SURFACE"),),
         tooltip="Speed of the liquid along each face's outward normal, in metres per second (Surface only); "
                 "with the velocity it sets how much liquid flows: face area times speed, per second")
-    velocity_x: float = _param(
-        0.0, label="Velocity X", unit="m/s", min=-1000.0, max=1000.0, soft_min=-20.0, soft_max=20.0, group="Inflow",
-        tooltip="X of the world-space velocity given to the emitted liquid, in metres per second")
-    velocity_y: float = _param(
-        0.0, label="Velocity Y", unit="m/s", min=-1000.0, max=1000.0, soft_min=-20.0, soft_max=20.0, group="Inflow",
-        tooltip="Y of the world-space velocity given to the emitted liquid, in metres per second")
-    velocity_z: float = _param(
-        0.0, label="Velocity Z", unit="m/s", min=-1000.0, max=1000.0, soft_min=-20.0, soft_max=20.0, group="Inflow",
-        tooltip="Z of the world-space velocity given to the emitted liquid, in metres per second")
+    velocity: tuple = _param(
+        (0.0, 0.0, 0.0), label="Velocity", unit="m/s", min=-1000.0, max=1000.0, soft_min=-20.0, soft_max=20.0,
+        group="Inflow", animatable=True,
+        tooltip="World-space velocity given to the emitted liquid, in metres per second, added to the normal "
+                "speed")
     emit_start: int = _param(
         1, label="Start Frame", min=-1048574, max=1048574, group="Inflow",
         tooltip="First frame during which this object emits liquid")
@@ -296,9 +426,14 @@ class InflowSettings:
     spacing_factor: float = _spacing_factor()
 
 
+#: Object role -> the dataclass of its per-object settings (``Object.surge`` holds them all).
+ROLE_SETTINGS = {"COLLIDER": ColliderSettings, "FLUID": FluidSettings, "INFLOW": InflowSettings}
+
+
 def _parameters_of(cls) -> list[Parameter]:
-    """Metadata of every field of a settings dataclass, in declaration order."""
-    hints = {"str": str, "float": float, "int": int, "bool": bool}
+    """Metadata of every field of a settings dataclass, in declaration order (a vector field, typed
+    ``tuple``, has ``kind`` float and ``size`` 3)."""
+    hints = {"str": str, "float": float, "int": int, "bool": bool, "tuple": float}
     return [Parameter(name=f.name, kind=hints[f.type] if isinstance(f.type, str) else f.type, default=f.default,
                       **f.metadata) for f in dataclasses.fields(cls)]
 
@@ -306,6 +441,25 @@ def _parameters_of(cls) -> list[Parameter]:
 def parameters() -> list[Parameter]:
     """Metadata of every setting, in declaration order."""
     return _parameters_of(SimulationSettings)
+
+
+def object_parameters() -> list[Parameter]:
+    """Every per-object setting of every role, each once, with ``roles`` naming the roles that read it
+    (a setting shared by two roles, such as ``spacing_factor``, is declared alike in both)."""
+    out: dict[str, Parameter] = {}
+    for role, cls in ROLE_SETTINGS.items():
+        for p in _parameters_of(cls):
+            known = out.get(p.name)
+            if known is not None and dataclasses.replace(known, roles=()) != p:
+                raise TypeError(f"Setting '{p.name}' is declared twice with different metadata")
+            out[p.name] = dataclasses.replace(p, roles=(known.roles if known else ()) + (role,))
+    return list(out.values())
+
+
+def animatable_names() -> dict[str, tuple]:
+    """Names of the settings a bake reads at every frame: ``{"scene": (...), "object": (...)}``."""
+    return {"scene": tuple(p.name for p in parameters() if p.animatable),
+            "object": tuple(p.name for p in object_parameters() if p.animatable)}
 
 
 def collider_parameters() -> list[Parameter]:
@@ -338,8 +492,7 @@ def _strict_from_dict(cls, data: dict, owner: str):
     problems = [f"{owner}: unknown setting '{k}'" for k in data if k not in known]
     if problems:
         raise InvalidSettingsError(problems)
-    values = {k: (float(v) if known[k].kind is float and isinstance(v, int) and not isinstance(v, bool) else v)
-              for k, v in data.items()}
+    values = {k: _from_json(known[k], v) for k, v in data.items()}
     try:
         settings = cls(**values)
     except TypeError as exc:
@@ -348,6 +501,18 @@ def _strict_from_dict(cls, data: dict, owner: str):
     if problems:
         raise InvalidSettingsError(problems)
     return settings
+
+
+def _number_from_json(kind: type, value):
+    # ints are accepted for float settings (JSON writes 2.0 as 2 in some tools); bools are not numbers
+    return float(value) if kind is float and isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _from_json(p: Parameter, value):
+    """A setting's value as read from JSON: a vector's list becomes a tuple (validation checks its length)."""
+    if p.size and isinstance(value, list):
+        return tuple(_number_from_json(p.kind, v) for v in value)
+    return _number_from_json(p.kind, value)
 
 
 def validate_collider(settings: ColliderSettings, owner: str) -> list[str]:
@@ -386,8 +551,9 @@ def inflow_from_dict(data: dict, owner: str) -> InflowSettings:
 
 
 def to_dict(settings: SimulationSettings) -> dict:
-    """Plain dict of the settings (JSON-safe), as stored in a job folder and cache manifest."""
-    return dataclasses.asdict(settings)
+    """Plain dict of the settings as stored in a job folder and cache manifest (JSON types: a vector is a
+    list), so that it compares equal to the dict read back from there."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(settings).items()}
 
 
 def settings_hash(settings: SimulationSettings) -> str:
@@ -398,6 +564,12 @@ def settings_hash(settings: SimulationSettings) -> str:
 
 def _problems_for(p: Parameter, value, owner: str) -> list[str]:
     where = f"{owner}: setting '{p.label}' ({p.name})"
+    if p.size:
+        if not isinstance(value, tuple) or len(value) != p.size:
+            return [f"{where} must be {p.size} numbers (X, Y, Z), got {value!r}"]
+        scalar = dataclasses.replace(p, size=0)
+        return [problem for axis, v in zip("XYZ", value)
+                for problem in _problems_for(dataclasses.replace(scalar, label=f"{p.label} {axis}"), v, owner)]
     if p.kind is bool:
         return [] if isinstance(value, bool) else [f"{where} must be true or false, got {value!r}"]
     if p.kind is str:
@@ -432,11 +604,10 @@ def validate(settings: SimulationSettings, owner: str = "Scene") -> None:
     """
     problems = _problems_in(settings, owner)
     if not problems and settings.use_kill_box:
-        for axis in "xyz":
-            lo, hi = getattr(settings, f"kill_box_min_{axis}"), getattr(settings, f"kill_box_max_{axis}")
+        for axis, lo, hi in zip("XYZ", settings.kill_box_min, settings.kill_box_max):
             if hi <= lo:
-                problems.append(f"{owner}: setting 'Kill Box Max {axis.upper()}' (kill_box_max_{axis}) is {hi:g} m, "
-                                f"not above Kill Box Min {axis.upper()} ({lo:g} m); the kill box would be empty")
+                problems.append(f"{owner}: setting 'Kill Box Max {axis}' (kill_box_max) is {hi:g} m, "
+                                f"not above Kill Box Min {axis} ({lo:g} m); the kill box would be empty")
     if problems:
         raise InvalidSettingsError(problems)
 

@@ -14,7 +14,7 @@ from bpy.app.handlers import persistent
 from bpy.props import BoolProperty, EnumProperty, IntProperty
 
 from .common import SceneIdle
-from ..bridge import export, files
+from ..bridge import bake_state, export, files
 from ..bridge.bake import (ADDON_ROOT, IF_SETTINGS_CHANGED, BakeSession, describe, free_bake, remove_unused_usd,
                            resume_state, setting_labels)
 from ..engine.errors import EngineError
@@ -37,7 +37,8 @@ class SURGE_OT_bake(SceneIdle, bpy.types.Operator):
     bl_idname = "surge.bake"
     busy_message = "This scene is already baking; press Esc to cancel that bake"
     bl_label = "Bake Liquid"
-    bl_options = {"REGISTER", "UNDO"}
+    # not REGISTER: Repeat Last and Adjust Last Operation would run a long, blocking bake again
+    bl_options = set()
 
     resume: BoolProperty(
         name="Resume", default=False, options={"SKIP_SAVE"},
@@ -155,7 +156,7 @@ class SURGE_OT_resume_bake(SceneIdle, bpy.types.Operator):
 
     bl_idname = "surge.resume_bake"
     bl_label = "Resume Bake"
-    bl_options = {"REGISTER"}
+    bl_options = set()  # as surge.bake: not repeatable
 
     frame: IntProperty(
         name="From Frame", default=0, min=0, options={"SKIP_SAVE"},
@@ -220,14 +221,14 @@ class SURGE_OT_cancel_bake(bpy.types.Operator):
     @classmethod
     def poll(cls, context):
         scene = context.scene
-        if scene is None or not scene.surge.is_baking:
+        if not bake_state.is_baking(scene):
             cls.poll_message_set("No bake is running in this scene")
             return False
         return True
 
     def execute(self, context):
         # the bake operator's session notices this at its next poll (it owns the child process)
-        context.scene.surge.bake_cancel_requested = True
+        bake_state.ensure(context.scene).cancel_requested = True
         return {"FINISHED"}
 
 
@@ -239,12 +240,8 @@ def remove_replaced_bakes(_filepath) -> None:
 
 @persistent
 def clear_interrupted_bakes(_filepath) -> None:
-    """A file saved during a bake says it is baking; no bake survives loading it, so say so."""
-    for scene in bpy.data.scenes:
-        if scene.surge.is_baking:
-            scene.surge.is_baking = False
-            scene.surge.bake_cancel_requested = False
-            scene.surge.bake_status = "The bake was interrupted; bake again"
+    """No bake survives loading a file: forget the bake state of the scenes of the previous one."""
+    bake_state.clear_all()
 
 
 CLASSES = (SURGE_OT_bake, SURGE_OT_free_bake, SURGE_OT_resume_bake, SURGE_OT_cancel_bake)

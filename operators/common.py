@@ -13,10 +13,12 @@ class SceneIdle:
 
     @classmethod
     def poll(cls, context):
+        from ..bridge import bake_state
+
         scene = context.scene
         if scene is None:
             return False
-        if scene.surge.is_baking:
+        if bake_state.is_baking(scene):
             cls.poll_message_set(cls.busy_message)
             return False
         return True

@@ -1,71 +1,110 @@
-"""The Surge tab in the 3D view's sidebar (press N): object role, simulation settings, bake."""
+"""The Surge tab in the 3D view's sidebar (press N): object role, simulation settings, bake; the object
+panel also in Properties > Physics. What is drawn follows the settings description (engine.settings):
+a setting shows only for the solver and role that read it, greyed out where its mode makes it idle."""
 
 from __future__ import annotations
 
 import bpy
 
+from ..bridge import bake_state, default_cache
 from ..bridge.bake import duration
 from ..engine import liquids
 from ..engine import settings as settings_mod
 from ..operators.setup import PRESET_SUBDIR
 
-#: Engine settings grouped as engine.settings declares them: ((group, (name, ...)), ...) in order.
+#: Scene settings grouped under the headings engine.settings gives them: ((heading, (Parameter, ...)), ...).
 GROUPS = tuple(
-    (group, tuple(p.name for p in settings_mod.parameters() if p.group == group))
+    (group, tuple(p for p in settings_mod.parameters() if p.group == group))
     for group in dict.fromkeys(p.group for p in settings_mod.parameters())
 )
 
-#: Per-collider settings drawn for the role Collider, in the engine's order.
-COLLIDER_SETTINGS = tuple(p.name for p in settings_mod.collider_parameters())
+#: Every per-object setting, with the roles (and solvers) that read it.
+OBJECT_SETTINGS = tuple(settings_mod.object_parameters())
 
-#: Per-object settings drawn for the roles Fluid and Inflow, in the engine's order.
-FLUID_SETTINGS = tuple(p.name for p in settings_mod.fluid_parameters())
-INFLOW_SETTINGS = tuple(p.name for p in settings_mod.inflow_parameters())
 
-#: Groups of settings named after a solver (by its identifier or its label) -> that solver.
-SOLVER_GROUPS = {**{item[0]: item[0] for item in settings_mod.SOLVERS},
-                 **{item[1]: item[0] for item in settings_mod.SOLVERS}}
+def shown_scene_settings(settings) -> list[tuple[str, list]]:
+    """The scene settings the Simulation panel draws for the chosen solver, by heading: each as
+    (Parameter, active). A setting the solver does not read is not drawn; one that does not act in the
+    current modes (the Hybrid's interface depth with a Fixed interface) is drawn greyed out."""
+    out = []
+    for group, params in GROUPS:
+        shown = [(p, p.acts_with(settings)) for p in params if p.is_used_by(settings.solver)]
+        if shown:
+            out.append((group, shown))
+    return out
 
-#: Solver groups drawn only while their solver is chosen (the others are drawn greyed out).
-HIDDEN_UNLESS_CHOSEN = frozenset({"Hybrid"})
 
-#: Hybrid settings that only apply in one interface mode: name -> mode.
-HYBRID_MODE_ONLY = {"hybrid_interface_depth": "AUTO", "hybrid_interface_height": "FIXED"}
-
-#: Settings of an inflow that only apply in one of its modes: name -> mode.
-INFLOW_MODE_ONLY = {"normal_speed": "SURFACE"}
+def shown_object_settings(obj, solver: str) -> list[tuple]:
+    """The per-object settings drawn for ``obj``'s role under ``solver``: (Parameter, active) each."""
+    return [(p, p.acts_with(obj.surge)) for p in OBJECT_SETTINGS
+            if obj.surge.role in p.roles and p.is_used_by(solver)]
 
 
 def progress_text(scene) -> str:
     """'Frame 12 of 96' once a frame is baked, else what the bake is doing."""
-    settings = scene.surge
-    if settings.bake_particles:
-        return f"Frame {settings.bake_frame} of {scene.frame_end}"
-    return settings.bake_status or "Baking"
+    state = bake_state.get(scene)
+    if state is not None and state.particles:
+        return f"Frame {state.frame} of {scene.frame_end}"
+    return (state.status if state is not None else "") or "Baking"
 
 
-def bake_figures(settings) -> list[tuple[str, str]]:
-    """(name, value) of each figure of the running bake, as the sidebar lists them."""
-    figures = [("Frame", str(settings.bake_frame)), ("Substeps", str(settings.bake_substeps)),
-               ("Particles", f"{settings.bake_particles:,}"), ("Elapsed", duration(settings.bake_elapsed)),
-               ("Remaining", duration(settings.bake_remaining))]
-    if settings.bake_memory:
-        figures.append(("Memory", f"{settings.bake_memory:,.0f} MiB"))
+def bake_figures(state) -> list[tuple[str, str]]:
+    """(name, value) of each figure of the running bake (a ``SurgeBakeState``), as the sidebar lists them."""
+    figures = [("Frame", str(state.frame)), ("Substeps", str(state.substeps)),
+               ("Particles", f"{state.particles:,}"), ("Elapsed", duration(state.elapsed)),
+               ("Remaining", duration(state.remaining))]
+    if state.memory:
+        figures.append(("Memory", f"{state.memory:,.0f} MiB"))
     return figures
 
 
 def draw_status_bar(self, context) -> None:
     """Appended to Blender's status bar: the running bake's progress and a cancel button."""
     scene = context.scene
-    if scene is None or not scene.surge.is_baking:
+    state = bake_state.get(scene)
+    if state is None or not state.is_baking:
         return
-    settings = scene.surge
     row = self.layout.row(align=True)
     text = f"Surge: {progress_text(scene)}"
-    if settings.bake_particles:
-        text += f", {duration(settings.bake_remaining)} left"
-    row.progress(factor=settings.bake_progress, type="BAR", text=text)
+    if state.particles:
+        text += f", {duration(state.remaining)} left"
+    row.progress(factor=state.progress, type="BAR", text=text)
     row.operator("surge.cancel_bake", text="", icon="CANCEL")
+
+
+def draw_object(layout, context) -> None:
+    """The active object's role, the role buttons and the settings of its role (sidebar and Physics tab)."""
+    layout.use_property_split = True
+    layout.use_property_decorate = True  # keyframe dots: only the animatable settings offer them
+    obj = context.object
+    if obj is None:
+        layout.label(text="No active object")
+        return
+    layout.label(text=obj.name, icon="OBJECT_DATA")
+    layout.prop(obj.surge, "role")
+    # one click for every selected object, with a display that shows the role
+    grid = layout.column(align=True)
+    top, bottom = grid.row(align=True), grid.row(align=True)
+    top.operator("surge.make_fluid", text="Fluid", icon="MOD_FLUIDSIM")
+    top.operator("surge.make_inflow", text="Inflow", icon="IMPORT")
+    bottom.operator("surge.make_collider", text="Collider", icon="MOD_PHYSICS")
+    bottom.operator("surge.make_outflow", text="Outflow", icon="EXPORT")
+    grid.operator("surge.clear_role", icon="X")
+    for p, active in shown_object_settings(obj, context.scene.surge.solver):
+        row = layout.row()
+        row.active = active
+        row.prop(obj.surge, p.name)
+    if obj.surge.role == "COLLIDER" and obj.surge.collider_resolved:
+        # what the last bake made of this collider (the mode Auto picked)
+        layout.label(text=f"Last bake: {obj.surge.collider_resolved}", icon="INFO")
+    if obj.surge.role in {"FLUID", "INFLOW"} and len(obj.surge.channels):
+        layout.label(text="Particle Channels")
+        for channel in obj.surge.channels:
+            row = layout.row()
+            row.prop(channel, "name", text="")
+            row.prop(channel, "value", text="")
+    elif obj.surge.role == "OUTFLOW":
+        layout.label(text="Removes the liquid inside this closed mesh", icon="INFO")
 
 
 class SurgeSidebarPanel:
@@ -80,45 +119,23 @@ class VIEW3D_PT_surge_object(SurgeSidebarPanel, bpy.types.Panel):
     bl_label = "Object"
 
     def draw(self, context):
-        layout = self.layout
-        layout.use_property_split = True
-        layout.use_property_decorate = False
-        obj = context.object
-        if obj is None:
-            layout.label(text="No active object")
-            return
-        layout.label(text=obj.name, icon="OBJECT_DATA")
-        layout.prop(obj.surge, "role")
-        # one click for every selected object, with a display that shows the role
-        grid = layout.column(align=True)
-        top, bottom = grid.row(align=True), grid.row(align=True)
-        top.operator("surge.make_fluid", text="Fluid", icon="MOD_FLUIDSIM")
-        top.operator("surge.make_inflow", text="Inflow", icon="IMPORT")
-        bottom.operator("surge.make_collider", text="Collider", icon="MOD_PHYSICS")
-        bottom.operator("surge.make_outflow", text="Outflow", icon="EXPORT")
-        grid.operator("surge.clear_role", icon="X")
-        if obj.surge.role == "COLLIDER":
-            for name in COLLIDER_SETTINGS:
-                layout.prop(obj.surge, name)
-            if obj.surge.collider_resolved:
-                # what the last bake made of this collider (the mode Auto picked)
-                layout.label(text=f"Last bake: {obj.surge.collider_resolved}", icon="INFO")
-        elif obj.surge.role == "FLUID":
-            for name in FLUID_SETTINGS:
-                layout.prop(obj.surge, name)
-        elif obj.surge.role == "INFLOW":
-            for name in INFLOW_SETTINGS:
-                row = layout.row()
-                row.active = INFLOW_MODE_ONLY.get(name, obj.surge.inflow_mode) == obj.surge.inflow_mode
-                row.prop(obj.surge, name)
-        if obj.surge.role in {"FLUID", "INFLOW"} and len(obj.surge.channels):
-            layout.label(text="Particle Channels")
-            for channel in obj.surge.channels:
-                row = layout.row()
-                row.prop(channel, "name", text="")
-                row.prop(channel, "value", text="")
-        elif obj.surge.role == "OUTFLOW":
-            layout.label(text="Removes the liquid inside this closed mesh", icon="INFO")
+        draw_object(self.layout, context)
+
+
+class PHYSICS_PT_surge(bpy.types.Panel):
+    """The active object's Surge role and settings in Properties > Physics, beside Blender's own physics"""
+
+    bl_label = "Surge Liquid"
+    bl_space_type = "PROPERTIES"
+    bl_region_type = "WINDOW"
+    bl_context = "physics"
+
+    @classmethod
+    def poll(cls, context):
+        return context.object is not None
+
+    def draw(self, context):
+        draw_object(self.layout, context)
 
 
 class SURGE_MT_liquid_presets(bpy.types.Menu):
@@ -146,32 +163,23 @@ class VIEW3D_PT_surge_simulation(SurgeSidebarPanel, bpy.types.Panel):
         settings = context.scene.surge
         layout = self.layout
         layout.use_property_split = True
-        layout.use_property_decorate = False
-        layout.enabled = not settings.is_baking
+        layout.use_property_decorate = True  # keyframe dots: only the animatable settings offer them
+        layout.enabled = not bake_state.is_baking(context.scene)
         row = layout.row(align=True)
         row.menu("SURGE_MT_liquid_presets", text=SURGE_MT_liquid_presets.bl_label)
         row.operator("surge.liquid_preset_add", text="", icon="ADD")
         row.operator("surge.liquid_preset_add", text="", icon="REMOVE").remove_active = True
         # Blender's own unit scale: every Surge length is in Blender units times this
         layout.prop(context.scene.unit_settings, "scale_length", text="World Scale (m per unit)")
-        if len(GROUPS) == 1:
-            for name in GROUPS[0][1]:
-                layout.prop(settings, name)
-            return
-        for group, names in GROUPS:
-            solver = SOLVER_GROUPS.get(group)
-            if group in HIDDEN_UNLESS_CHOSEN and solver != settings.solver:
-                continue
+        for group, shown in shown_scene_settings(settings):
             header, body = layout.panel(f"surge_settings_{group.lower().replace(' ', '_')}")
             header.label(text=group)
-            if body is not None:
-                # a group named after a solver only matters while that solver is chosen
-                body.active = solver is None or solver == settings.solver
-                for name in names:
-                    row = body.row()
-                    mode = HYBRID_MODE_ONLY.get(name)
-                    row.active = mode is None or mode == settings.hybrid_interface_mode
-                    row.prop(settings, name)
+            if body is None:
+                continue
+            for p, active in shown:
+                row = body.row()
+                row.active = active
+                row.prop(settings, p.name)
 
 
 class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
@@ -180,36 +188,43 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
     bl_label = "Bake"
 
     def draw(self, context):
-        settings = context.scene.surge
+        scene = context.scene
+        settings = scene.surge
+        state = bake_state.get(scene)
+        baking = state is not None and state.is_baking
         layout = self.layout
         col = layout.column()
-        col.enabled = not settings.is_baking
+        col.enabled = not baking
         col.prop(settings, "cache_directory", text="")
+        if not settings.cache_directory.strip():
+            default = default_cache.default_cache_dir(scene)
+            col.label(text=f"Default: {default}" if default else "Save the file, or choose a folder",
+                      icon="FILE_FOLDER")
         row = layout.row(align=True)
         row.operator("surge.bake", icon="PHYSICS")
         row.operator("surge.resume_bake", text="Resume", icon="PLAY")
         row.operator("surge.bake", text="Preview", icon="HIDE_OFF").preview = True
         row.operator("surge.free_bake", icon="TRASH")
         col = layout.column()
-        col.enabled = not settings.is_baking
+        col.enabled = not baking
         col.prop(settings, "checkpoint_interval")
         row = col.row(align=True)
         row.operator("surge.bake_in_terminal", icon="CONSOLE")
         row.operator("surge.load_baked", icon="FILE_REFRESH")
-        if settings.is_baking:
-            layout.progress(factor=settings.bake_progress, type="BAR", text=progress_text(context.scene))
-            if settings.bake_particles:
+        if baking:
+            layout.progress(factor=state.progress, type="BAR", text=progress_text(scene))
+            if state.particles:
                 grid = layout.column(align=True)
-                for name, value in bake_figures(settings):
+                for name, value in bake_figures(state):
                     row = grid.row()
                     row.label(text=name)
                     row.label(text=value)
             else:
-                layout.label(text=settings.bake_status)
+                layout.label(text=state.status)
             layout.operator("surge.cancel_bake", icon="CANCEL")
             layout.label(text="Esc also cancels; baked frames are kept", icon="INFO")
-        elif settings.bake_status:
-            layout.label(text=settings.bake_status)
+        elif state is not None and state.status:
+            layout.label(text=state.status)
         if settings.liquid_object is not None:
             layout.prop(settings, "liquid_object", text="Liquid")
             col = layout.column()
@@ -221,14 +236,15 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
         header, body = layout.panel("surge_bake_keyframes", default_closed=True)
         header.label(text="Bake to Keyframes")
         if body is not None:
-            body.enabled = not settings.is_baking
+            body.enabled = not baking
             body.prop(settings, "keyframe_instance")
             row = body.row(align=True)
             row.operator("surge.bake_to_keyframes", text="Objects").mode = "OBJECTS"
             row.operator("surge.bake_to_keyframes", text="Shape Keys").mode = "SHAPE_KEYS"
 
 
-CLASSES = (SURGE_MT_liquid_presets, VIEW3D_PT_surge_object, VIEW3D_PT_surge_simulation, VIEW3D_PT_surge_bake)
+CLASSES = (SURGE_MT_liquid_presets, VIEW3D_PT_surge_object, PHYSICS_PT_surge, VIEW3D_PT_surge_simulation,
+           VIEW3D_PT_surge_bake)
 
 #: (header class, draw function) pairs that register() appends and unregister() removes.
 HEADER_DRAWS = ((bpy.types.STATUSBAR_HT_header, draw_status_bar),)

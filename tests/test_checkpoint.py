@@ -14,6 +14,7 @@ from engine import checkpoint, driver
 from engine import scene as sc
 from engine.cache import CacheReader
 from engine.errors import BakeCancelled, InvalidSceneError, InvalidSettingsError
+from engine import settings as settings_mod
 from engine.settings import SimulationSettings
 from helpers import column_scene
 
@@ -81,7 +82,7 @@ def test_resume_with_new_settings_records_them_and_fixed_settings_are_refused(tm
     driver.bake(scene, settings, cache, checkpoint_every=3)
     thicker = dataclasses.replace(settings, pbf_xsph_viscosity=1.0)
     manifest = CacheReader(cache).manifest
-    assert checkpoint.changed_settings(manifest, dataclasses.asdict(thicker)) == ["pbf_xsph_viscosity"]
+    assert checkpoint.changed_settings(manifest, settings_mod.to_dict(thicker)) == ["pbf_xsph_viscosity"]
 
     driver.bake(scene, thicker, cache, resume_from=4)
     manifest = CacheReader(cache).manifest

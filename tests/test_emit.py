@@ -103,7 +103,7 @@ def test_curved_surface_flux_with_world_velocity():
     and the count matches the summed face flux."""
     dx = 0.02
     sphere = uv_sphere(0.1)
-    st = settings_mod.InflowSettings(normal_speed=0.5, velocity_x=1.0)
+    st = settings_mod.InflowSettings(normal_speed=0.5, velocity=(1.0, 0.0, 0.0))
     inflow = InflowObject("Ball", sphere, st)
     em = emit.make_emitter(inflow, dx, 0, 1, 24.0)
     flux = surface_flux(sphere, inflow.velocity, 0.5)
@@ -225,7 +225,7 @@ def test_bake_with_inflow_and_outflow(tmp_path):
 
 
 def test_job_round_trip_and_refusals(tmp_path):
-    scene = _tap_scene(emit_start=3, emit_end=6, velocity_x=0.5)
+    scene = _tap_scene(emit_start=3, emit_end=6, velocity=(0.5, 0.0, 0.0))
     st = settings_mod.SimulationSettings(solver="PBF", particle_spacing=0.01, particle_lifetime=2.0,
                                          use_kill_box=True)
     save_job(str(tmp_path), scene, st)
@@ -241,7 +241,7 @@ def test_job_round_trip_and_refusals(tmp_path):
     with pytest.raises(InvalidSceneError, match="Inflow 'Tap' has no faces"):
         bad.validate()
     away = SceneDescription(inflows=[InflowObject("Tap", quad([0, 0, 0], [0, 0.1, 0], [0.1, 0, 0]),
-                                                  settings_mod.InflowSettings(normal_speed=0.0, velocity_z=1.0))])
+                                                  settings_mod.InflowSettings(normal_speed=0.0, velocity=(0.0, 0.0, 1.0)))])
     with pytest.raises(InvalidSceneError, match="Inflow 'Tap' emits nothing"):
         away.validate()
     with pytest.raises(InvalidSettingsError, match="Inflow 'Tap': setting 'End Frame'"):
@@ -274,11 +274,10 @@ def test_particle_budget_counts_what_inflows_emit():
 
 def test_lifetime_and_kill_box_in_a_bake(tmp_path):
     """Through the driver: no frame holds a particle older than the lifetime or outside the kill box."""
-    scene = _tap_scene(frames=(1, 8), velocity_x=1.0)  # the stream leans towards +x
+    scene = _tap_scene(frames=(1, 8), velocity=(1.0, 0.0, 0.0))  # the stream leans towards +x
     st = settings_mod.SimulationSettings(solver="PBF", particle_spacing=0.01, particle_lifetime=0.15,
-                                         use_kill_box=True, kill_box_min_x=-1.0, kill_box_max_x=0.15,
-                                         kill_box_min_y=-1.0, kill_box_max_y=1.0, kill_box_min_z=0.1,
-                                         kill_box_max_z=1.0)
+                                         use_kill_box=True, kill_box_min=(-1.0, -1.0, 0.1),
+                                         kill_box_max=(0.15, 1.0, 1.0))
     driver.bake(scene, st, str(tmp_path))
     reader = CacheReader(str(tmp_path))
     emitted_any = False

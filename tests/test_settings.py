@@ -14,7 +14,9 @@ def test_defaults_validate_and_every_parameter_is_documented():
     for p in st.parameters():
         assert p.label and len(p.tooltip) > 20, p.name
         if p.kind in (int, float):
-            assert p.min is not None and p.max is not None and p.min <= p.default <= p.max, p.name
+            values = p.default if p.size else (p.default,)
+            assert p.min is not None and p.max is not None, p.name
+            assert all(p.min <= v <= p.max for v in values), p.name
         if p.kind is str:
             assert p.default in [i[0] for i in p.items]
 
@@ -75,3 +77,83 @@ def test_hybrid_settings_have_units_ranges_and_choices():
     assert {i[0] for i in by_name["hybrid_interface_mode"].items} == {"AUTO", "FIXED"}
     with pytest.raises(InvalidSettingsError, match="hybrid_sor_omega"):
         st.validate(st.SimulationSettings(hybrid_sor_omega=2.5))
+
+
+def test_groups_flatten_into_the_settings_and_come_back_whole():
+    """Each group declares its settings once; SimulationSettings holds them with the group's prefix,
+    with the same defaults, and gives each group back as a dataclass."""
+    flat = {p.name: p for p in st.parameters()}
+    seen = []
+    for group in st.SETTINGS_GROUPS:
+        for f in dataclasses.fields(group.cls):
+            p = flat[group.prefix + f.name]
+            assert p.default == f.default and p.solvers == group.solvers, p.name
+            seen.append(p.name)
+    assert seen == list(flat), "every flat setting comes from exactly one group, in the groups' order"
+    s = st.SimulationSettings(solver="HYBRID", hybrid_sor_omega=1.5, pbf_iterations=7, viscosity=0.002)
+    assert s.hybrid == st.HybridSettings(sor_omega=1.5)
+    assert s.pbf.iterations == 7 and s.sph.viscosity == 0.002 and s.wcsph == st.WCSPHSettings()
+    assert st.SimulationSettings().hybrid == st.HybridSettings()
+
+
+def test_each_enum_is_declared_once():
+    assert st.SUPPORTED_SOLVERS == st.names(st.SOLVERS) == ("WCSPH", "PBF", "HYBRID")
+    by_name = {p.name: p for p in st.parameters()}
+    assert by_name["solver"].items is st.SOLVERS
+    assert by_name["hybrid_pressure_solver"].items is st.HYBRID_PRESSURE_SOLVERS
+    assert by_name["wcsph_density"].items is st.WCSPH_DENSITY_MODES
+
+
+def test_the_solvers_that_read_each_setting():
+    """The five SPH settings act under WCSPH and Hybrid, never under PBF (the default solver)."""
+    by_name = {p.name: p for p in st.parameters()}
+    for name in ("viscosity", "smoothing_length_factor", "artificial_viscosity", "sound_speed", "cfl_number"):
+        assert not by_name[name].is_used_by("PBF") and by_name[name].is_used_by("WCSPH"), name
+        assert by_name[name].is_used_by("HYBRID"), name
+    assert by_name["wcsph_density"].solvers == ("WCSPH",)
+    assert all(p.solvers == ("PBF",) for p in st.parameters() if p.name.startswith("pbf_"))
+    assert all(p.solvers == ("HYBRID",) for p in st.parameters() if p.name.startswith("hybrid_"))
+    for name in ("particle_spacing", "rest_density", "particle_lifetime", "use_kill_box", "collider_cell_size"):
+        assert by_name[name].solvers == (), name
+    hybrid = st.SimulationSettings(solver="HYBRID")
+    assert by_name["hybrid_interface_depth"].acts_with(hybrid)
+    assert not by_name["hybrid_interface_height"].acts_with(hybrid)
+    assert by_name["hybrid_interface_height"].acts_with(dataclasses.replace(hybrid, hybrid_interface_mode="FIXED"))
+    assert not by_name["hybrid_interface_depth"].acts_with(st.SimulationSettings(solver="PBF"))
+    assert not by_name["kill_box_min"].acts_with(st.SimulationSettings())
+    assert by_name["kill_box_min"].acts_with(st.SimulationSettings(use_kill_box=True))
+
+
+def test_animatable_settings_are_those_read_every_frame():
+    """What the artist may key: the liquid's viscosity and surface tension, collider friction and bounce,
+    an inflow's rate and velocity. What is fixed for a bake is not animatable."""
+    names = st.animatable_names()
+    assert set(names["scene"]) == {"viscosity", "pbf_xsph_viscosity", "pbf_surface_tension"}
+    assert {"friction", "bounce", "normal_speed", "velocity"} <= set(names["object"])
+    fixed = {p.name for p in st.parameters() + st.object_parameters() if not p.animatable}
+    assert {"particle_spacing", "solver", "rest_density", "collider_mode", "inflow_mode", "spacing_factor",
+            "smoothing_length_factor", "hybrid_cell_factor"} <= fixed
+
+
+def test_object_settings_know_their_roles():
+    roles = {p.name: p.roles for p in st.object_parameters()}
+    assert roles["friction"] == ("COLLIDER",) and roles["velocity"] == ("INFLOW",)
+    assert roles["spacing_factor"] == ("FLUID", "INFLOW")
+    normal_speed = next(p for p in st.object_parameters() if p.name == "normal_speed")
+    assert normal_speed.acts_with(st.InflowSettings()) and not normal_speed.acts_with(
+        st.InflowSettings(inflow_mode="VOLUME"))
+
+
+def test_vector_settings_validate_per_axis_and_round_trip():
+    s = st.SimulationSettings(use_kill_box=True, kill_box_min=(-1.0, -2.0, 0.0), kill_box_max=(1.0, 2.0, 3.0))
+    st.validate(s)
+    d = json.loads(json.dumps(st.to_dict(s)))
+    assert d["kill_box_min"] == [-1.0, -2.0, 0.0]
+    assert st.from_dict(d) == s
+    with pytest.raises(InvalidSettingsError, match=r"Kill Box Max Y' \(kill_box_max\) is -3 m, not above"):
+        st.validate(dataclasses.replace(s, kill_box_max=(1.0, -3.0, 3.0)))
+    with pytest.raises(InvalidSettingsError, match=r"'Velocity Z' \(velocity\) is 2000 m/s, above the maximum"):
+        st.inflow_from_dict({"velocity": [0, 0, 2000]}, "Inflow 'Tap'")
+    with pytest.raises(InvalidSettingsError, match=r"must be 3 numbers"):
+        st.inflow_from_dict({"velocity": [0, 1]}, "Inflow 'Tap'")
+    assert st.inflow_from_dict({"velocity": [0, 0, 1]}, "Inflow 'Tap'").velocity == (0.0, 0.0, 1.0)

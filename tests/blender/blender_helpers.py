@@ -80,3 +80,8 @@ def run_fresh_blender(script: str, timeout: float = 300.0) -> subprocess.Complet
     env.pop("PYTHONPATH", None)
     return subprocess.run([sys.executable, "-c", script], env=env, cwd=tempfile.gettempdir(),
                           capture_output=True, text=True, timeout=timeout)
+
+
+def bake_state(surge, scene):
+    """The running or last bake's state of ``scene`` (``WindowManager.surge_bakes``), created if needed."""
+    return submodule(surge, "bridge.bake_state").ensure(scene)

@@ -20,12 +20,10 @@ OPERATORS = ("bake", "free_bake", "cancel_bake", "resume_bake", "bake_to_keyfram
              "load_baked", "make_fluid", "make_inflow", "make_collider", "make_outflow", "clear_role",
              "apply_liquid", "liquid_preset_add")
 PANELS = ("VIEW3D_PT_surge_object", "VIEW3D_PT_surge_simulation", "VIEW3D_PT_surge_bake")
-EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "is_baking", "bake_progress", "bake_status",
-                          "bake_cancel_requested", "bake_frame", "bake_substeps", "bake_particles", "bake_elapsed",
-                          "bake_remaining", "bake_memory", "checkpoint_interval", "keyframe_instance",
+EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "checkpoint_interval", "keyframe_instance",
                           "use_surface_preview", "surface_radius", "surface_smoothing"}
 EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels"}
-BUILTIN = {"rna_type", "name"}
+BUILTIN = {"rna_type", "name", "bl_idname"}
 
 
 def _operator_registered(name: str) -> bool:
@@ -57,6 +55,11 @@ def _assert_registered(surge) -> None:
     for panel in PANELS:
         cls = getattr(bpy.types, panel, None)
         assert cls is not None and cls.bl_category == "Surge" and cls.bl_space_type == "VIEW_3D", panel
+    physics = getattr(bpy.types, "PHYSICS_PT_surge", None)
+    assert physics is not None and (physics.bl_space_type, physics.bl_context) == ("PROPERTIES", "physics")
+    assert "surge_bakes" in bpy.types.WindowManager.bl_rna.properties
+    assert submodule(surge, "panels.viewport").is_registered(), "the kill box's draw handler is missing"
+    assert bpy.context.preferences.addons[surge.__name__].preferences.bl_rna.identifier == "SurgePreferences"
     assert _surge_handlers(surge.__name__), "the load_post handler is missing"
     assert _status_bar_draws(surge.__name__), "the status bar's progress is missing"
 
@@ -67,16 +70,20 @@ def test_operators_panels_and_properties_are_registered(surge):
 
 def test_register_unregister_register_leaves_nothing_behind(surge):
     name = surge.__name__
+    viewport = submodule(surge, "panels.viewport")
     addon_utils.disable(name, default_set=True)
     try:
         assert "surge" not in bpy.types.Scene.bl_rna.properties
         assert "surge" not in bpy.types.Object.bl_rna.properties
+        assert "surge_bakes" not in bpy.types.WindowManager.bl_rna.properties
         assert not hasattr(bpy.types.Scene, "surge")
+        assert not viewport.is_registered()
         for op in OPERATORS:
             assert not _operator_registered(op), op
         for panel in PANELS:
             assert getattr(bpy.types, panel, None) is None, panel
-        for cls in ("SurgeSceneSettings", "SurgeObjectSettings", "SURGE_OT_bake", "SURGE_OT_free_bake"):
+        for cls in ("SurgeSceneSettings", "SurgeObjectSettings", "SurgeBakeState", "SurgePreferences",
+                    "PHYSICS_PT_surge", "SURGE_OT_bake", "SURGE_OT_free_bake"):
             assert getattr(bpy.types, cls, None) is None, cls
         assert _surge_handlers(name) == []
         assert _status_bar_draws(name) == []
@@ -85,11 +92,15 @@ def test_register_unregister_register_leaves_nothing_behind(surge):
     _assert_registered(surge)
     # the second registration works as the first: the properties are usable
     bpy.ops.wm.read_homefile(use_empty=True)
-    assert bpy.context.scene.surge.cache_directory == "//surge_cache/"
+    assert bpy.context.scene.surge.cache_directory == ""  # the default folder of this file and scene
 
 
 def _scene_group():
     return bpy.types.Scene.bl_rna.properties["surge"].fixed_type
+
+
+def _bake_state_group():
+    return bpy.types.WindowManager.bl_rna.properties["surge_bakes"].fixed_type
 
 
 def _object_group():
@@ -104,15 +115,21 @@ def test_properties_mirror_engine_settings(surge, owner):
     if owner == "Scene":
         rna, params, extras = _scene_group().properties, settings.parameters(), EXTRA_SCENE_PROPERTIES
     else:
-        rna, params, extras = (_object_group().properties, submodule(surge, "props").object_parameters(),
-                               EXTRA_OBJECT_PROPERTIES)
+        rna, params, extras = _object_group().properties, settings.object_parameters(), EXTRA_OBJECT_PROPERTIES
     # both directions: every engine parameter is a property, every property is a parameter or a known extra
     assert {p.name for p in params} == set(rna.keys()) - extras - BUILTIN
     for p in params:
         prop = rna[p.name]
         assert prop.name == p.label, p.name
         assert prop.description == p.tooltip, p.name
-        if p.kind is float:
+        # keyframes and drivers only where the bake reads the setting at every frame
+        assert prop.is_animatable == p.animatable, p.name
+        if p.kind is float and p.size:
+            assert prop.type == "FLOAT" and prop.is_array and prop.array_length == p.size, p.name
+            assert tuple(prop.default_array) == pytest.approx(p.default, rel=1e-6), p.name
+            assert prop.unit == props.BLENDER_UNITS[p.unit], p.name
+            assert (prop.hard_min, prop.hard_max) == pytest.approx((p.min, p.max), rel=1e-6), p.name
+        elif p.kind is float:
             assert prop.type == "FLOAT" and not prop.is_array, p.name
             # FloatProperty stores float32: compare to float32 resolution (7 significant digits)
             assert prop.default == pytest.approx(p.default, rel=1e-6, abs=1e-12), p.name
@@ -169,14 +186,17 @@ def test_object_and_cache_properties(surge):
     assert obj["surface_offset"].unit == "LENGTH"  # stored in Blender units, exported times the unit scale
     assert obj["collider_resolved"].type == "STRING" and obj["collider_resolved"].default == ""
     cache = _scene_group().properties["cache_directory"]
-    assert cache.subtype == "DIR_PATH" and cache.default == "//surge_cache/"
+    assert cache.subtype == "DIR_PATH" and cache.default == ""  # empty: the default folder of the file and scene
     assert cache.is_path_supports_blend_relative  # else Blender 5.0 warns about the // prefix
-    progress = _scene_group().properties["bake_progress"]
+    progress = _bake_state_group().properties["progress"]
     assert (progress.hard_min, progress.hard_max) == (0.0, 1.0)
+    # what the add-on adds to the scene is the artist's set-up, never the state of a bake
+    assert not any(name.startswith("bake_") or name == "is_baking" for name in _scene_group().properties.keys())
 
 
 def test_every_property_has_a_tooltip_sentence(surge):
-    groups = [_object_group(), _scene_group()]
+    groups = [_object_group(), _scene_group(), _bake_state_group(),
+              bpy.context.preferences.addons[surge.__name__].preferences.bl_rna]
     for group in groups:
         for prop in group.properties:
             if prop.identifier in BUILTIN:
@@ -192,8 +212,10 @@ class _Layout:
     """Stands in for UILayout: records what a panel draws, checks every keyword against the real
     UILayout function, and checks that every property and operator drawn exists."""
 
-    def __init__(self, log):
+    def __init__(self, log, parent_active=True):
         self.log = log
+        self.parent_active = parent_active
+        self.active = True
 
     @staticmethod
     def _check(function: str, kw: dict) -> None:
@@ -204,6 +226,8 @@ class _Layout:
         self._check("prop", kw)
         assert name in data.bl_rna.properties, f"{data.bl_rna.identifier} has no property '{name}'"
         self.log.append(("prop", name))
+        if not (self.active and self.parent_active):
+            self.log.append(("inactive", name))  # drawn greyed out
 
     def operator(self, idname, **kw):
         self._check("operator", kw)
@@ -228,11 +252,11 @@ class _Layout:
 
     def panel(self, idname, **kw):
         self._check("panel", kw)
-        return _Layout(self.log), _Layout(self.log)
+        return _Layout(self.log, self.active), _Layout(self.log, self.active and self.parent_active)
 
     def row(self, **kw):
         self._check("row", kw)
-        return _Layout(self.log)
+        return _Layout(self.log, self.active and self.parent_active)
 
     column = box = row
 
@@ -247,13 +271,21 @@ def _draw(panel_name: str) -> list:
     return log
 
 
+def _props(drawn) -> list:
+    return [n for kind, n in drawn if kind == "prop"]
+
+
 def test_panels_draw_existing_properties_and_operators(scene, surge):
     settings = submodule(surge, "engine.settings")
+    state = submodule(surge, "bridge.bake_state")
     tank = add_box("Tank", (0, 0, 0), (1, 1, 1), role="COLLIDER", collider_mode="CONTAINER")
     bpy.context.view_layer.objects.active = tank
+
+    def of_role(role):
+        return [p.name for p in settings.object_parameters() if role in p.roles]
+
     drawn = _draw("VIEW3D_PT_surge_object")
-    collider_props = [p.name for p in settings.collider_parameters()]
-    assert [n for kind, n in drawn if kind == "prop"] == ["role"] + collider_props
+    assert _props(drawn) == ["role"] + of_role("COLLIDER")
     assert not any(kind == "label" and "not available" in text for kind, text in drawn)
     for role in ("fluid", "inflow", "collider", "outflow"):
         assert ("operator", f"surge.make_{role}") in drawn, role
@@ -261,56 +293,88 @@ def test_panels_draw_existing_properties_and_operators(scene, surge):
     assert ("label", "Last bake: Container (picked by Auto)") in _draw("VIEW3D_PT_surge_object")
     tank.surge.role = "INFLOW"
     drawn = _draw("VIEW3D_PT_surge_object")
-    assert [n for kind, n in drawn if kind == "prop"] == ["role"] + [p.name for p in settings.inflow_parameters()]
+    assert _props(drawn) == ["role"] + of_role("INFLOW") and ("inactive", "normal_speed") not in drawn
+    tank.surge.inflow_mode = "VOLUME"  # a volume inflow has no normal speed: greyed out
+    assert ("inactive", "normal_speed") in _draw("VIEW3D_PT_surge_object")
     tank.surge.role = "FLUID"
     drawn = _draw("VIEW3D_PT_surge_object")
-    assert [n for kind, n in drawn if kind == "prop"] == ["role"] + [p.name for p in settings.fluid_parameters()]
+    assert _props(drawn) == ["role"] + of_role("FLUID")
     channel = tank.surge.channels.add()
     channel.name = "tint"
     drawn = _draw("VIEW3D_PT_surge_object")
     assert drawn[-3:] == [("label", "Particle Channels"), ("prop", "name"), ("prop", "value")]
+    # Properties > Physics shows the same as the sidebar
+    assert _draw("PHYSICS_PT_surge") == drawn
     tank.surge.role = "OUTFLOW"
     drawn = _draw("VIEW3D_PT_surge_object")
-    assert [n for kind, n in drawn if kind == "prop"] == ["role"]
+    assert _props(drawn) == ["role"]
     assert ("label", "Removes the liquid inside this closed mesh") in drawn
-
-    params = settings.parameters()
-    for solver in ("PBF", "HYBRID"):
-        # the hybrid's interface settings are drawn while the Hybrid solver is chosen, and only then
-        scene.surge.solver = solver
-        drawn = _draw("VIEW3D_PT_surge_simulation")
-        shown = [p for p in params if solver == "HYBRID" or p.group != "Hybrid"]
-        grouped = [p.name for g in dict.fromkeys(p.group for p in shown) for p in shown if p.group == g]
-        assert [n for kind, n in drawn if kind == "prop"] == ["scale_length"] + grouped
-        assert ("prop", "hybrid_interface_depth") in drawn if solver == "HYBRID" else not any(
-            n.startswith("hybrid_") for _kind, n in drawn)
-        assert ("menu", "SURGE_MT_liquid_presets") in drawn and ("operator", "surge.liquid_preset_add") in drawn
-    scene.surge.solver = "PBF"
 
     drawn = _draw("VIEW3D_PT_surge_bake")
     assert ("operator", "surge.bake") in drawn and ("operator", "surge.free_bake") in drawn
     assert ("prop", "cache_directory") in drawn
-    scene.surge.is_baking, scene.surge.bake_progress, scene.surge.bake_status = True, 0.5, "Frame 2 of 3"
+    st = state.ensure(scene)
+    st.is_baking, st.progress, st.status = True, 0.5, "Frame 2 of 3"
     assert ("progress", "Frame 2 of 3") in _draw("VIEW3D_PT_surge_bake")
-    scene.surge.is_baking = False
+    st.is_baking = False
+
+
+@pytest.mark.parametrize("solver", ["PBF", "WCSPH", "HYBRID"])
+def test_simulation_panel_shows_only_what_the_solver_reads(scene, surge, solver):
+    """Walk the settings description: under each solver the panel draws every setting that solver reads,
+    in the description's order by heading, and none that it ignores; a setting that does not act in the
+    current mode (Hybrid interface depth with a Fixed interface, kill box corners with the kill box off) is
+    drawn greyed out."""
+    settings = submodule(surge, "engine.settings")
+    params = settings.parameters()
+    scene.surge.solver = solver
+    for mode, use_kill_box in (("AUTO", False), ("FIXED", True)):
+        scene.surge.hybrid_interface_mode, scene.surge.use_kill_box = mode, use_kill_box
+        drawn = _draw("VIEW3D_PT_surge_simulation")
+        used = [p for p in params if p.is_used_by(solver)]
+        by_heading = [p.name for g in dict.fromkeys(p.group for p in used) for p in used if p.group == g]
+        assert _props(drawn) == ["scale_length"] + by_heading
+        ignored = {p.name for p in params if not p.is_used_by(solver)}
+        assert not ignored & set(_props(drawn)), ignored & set(_props(drawn))
+        engine_values = submodule(surge, "bridge.export").settings_from_scene(scene)
+        inactive = {n for kind, n in drawn if kind == "inactive"}
+        assert inactive == {p.name for p in used if not p.acts_with(engine_values)}
+    if solver == "PBF":  # the five SPH settings that used to be drawn, active, under PBF
+        assert not {"viscosity", "smoothing_length_factor", "artificial_viscosity", "sound_speed",
+                    "cfl_number"} & set(_props(drawn))
+    else:
+        assert "viscosity" in _props(drawn) and "pbf_iterations" not in _props(drawn)
+    assert ("menu", "SURGE_MT_liquid_presets") in drawn and ("operator", "surge.liquid_preset_add") in drawn
 
 
 def test_operators_poll_without_a_3d_view(scene, surge):
     # background mode has no area: poll must only need the scene
     assert bpy.context.area is None
     assert bpy.ops.surge.bake.poll() and bpy.ops.surge.free_bake.poll()
-    scene.surge.is_baking = True
+    state = submodule(surge, "bridge.bake_state").ensure(scene)
+    state.is_baking = True
     assert not bpy.ops.surge.bake.poll() and not bpy.ops.surge.free_bake.poll()
-    scene.surge.is_baking = False
+    state.is_baking = False
 
 
-def test_loading_a_file_saved_during_a_bake_clears_the_bake_state(scene, surge, tmp_path):
-    scene.surge.is_baking = True
+def test_bake_state_is_not_saved_with_the_file(scene, surge, tmp_path):
+    """Progress written during a bake is window-manager state: a file saved mid-bake neither stores it nor
+    claims to be baking when opened."""
+    bake_state = submodule(surge, "bridge.bake_state")
+    state = bake_state.ensure(scene)
+    state.is_baking, state.frame, state.particles, state.status = True, 7, 1234, "Frame 7 of 24"
     path = str(tmp_path / "saved_while_baking.blend")
     bpy.ops.wm.save_as_mainfile(filepath=path)
     bpy.ops.wm.open_mainfile(filepath=path)
-    assert not bpy.context.scene.surge.is_baking
+    assert bake_state.get(bpy.context.scene) is None and not bake_state.is_baking(bpy.context.scene)
+    assert len(bpy.context.window_manager.surge_bakes) == 0
     assert bpy.ops.surge.bake.poll()
+
+
+def test_bake_operator_is_not_repeatable(surge):
+    """Repeat Last and Adjust Last Operation must not start a long, blocking bake again."""
+    for op in (bpy.types.SURGE_OT_bake, bpy.types.SURGE_OT_resume_bake, bpy.types.SURGE_OT_bake_in_terminal):
+        assert not {"REGISTER", "UNDO"} & set(op.bl_options), op
 
 
 def test_float_display_precision_shows_the_defaults(surge):
@@ -319,7 +383,7 @@ def test_float_display_precision_shows_the_defaults(surge):
     for rna, params in ((_scene_group().properties, settings.parameters()),
                         (_object_group().properties, submodule(surge, "props").object_parameters())):
         for p in params:
-            if p.kind is float and p.default:
+            if p.kind is float and not p.size and p.default:
                 digits = rna[p.name].precision
                 assert round(p.default, digits) != 0 or math.isclose(p.default, 0), (p.name, digits)
 

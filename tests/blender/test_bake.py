@@ -11,7 +11,7 @@ import bpy
 import numpy as np
 import pytest
 
-from blender_helpers import (add_box, column_scene, evaluated_points, run_fresh_blender, snapshot,
+from blender_helpers import (add_box, bake_state, column_scene, evaluated_points, run_fresh_blender, snapshot,
                              submodule)
 
 pytestmark = pytest.mark.blender
@@ -37,7 +37,8 @@ def test_bake_in_background_mode_plays_the_cache(scene, surge, tmp_path):
 
     reader = _cache(surge, cache_dir)
     assert reader.frames == [1, 2, 3] and reader.manifest["status"] == "complete"
-    assert not scene.surge.is_baking and "Baked frames 1-3" in scene.surge.bake_status
+    state = bake_state(surge, scene)
+    assert not state.is_baking and "Baked frames 1-3" in state.status
     liquid = scene.surge.liquid_object
     assert _liquids() == [liquid] and liquid.name == "Surge Liquid"
     for frame in (1, 3):
@@ -166,14 +167,14 @@ def _too_many_particles(_tmp_path):
     (_cache_path_blocked_by_a_file, "is not writable"),
     (_too_many_particles, "Increase the particle spacing"),
 ], ids=["fluid-without-faces", "unwritable-cache", "too-many-particles"])
-def test_bad_input_is_refused_and_keeps_the_earlier_bake(earlier_bake, tmp_path, spoil, message):
+def test_bad_input_is_refused_and_keeps_the_earlier_bake(earlier_bake, surge, tmp_path, spoil, message):
     cache_dir, before, shown = earlier_bake
     spoil(tmp_path)
     with pytest.raises(RuntimeError, match=message):
         bpy.ops.surge.bake()
     assert snapshot(cache_dir) == before
     scene = bpy.context.scene
-    assert not scene.surge.is_baking
+    assert not bake_state(surge, scene).is_baking
     assert scene.surge.liquid_object.modifiers["Surge Cache"].cache_file.filepath == shown
 
 
@@ -252,14 +253,14 @@ def test_cancel_keeps_the_frames_baked_so_far(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     column_scene(scene, cache_dir, frames=(1, 200))
     session = bake.BakeSession(scene, bpy.context.evaluated_depsgraph_get())
-    assert scene.surge.is_baking
+    assert bake_state(surge, scene).is_baking
     while not session.finished:
         events = session.poll(timeout=0.5)
         if any(e.get("event") == "frame" and e["frame"] >= 3 for e in events):
             session.cancel()
     result = session.finish()
     assert result.status == "cancelled" and 3 <= len(result.frames) < 200
-    assert not scene.surge.is_baking and not os.path.exists(os.path.join(cache_dir, "cancel.flag"))
+    assert not bake_state(surge, scene).is_baking and not os.path.exists(os.path.join(cache_dir, "cancel.flag"))
     assert _cache(surge, cache_dir).manifest["status"] == "cancelled"
     liquid = scene.surge.liquid_object
     assert evaluated_points(liquid, result.frames[-1])["count"] == 250
@@ -366,13 +367,14 @@ def test_modal_bake_cancels_on_escape_and_keeps_frames(scene, surge, tmp_path):
     while result == {"PASS_THROUGH"}:
         time.sleep(0.05)
         result = op_cls.modal(op, context, timer)
-        if scene.surge.bake_progress > 0 and not op._session.process.cancel_requested_at:
-            assert scene.surge.is_baking and scene.surge.bake_status.startswith("Frame")
+        state = bake_state(surge, scene)
+        if state.progress > 0 and not op._session.process.cancel_requested_at:
+            assert state.is_baking and state.status.startswith("Frame")
             assert op_cls.modal(op, context, types.SimpleNamespace(type="ESC", value="PRESS")) == {"RUNNING_MODAL"}
     assert result == {"FINISHED"}
     assert context.window_manager.removed == [op._timer]
     assert reports and reports[-1][0] == {"WARNING"} and "Bake cancelled" in reports[-1][1]
-    assert not scene.surge.is_baking
+    assert not bake_state(surge, scene).is_baking
     frames = submodule(surge, "engine.cache").CacheReader(cache_dir).frames
     assert 2 <= len(frames) < 200
     assert evaluated_points(scene.surge.liquid_object, frames[-1])["count"] == 250

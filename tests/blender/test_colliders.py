@@ -12,7 +12,7 @@ import bpy
 import numpy as np
 import pytest
 
-from blender_helpers import add_box, column_scene, submodule
+from blender_helpers import add_box, bake_state, column_scene, submodule
 
 pytestmark = pytest.mark.blender
 
@@ -297,8 +297,8 @@ def test_collider_events_set_what_the_object_acts_as(scene, surge, tmp_path):
                                             cancel_requested_at=None)
     session.poll()
     assert monkey.surge.collider_resolved == "Solid (picked by Auto)"
-    assert scene.surge.bake_status == bake.describe(events[-1])
+    assert bake_state(surge, scene).status == bake.describe(events[-1])
     assert bake.describe(events[0]) == ("Collider 'Suzanne': Solid (picked by Auto), static "
                                         "(12345 cells, 3.0 MiB, built in 1.5 s)")
     assert bake.describe(events[1]) == "Collider 'Deleted meanwhile': Shell, moving (1 cells, 0.0 MiB, from the cache)"
-    scene.surge.is_baking = False
+    bake_state(surge, scene).is_baking = False

@@ -10,7 +10,7 @@ import sys
 import bpy
 import pytest
 
-from blender_helpers import add_box, column_scene, evaluated_points, submodule
+from blender_helpers import add_box, bake_state, column_scene, evaluated_points, submodule
 
 pytestmark = pytest.mark.blender
 
@@ -65,27 +65,34 @@ def test_tool_fails_with_a_message_on_a_broken_scene(scene, surge, tmp_path):
 
 def test_bake_in_a_terminal_runs_apart_and_load_baked_shows_it(scene, surge, tmp_path):
     blend = _saved_scene(scene, tmp_path)
+    saved = os.path.getmtime(blend)
+    # a change the artist has not saved: the terminal bakes it (from a copy) and leaves the file alone
+    scene.frame_end = 4
     assert bpy.ops.surge.bake_in_terminal() == {"FINISHED"}
-    status = scene.surge.bake_status
+    assert os.path.getmtime(blend) == saved and bpy.data.filepath == blend
+    copy = tmp_path / "surge_cache" / "terminal_bake.blend"
+    assert copy.is_file()
+    status = bake_state(surge, scene).status
     pid = int(re.search(r"process \(id (\d+)\)", status).group(1))
     _pid, code = os.waitpid(pid, 0)  # the test waits; the artist goes on working meanwhile
     log = (tmp_path / "surge_cache" / "terminal_bake.log").read_text()
     assert os.waitstatus_to_exitcode(code) == 0, log[-3000:]
-    assert "Surge: Frame 3 of 3" in log
+    assert "Surge: Frame 4 of 4" in log  # the unsaved frame range
     assert scene.surge.liquid_object is None  # this file learns of the result only when asked
     assert bpy.ops.surge.load_baked() == {"FINISHED"}
     liquid = scene.surge.liquid_object
-    assert evaluated_points(liquid, 3)["count"] == 250
+    assert evaluated_points(liquid, 4)["count"] == 250
     assert liquid.modifiers["Surge Cache"].cache_file.filepath.startswith("//surge_cache")
     assert blend == bpy.data.filepath
     # the log is Surge's own file: Free Bake removes it with the rest
     assert bpy.ops.surge.free_bake() == {"FINISHED"}
-    assert not (tmp_path / "surge_cache" / "terminal_bake.log").exists()
+    assert not (tmp_path / "surge_cache" / "terminal_bake.log").exists() and not copy.exists()
 
 
 def test_load_baked_without_a_bake_is_refused(scene, surge, tmp_path):
     scene.surge.cache_directory = str(tmp_path / "cache")
     with pytest.raises(RuntimeError, match="No baked liquid"):
         bpy.ops.surge.load_baked()
-    with pytest.raises(RuntimeError, match="Save the .blend file first"):
+    scene.surge.cache_directory = ""  # the default folder is named after the file, which has no name yet
+    with pytest.raises(RuntimeError, match="has not been saved yet"):
         bpy.ops.surge.bake_in_terminal()

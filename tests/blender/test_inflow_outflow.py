@@ -17,7 +17,7 @@ def _tap_scene(sc, cache_dir: str):
     tap = add_box("Tap", (0.03, 0.03, 0.2), (0.07, 0.07, 0.22), role="INFLOW")
     tap.surge.inflow_mode = "SURFACE"
     tap.surge.normal_speed = 0.0
-    tap.surge.velocity_z = -1.0  # only the bottom face (normal -Z) moves liquid outward
+    tap.surge.velocity = (0.0, 0.0, -1.0)  # only the bottom face (normal -Z) moves liquid outward
     channel = tap.surge.channels.add()
     channel.name, channel.value = "from_tap", 1.0
     add_box("Drain", (0.06, 0.06, -0.01), (0.11, 0.11, 0.03), role="OUTFLOW")

@@ -8,7 +8,7 @@ import types
 import bpy
 import pytest
 
-from blender_helpers import column_scene, evaluated_points, submodule
+from blender_helpers import bake_state, column_scene, evaluated_points, submodule
 
 pytestmark = pytest.mark.blender
 
@@ -77,12 +77,11 @@ def test_modal_bake_reports_figures_and_the_cancel_button_keeps_frames(scene, su
     while result == {"PASS_THROUGH"}:
         time.sleep(0.05)
         result = op_cls.modal(op, context, timer)
-        s = scene.surge
-        if result == {"PASS_THROUGH"} and s.bake_particles:
-            seen.append((s.bake_frame, s.bake_substeps, s.bake_particles, s.bake_elapsed, s.bake_remaining,
-                         s.bake_memory))
+        s = bake_state(surge, scene)
+        if result == {"PASS_THROUGH"} and s.particles:
+            seen.append((s.frame, s.substeps, s.particles, s.elapsed, s.remaining, s.memory))
             status_bars.append(_draw(sidebar.draw_status_bar, bpy.context))
-            if s.bake_frame >= 4 and not s.bake_cancel_requested:
+            if s.frame >= 4 and not s.cancel_requested:
                 assert bpy.ops.surge.cancel_bake() == {"FINISHED"}  # what the button does
     assert result == {"FINISHED"} and context.window_manager.removed == [op._timer]
     assert reports[-1][0] == {"WARNING"} and "Bake cancelled" in reports[-1][1]
@@ -100,7 +99,7 @@ def test_modal_bake_reports_figures_and_the_cancel_button_keeps_frames(scene, su
     assert ("operator", "surge.cancel_bake") in first
 
     # the frames baked before the cancel are kept and shown; the request is cleared for the next bake
-    assert not scene.surge.is_baking and not scene.surge.bake_cancel_requested
+    assert not bake_state(surge, scene).is_baking and not bake_state(surge, scene).cancel_requested
     assert not bpy.ops.surge.cancel_bake.poll()
     assert _draw(sidebar.draw_status_bar, bpy.context) == []  # nothing in the status bar once it ended
     cached = submodule(surge, "engine.cache").CacheReader(cache_dir)
@@ -110,10 +109,10 @@ def test_modal_bake_reports_figures_and_the_cancel_button_keeps_frames(scene, su
 
 def test_sidebar_lists_the_figures_while_baking(scene, surge):
     sidebar = submodule(surge, "panels.sidebar")
-    s = scene.surge
-    s.is_baking, s.bake_progress = True, 0.25
-    s.bake_frame, s.bake_substeps, s.bake_particles = 7, 12, 12345
-    s.bake_elapsed, s.bake_remaining, s.bake_memory = 75.0, 3725.0, 812.4
+    s = bake_state(surge, scene)
+    s.is_baking, s.progress = True, 0.25
+    s.frame, s.substeps, s.particles = 7, 12, 12345
+    s.elapsed, s.remaining, s.memory = 75.0, 3725.0, 812.4
     scene.frame_end = 25
     drawn = _draw(bpy.types.VIEW3D_PT_surge_bake.draw, bpy.context)
     assert ("progress", "Frame 7 of 25") in drawn

@@ -6,7 +6,7 @@ import bpy
 import numpy as np
 import pytest
 
-from blender_helpers import add_box, evaluated_points, submodule
+from blender_helpers import add_box, bake_state, evaluated_points, submodule
 
 pytestmark = pytest.mark.blender
 
@@ -49,7 +49,7 @@ def test_resume_after_cancel_gives_the_frames_of_an_uninterrupted_bake(scene, su
         np.testing.assert_array_equal(parts.read_frame(frame)["position"], whole.read_frame(frame)["position"],
                                       err_msg=str(frame))
     assert [g["from_frame"] for g in parts.manifest["segments"]] == [1, 5]  # resumed from the checkpoint at 4
-    assert "Baked frames 1-8" in scene.surge.bake_status
+    assert "Baked frames 1-8" in bake_state(surge, scene).status
     assert evaluated_points(scene.surge.liquid_object, 8)["count"] == 45
 
 
