@@ -130,8 +130,66 @@ def _surface_changed(settings, context) -> None:
     surface.sync(scene, export.unit_scale(scene))
 
 
+def _display_changed(settings, context) -> None:
+    from .bridge import liquid
+
+    liquid.apply_display(settings.id_data)
+
+
+#: Scene.surge.liquid_display items.
+LIQUID_DISPLAYS = (
+    ("SURFACE", "Surface", "Show and render the baked surface mesh (the points if no surface is baked)"),
+    ("POINTS", "Points", "Show and render the particles"),
+    ("BOTH", "Both", "Show and render the surface and the particles"),
+)
+
+
+def _surface_annotations() -> dict:
+    """The baked surface's settings (engine.settings.SurfaceSettings) and its display."""
+    ann = {p.name: _property_for(p) for p in settings_mod.surface_parameters()}
+    ann.update(
+        use_surface_in_bake=BoolProperty(
+            name="Mesh During Bake", default=False,
+            description="Make the surface mesh of each frame inside the bake, as soon as the frame is simulated; "
+                        "off, press Bake Surface after the bake (or to re-mesh with new surface settings)"),
+        liquid_display=EnumProperty(
+            name="Display", items=LIQUID_DISPLAYS, default="SURFACE", update=_display_changed,
+            description="What of the baked liquid the viewport and renders show"),
+        surface_object=PointerProperty(
+            name="Surface Object", type=bpy.types.Object,
+            description="The mesh object that plays the baked surface; meshing again updates it"),
+    )
+    return ann
+
+
+def _whitewater_annotations() -> dict:
+    """Whitewater settings (engine.settings.WhitewaterSettings) and the three objects that play it."""
+    ann = {p.name: _property_for(p) for p in settings_mod.whitewater_parameters()}
+    for kind, label in (("spray", "Spray"), ("foam", "Foam"), ("bubbles", "Bubbles")):
+        ann[f"{kind}_object"] = PointerProperty(
+            name=f"{label} Object", type=bpy.types.Object,
+            description=f"The point-cloud object that plays the baked {kind}; baking whitewater again updates it")
+    ann["summary"] = StringProperty(
+        name="Last Whitewater", default="",
+        description="What the last Bake Whitewater made: particles, the thresholds it used, whether the cap bound")
+    return ann
+
+
+#: ``Scene.surge.whitewater``: spray, foam and bubbles made over the baked liquid (a group of its own:
+#: these settings never change the liquid's cache).
+SurgeWhitewaterSettings = type("SurgeWhitewaterSettings", (bpy.types.PropertyGroup,), {
+    "__doc__": "Whitewater settings of a scene (``Scene.surge.whitewater``), mirroring "
+               "engine.settings.WhitewaterSettings, and the objects that play it.",
+    "__annotations__": _whitewater_annotations(),
+})
+
+
 def _scene_annotations() -> dict:
     ann = {p.name: _property_for(p) for p in settings_mod.parameters()}
+    ann.update(_surface_annotations())
+    ann["whitewater"] = PointerProperty(
+        type=SurgeWhitewaterSettings, name="Whitewater",
+        description="Spray, foam and bubbles made from the baked liquid (Bake Whitewater)")
     ann.update(
         cache_directory=StringProperty(
             name="Cache Directory", subtype="DIR_PATH", default="",
@@ -241,4 +299,5 @@ class SurgePreferences(bpy.types.AddonPreferences):
         layout.prop(self, "cache_root")
 
 
-CLASSES = (SurgeParticleChannel, SurgeObjectSettings, SurgeSceneSettings, SurgeBakeState, SurgePreferences)
+CLASSES = (SurgeParticleChannel, SurgeObjectSettings, SurgeWhitewaterSettings, SurgeSceneSettings, SurgeBakeState,
+           SurgePreferences)

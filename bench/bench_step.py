@@ -11,9 +11,17 @@ bulk); ``--wcsph-h 1.2`` times WCSPH at the add-on's default smoothing length in
     .venv/bin/python bench/bench_step.py --n 125000 --solver PBF --memory 1000000
     .venv/bin/python bench/bench_step.py --n --solver WCSPH --memory 1000000   # WCSPH at 1M (h = dx)
     .venv/bin/python bench/bench_step.py --solver WCSPH --wcsph-h 1.2
+    .venv/bin/python bench/bench_step.py --peer taichi --peer-python ENV/bin/python --peer-script PATH
 
-Targets (not asserted): PBF <= 80 ns per particle per iteration and >= 1.6 M
-particle-steps/s; WCSPH >= 1.4 M particle-steps/s.
+``--peer taichi`` runs, for each N, Surge's PBF with 4 iterations always and then the taichi PBF
+reference on the same scene (``bench/peer_taichi.py``: taichi 1.7.4 in an environment of its own,
+outside the repository; its interpreter and script come from ``--peer-python`` / ``--peer-script`` or
+``SURGE_PEER_PYTHON`` / ``SURGE_PEER_SCRIPT``), one after the other with the same number of threads,
+and prints both figures and their ratio; nothing else runs then. Without a usable peer it says why
+and prints Surge's figures alone.
+
+Targets (not asserted): PBF with 4 iterations at least twice taichi's particle-steps/s and at most
+50 ns per particle per iteration; WCSPH >= 1.4 M particle-steps/s.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from engine.particles import Particles  # noqa: E402
 from engine.solvers import pbf, wcsph  # noqa: E402
+
+import peer_taichi  # noqa: E402  (bench/ is the script's folder, first on sys.path)
 
 DX = 0.025
 G = np.array([0.0, 0.0, -9.81])
@@ -108,6 +118,25 @@ def bench_pbf(n, warm, steps, iterations, tolerance_stop, repeats):
     print(f"  neighbour-search share    {share['grid'] + share['neighbours']:8.1f} %")
     print(f"  neighbours per particle   {extra['nbrs']:8.1f}")
     print(f"  bytes per particle        {extra['bytes']:8.1f}   (state + solver buffers + grid)")
+    return npart * steps / total
+
+
+def compare_with_peer(n, warm, steps, iterations, repeats, args):
+    """Surge's PBF (all ``iterations`` always), then the taichi reference on the same scene; the ratio."""
+    surge = bench_pbf(n, warm, steps, iterations, tolerance_stop=False, repeats=repeats)
+    edge = int(round(n ** (1.0 / 3.0)))
+    import numba
+    try:
+        if iterations != 4:
+            raise peer_taichi.PeerUnavailable(f"the taichi script runs 4 iterations, not {iterations}")
+        peer = peer_taichi.run(args.peer_python, args.peer_script, edge, numba.get_num_threads(), args.peer_timeout)
+    except peer_taichi.PeerUnavailable as exc:
+        print(f"taichi N={edge ** 3:,}: skipped ({exc})")
+        return
+    print(f"taichi PBF  N={peer.n:,}  dt=2 ms  4 iterations  {peer.threads} threads  (median of 3 x 100 steps)")
+    print(f"  particle-steps/s          {peer.steps_per_s / 1e6:8.3f} M   ({peer.ns_per_iteration:.0f} ns per particle "
+          f"and iteration, whole step / 4)")
+    print(f"  Surge / taichi            {surge / peer.steps_per_s:8.2f}x  particle-steps/s, N={peer.n:,}")
 
 
 def neighbours_within_support(s) -> float:
@@ -188,12 +217,25 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure; the median is printed")
     ap.add_argument("--memory", type=int, default=0, metavar="N",
                     help="also run N particles (e.g. 1000000) for a few steps and print the memory per particle")
+    peer_taichi.add_options(ap)
     args = ap.parse_args(argv)
     warm, steps = (3, 15) if args.quick else (10, 100)
     repeats = 1 if args.quick else args.repeats
     import numba
     print(f"numba {numba.__version__}, {numba.get_num_threads()} threads, {os.cpu_count()} CPUs; "
           f"{warm} warm-up + {steps} timed steps (first call compiles; warm-up absorbs it)")
+    if args.peer:
+        try:
+            peer_taichi.check(args.peer_python, args.peer_script)
+        except peer_taichi.PeerUnavailable as exc:
+            print(f"peer taichi skipped: {exc}")
+            args.peer_python = None
+        for n in args.n:
+            if args.peer_python is None:
+                bench_pbf(n, warm, steps, args.iterations, tolerance_stop=False, repeats=repeats)
+            else:
+                compare_with_peer(n, warm, steps, args.iterations, repeats, args)
+        return
     for n in args.n:
         if args.solver in ("PBF", "both"):
             bench_pbf(n, warm, steps, args.iterations, tolerance_stop=False, repeats=repeats)

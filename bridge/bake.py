@@ -9,8 +9,9 @@ Order of work (nothing in the cache folder changes until every check has passed)
 3. take the folder's lock (:class:`engine.cache.CacheLock`: a second bake into it, from this
    Blender or any other process, is refused naming the holder), write the job into
    ``job/pending`` and start ``engine.cli bake`` in a child process that joins the lock;
-4. as the child reports progress, convert each frame of this bake (the manifest's ``run_id``) to a
-   USD point file, and point the liquid object at the new files once they reach the first frame
+4. the child writes each frame's USD point file (and, with *Mesh During Bake*, its surface mesh,
+   :mod:`engine.surface`) before reporting the frame; of this bake's frames (the manifest's
+   ``run_id``), point the liquid object at the new files once they reach the first frame
    the child simulated: the previous bake plays until then, and stays on disk for as long as the
    saved .blend points at it (until the next save); write on each collider the mode the engine
    treats it in (``Object.surge.collider_resolved``: what Auto picked).
@@ -265,18 +266,23 @@ class BakeSession:
                 cache_mod.mark_ended(cache_dir, None, "failed",
                                      "The bake stopped unexpectedly: its process ended without finishing")
             cache_mod.claim_folder(cache_dir, files.NOT_FOREIGN)
-            self._start(scene, description, settings, cache_dir, accept_scene_change)
+            self._start(scene, description, settings, cache_dir, accept_scene_change, preview)
         except BaseException:
             self.lock.release()
             raise
 
-    def _start(self, scene, description, settings, cache_dir: str, accept_scene_change: bool) -> None:
+    def _start(self, scene, description, settings, cache_dir: str, accept_scene_change: bool,
+               preview: bool) -> None:
         options = ["--checkpoint-every", str(scene.surge.checkpoint_interval), "--run-id", self.run_id,
                    "--lock-token", self.lock.token]
         if self.resume_from is not None:
             options += ["--resume-from", str(self.resume_from)]
         if accept_scene_change:
             options.append("--accept-scene-change")
+        from . import surface_bake
+
+        surface = surface_bake.surface_settings(scene) if scene.surge.use_surface_in_bake and not preview else None
+        usd.import_pxr()  # the child writes the USD files: Blender's pxr must be on the path it inherits
 
         # every check passed and the folder is ours: from here on it changes
         self.scene_name = scene.name
@@ -288,6 +294,7 @@ class BakeSession:
         self.usd_dir = files.new_usd_dir(cache_dir)
         self.converted: set[int] = set()
         self.first_new: int | None = None  # the first frame the child simulated
+        self.surface_shown = False
         self.shown = False  # True once the liquid object plays this bake's files
         self.error: dict | None = None
         self.warnings: list[str] = []
@@ -299,6 +306,10 @@ class BakeSession:
             os.remove(flag)  # a flag left by a killed session would cancel this bake at once
         job = files.pending_job_dir(cache_dir)
         save_job(job, description, settings)
+        options += ["--usd-dir", self.usd_dir]
+        self.with_surface = surface is not None
+        if surface is not None:
+            options += ["--surface", surface_bake.write_settings(cache_dir, surface)]
         self.process = BakeProcess(job, cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
                                    files.log_path(cache_dir), tuple(options),
                                    threads=preferences.bake_threads())
@@ -325,6 +336,7 @@ class BakeSession:
         session.scene_name, session.cache_dir, session.relative = scene.name, cache_dir, relative
         session.scale_length, session.radius = scale_length, radius
         session.converted, session.shown, session.first_new = set(), False, None
+        session.with_surface = False
         session.usd_dir = files.new_usd_dir(cache_dir)
         session.run_id = None
         return session
@@ -419,7 +431,8 @@ class BakeSession:
         self._publish()
 
     def _convert(self, budget: float) -> None:
-        """Write USD files for this bake's cache frames not converted yet, for at most ``budget`` seconds.
+        """Show this bake's cache frames whose USD files the child has written (``budget`` is unused:
+        the child does the writing).
 
         Frames count only once the manifest names this bake (``run_id``); before that the folder
         still holds the previous bake. The liquid plays the new files once they reach the first
@@ -429,19 +442,11 @@ class BakeSession:
         reader = cache_mod.CacheReader(self.cache_dir)
         if self.run_id is not None and reader.manifest.get("run_id") != self.run_id:
             return
-        todo = [f for f in reader.frames if f not in self.converted]
-        if not todo:
+        new = [f for f in reader.frames
+               if f not in self.converted and os.path.isfile(files.usd_frame_path(self.usd_dir, f))]
+        if not new:
             return
-        radius = float(reader.manifest.get("particle_radius", self.radius))
-        t0 = time.monotonic()
-        os.makedirs(self.usd_dir, exist_ok=True)
-        new = []
-        for frame in todo:
-            usd.write_frame(files.usd_frame_path(self.usd_dir, frame), reader.read_frame(frame), frame, radius)
-            self.converted.add(frame)
-            new.append(frame)
-            if time.monotonic() - t0 > budget:
-                break
+        self.converted.update(new)
         scene = self.scene()
         if not self.shown:
             needed = [f for f in reader.frames if self.first_new is None or f <= self.first_new]
@@ -457,6 +462,15 @@ class BakeSession:
                 files.remove_usd_dirs(self.cache_dir, keep=self.usd_dir)
         elif scene.frame_current in new:
             liquid.reread(scene)  # the viewport sits on a frame that had no file until now
+        if self.with_surface:
+            from . import surface_bake
+
+            if scene.surge.surface_object is None or not self.surface_shown:
+                self.surface_shown = surface_bake.show_surface(scene, self.cache_dir, self.relative)
+            elif scene.frame_current in new:
+                for mod in scene.surge.surface_object.modifiers:
+                    if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
+                        mod.cache_file.update_tag()
 
     def finish(self) -> BakeResult:
         """Wait for the child, convert the remaining frames, and say how the bake ended.
@@ -559,7 +573,11 @@ def free_bake(scene) -> tuple[str, int]:
         shown = liquid.current_file(scene)
         if shown and (shown + os.sep).startswith(cache_dir + os.sep):
             liquid.release_files(scene)  # first: Windows cannot delete a file Blender holds open
-        count = sum(files.free(folder) for folder in folders)
+        from . import surface_bake, whitewater
+
+        count = surface_bake.free_surface(scene)[1] if os.path.isdir(cache_dir) else 0
+        count += whitewater.free_whitewater(scene)[1] if os.path.isdir(cache_dir) else 0
+        count += sum(files.free(folder) for folder in folders)
     finally:
         for lock in locks:
             lock.release()

@@ -53,6 +53,40 @@ def bake_open_file(resume: bool = False, save: bool = False, scene_name: str = "
     return EXIT_CANCELLED if bake_state.status(scene).startswith("Bake cancelled") else EXIT_DONE
 
 
+def _stage_open_file(operator, title: str, save: bool, restart: bool) -> int:
+    """Run a stage operator over the open .blend's baked cache (blocking); returns the exit status."""
+    try:
+        result = operator(restart=restart)
+    except RuntimeError as exc:
+        message = str(exc).strip().removeprefix("Error:").strip()
+        print(f"Surge: error: {message}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    if "FINISHED" not in result:
+        print(f"Surge: error: the {title.lower()} did not run ({', '.join(sorted(result))})", file=sys.stderr,
+              flush=True)
+        return EXIT_FAILED
+    scene = bpy.context.scene
+    if save:
+        bpy.ops.wm.save_mainfile()
+        print(f"Surge: saved '{bpy.data.filepath}'", flush=True)
+    return EXIT_CANCELLED if bake_state.status(scene).startswith(f"{title} cancelled") else EXIT_DONE
+
+
+def bake_surface_open_file(save: bool = False, restart: bool = False) -> int:
+    """Mesh the surface of the open .blend's baked cache (blocking); returns the exit status.
+
+    Progress lines ``Surge: Surface frame 12 of 72: ...``; a failure prints ``Surge: error: <message>``
+    on stderr. 3 when cancelled (``cancel.flag`` in the cache folder).
+    """
+    return _stage_open_file(bpy.ops.surge.bake_surface, "Surface", save, restart)
+
+
+def bake_whitewater_open_file(save: bool = False, restart: bool = False) -> int:
+    """Make the whitewater of the open .blend's baked cache (blocking); returns the exit status, as
+    :func:`bake_surface_open_file` (progress lines ``Surge: Whitewater frame 12 of 72: ...``)."""
+    return _stage_open_file(bpy.ops.surge.bake_whitewater, "Whitewater", save, restart)
+
+
 #: Run by ``python -c`` in a child when Blender is a Python module (no ``blender`` program):
 #: enable this add-on, open the file, bake. {module}, {root}, {blend} and {resume} are filled in.
 _MODULE_CHILD = """

@@ -163,3 +163,83 @@ def current_file(scene) -> str | None:
             if mod.cache_file.filepath:
                 return os.path.normpath(bpy.path.abspath(mod.cache_file.filepath))
     return None
+
+
+# -- the surface: a mesh object playing the surface stage's USD files -----------------------------------
+
+SURFACE_NAME = "Surge Surface"
+SURFACE_CACHE_FILE_NAME = "Surge Surface Cache"
+
+#: Scene.surge.liquid_display -> (points shown, surface shown)
+DISPLAY = {"POINTS": (True, False), "SURFACE": (False, True), "BOTH": (True, True)}
+
+
+def show_surface(scene, first_file: str, relative: bool, scale_length: float):
+    """Create or update the surface object of ``scene`` so that it plays the sequence of ``first_file``.
+
+    The object is a mesh with a Mesh Sequence Cache modifier reading ``surface_NNNNNN.usdc`` (prim
+    ``/SurgeSurface``): plain Blender data, so the saved .blend plays and renders without Surge, and no
+    Python runs on frame change. The files carry ``velocity`` (m/s), which Cycles uses for the motion
+    blur of a mesh whose vertices change every frame.
+
+    Parameters
+    ----------
+    first_file : str
+        Absolute path of the first meshed frame's file; the others are found by number.
+    relative, scale_length
+        As for :func:`show_frames`.
+
+    Returns
+    -------
+    bpy.types.Object
+    """
+    from .usd import SURFACE_PRIM_PATH
+
+    obj = scene.surge.surface_object
+    if obj is None or obj.type != "MESH":
+        obj = bpy.data.objects.new(SURFACE_NAME, bpy.data.meshes.new(SURFACE_NAME))
+        scene.surge.surface_object = obj
+    if obj.name not in scene.objects:
+        scene.collection.objects.link(obj)
+    mod = _cache_modifier(obj)
+    path = _blend_path(first_file, relative)
+    cache_file = mod.cache_file
+    if cache_file is None:
+        cache_file = _new_cache_file(first_file)
+        cache_file.name = SURFACE_CACHE_FILE_NAME
+        mod.cache_file = cache_file
+    cache_file.filepath = path
+    cache_file.is_sequence = True
+    cache_file.scale = 1.0
+    mod.object_path = SURFACE_PRIM_PATH
+    mod.read_data = {"VERT", "POLY", "ATTRIBUTES"}
+    s = 1.0 / scale_length
+    obj.matrix_world = Matrix.Diagonal((s, s, s, 1.0))
+    _ensure_material(obj)
+    apply_display(scene)
+    return obj
+
+
+def apply_display(scene) -> None:
+    """Show the points, the surface or both (``Scene.surge.liquid_display``), in the viewport and in renders.
+
+    Without a surface object the points stay visible whatever the choice.
+    """
+    points, surface = DISPLAY.get(scene.surge.liquid_display, (True, True))
+    liquid, mesh = scene.surge.liquid_object, scene.surge.surface_object
+    if mesh is None:
+        points = True
+    for obj, shown in ((liquid, points), (mesh, surface)):
+        if obj is not None and (obj.hide_render == shown or obj.hide_viewport == shown):
+            obj.hide_render = not shown
+            obj.hide_viewport = not shown
+
+
+def release_surface_files(scene) -> None:
+    """Point the surface's cache at nothing, so its files can be deleted (Windows keeps open files)."""
+    obj = scene.surge.surface_object
+    if obj is None:
+        return
+    for mod in obj.modifiers:
+        if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
+            mod.cache_file.filepath = ""

@@ -62,17 +62,20 @@ class BakeProcess:
         File receiving the child's stderr (its log), read back when it fails unexpectedly.
     options : tuple of str
         More ``engine.cli bake`` options (``--checkpoint-every``, ``--resume-from``).
+    command : list of str, optional
+        Another engine command with the same events and exit statuses instead (a stage over the cache,
+        ``python -m engine.stages run ...``; :mod:`engine.stages`), which then names its own cancel file.
     threads : int
         Most threads the bake may use (``NUMBA_NUM_THREADS``); 0 for numba's default.
     """
 
     def __init__(self, job_dir: str, cache_dir: str, cancel_file: str, addon_root: str, numba_cache_dir: str,
-                 log_path: str, options: tuple = (), threads: int = 0):
+                 log_path: str, options: tuple = (), command: list | None = None, threads: int = 0):
         self.cancel_file = cancel_file
         self.log_path = log_path
         self.cancel_requested_at: float | None = None
-        cmd = [sys.executable, "-m", "engine.cli", "bake", job_dir, cache_dir, "--cancel-file", cancel_file,
-               *options]
+        cmd = command or [sys.executable, "-m", "engine.cli", "bake", job_dir, cache_dir, "--cancel-file",
+                          cancel_file, *options]
         self._log = open(log_path, "w", encoding="utf-8")
         try:
             self._proc = subprocess.Popen(

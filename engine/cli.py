@@ -3,8 +3,8 @@
 Usage (from the add-on folder, or with it on ``PYTHONPATH``)::
 
     python -m engine.cli bake JOB_DIR CACHE_DIR [--cancel-file PATH] [--checkpoint-every N]
-                             [--resume-from FRAME|latest] [--accept-scene-change]
-                             [--run-id ID] [--lock-token TOKEN] [--quiet]
+                             [--resume-from FRAME|latest] [--accept-scene-change] [--usd-dir DIR]
+                             [--surface FILE.json] [--run-id ID] [--lock-token TOKEN] [--quiet]
 
 Prints one JSON object per line on stdout:
 
@@ -28,6 +28,12 @@ new folder, an empty one or a Surge cache folder; the previous bake in it stays 
 the new one has simulated its first frame. ``--lock-token`` joins the lock of the process that
 started this one (Blender) instead; ``--run-id`` is recorded in the manifest once the bake
 replaces the previous one, so that process can tell the new frames from the old.
+
+Work on each frame as it is cached, in this process (see :func:`engine.stages.follow_bake`):
+``--usd-dir DIR`` writes the frame's particles to ``DIR/liquid_NNNNNN.usdc`` (:mod:`engine.usd`), and
+``--surface FILE.json`` meshes it with those surface settings (:mod:`engine.surface.stage`; with
+``--usd-dir``, its USD files too), both before the frame's event is printed. The frame event then
+also carries ``surface_seconds``, ``surface_vertices`` and ``surface_triangles``.
 """
 
 from __future__ import annotations
@@ -62,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--run-id", default=None, help="id recorded in the manifest for this bake")
     b.add_argument("--lock-token", default=None,
                    help="the cache folder is locked by the process that started this one, with this token")
+    b.add_argument("--usd-dir", default=None, metavar="DIR",
+                   help="write each frame's particles as a USD file into DIR as it is cached")
+    b.add_argument("--surface", default=None, metavar="FILE.json",
+                   help="mesh each frame with the surface settings in FILE.json as it is cached")
     b.add_argument("--quiet", action="store_true", help="log warnings only (stderr)")
     args = parser.parse_args(argv)
     if args.checkpoint_every < 0:
@@ -92,20 +102,52 @@ def main(argv: list[str] | None = None) -> int:
         job_inside = os.pardir
     # a job folder inside a new cache folder is not a foreign file there
     ignore = (job_inside.split(os.sep)[0],) if not job_inside.startswith(os.pardir) else ()
+    progress = _emit
     try:
+        if args.usd_dir or args.surface:
+            progress = _following(args, resume_from is not None)
         lock = CacheLock.join(args.cache_dir, args.lock_token) if args.lock_token else None
-        summary = driver.bake_job(args.job_dir, args.cache_dir, progress=_emit, cancel=cancel,
+        summary = driver.bake_job(args.job_dir, args.cache_dir, progress=progress, cancel=cancel,
                                   checkpoint_every=args.checkpoint_every, resume_from=resume_from,
                                   run_id=args.run_id, accept_scene_change=args.accept_scene_change, lock=lock,
                                   ignore=ignore)
     except BakeCancelled as exc:
+        getattr(progress, "finish", lambda *a: None)("cancelled", str(exc))
         _emit({"event": "done", "status": "cancelled", "message": str(exc)})
         return 3
-    except (EngineError, OSError) as exc:
+    except (EngineError, OSError, ValueError) as exc:
+        getattr(progress, "finish", lambda *a: None)("failed", str(exc))
         _emit({"event": "error", "error": type(exc).__name__, "message": str(exc)})
         return 1
+    getattr(progress, "finish", lambda *a: None)("complete")
     _emit({"event": "done", "status": "complete", **summary})
     return 0
+
+
+def _following(args, resumed: bool):
+    """The progress callback that writes the points' USD files and runs the surface on each cached frame."""
+    from . import stages
+    from .scene import load_job
+
+    _scene, settings = load_job(args.job_dir)
+    writers = []
+    if args.usd_dir:
+        from .usd import PointsWriter
+
+        writers.append(PointsWriter(args.usd_dir, 0.5 * settings.particle_spacing, _scene.fps))
+    followers = []
+    if args.surface:
+        with open(args.surface, encoding="utf-8") as fh:
+            surface_settings = json.load(fh)
+        manifest = {"particle_spacing": settings.particle_spacing, "settings": {"rest_density": settings.rest_density},
+                    "attributes": {"density": {"dtype": "float32"}, "age": {"dtype": "float32"}}}
+        from .scene import channel_names
+
+        manifest["attributes"].update({name: {"dtype": "float32"} for name in channel_names(_scene)})
+        followers.append(stages.make_stage("surface", manifest, surface_settings,
+                                           {"usd": "1" if args.usd_dir else "0"}))
+    # a new bake meshes every frame again; a resumed one keeps the frames meshed before its checkpoint
+    return stages.follow_bake(args.cache_dir, followers, _emit, restart=not resumed, writers=tuple(writers))
 
 
 if __name__ == "__main__":

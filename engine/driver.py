@@ -474,9 +474,11 @@ def _bake_locked(scene, settings, cache_dir, emit_, cancel, checkpoint_every, re
             w = CacheWriter.resume(cache_dir, resume_from, dict(header, segments=earlier + [segment]), run_id=run_id)
         if job_dir is not None:
             jobcheck.record_job(job_dir, cache_dir)
+        # the cache now holds this bake's first frames (the initial one, or those a resume keeps):
+        # what follows the bake (engine.stages.follow_bake) starts on them here
+        emit_({"event": "stage", "stage": "simulate", "elapsed": time.perf_counter() - t0})
         return w
 
-    emit_({"event": "stage", "stage": "simulate", "elapsed": time.perf_counter() - t0})
     frame_dt = 1.0 / scene.fps
     total_substeps = 0
     sim_start = time.perf_counter()

@@ -81,6 +81,30 @@ def clamp_into_boxes(x, v, i, boxes, margin, friction, bounce):
 
 
 @njit(inline="always", cache=True)
+def clamp_point_into_boxes(p0, p1, p2, boxes, margin):
+    """The point (p0, p1, p2) put back on the wall of every box container it crossed, positions only
+    (a solver that derives the velocity from the move, as PBF's position corrections do, calls this
+    instead of :func:`clamp_into_boxes`); the same inside and margin tests as that function. Returns
+    the point as three scalars of the boxes' type."""
+    for c in range(boxes.shape[0]):
+        l0 = boxes[c, 0, 0]
+        l1 = boxes[c, 0, 1]
+        l2 = boxes[c, 0, 2]
+        h0 = boxes[c, 1, 0]
+        h1 = boxes[c, 1, 1]
+        h2 = boxes[c, 1, 2]
+        if l0 <= p0 <= h0 and l1 <= p1 <= h1 and l2 <= p2 <= h2:
+            continue  # inside: nothing to put back
+        if not (l0 - margin <= p0 <= h0 + margin and l1 - margin <= p1 <= h1 + margin
+                and l2 - margin <= p2 <= h2 + margin):
+            continue  # too far outside for this box's walls to act
+        p0 = min(max(p0, l0), h0)
+        p1 = min(max(p1, l1), h1)
+        p2 = min(max(p2, l2), h2)
+    return p0, p1, p2
+
+
+@njit(inline="always", cache=True)
 def near_walls(x0, x1, x2, boxes, support):
     """True if a wall of some box lies within ``support`` of the point (elsewhere every wall term is
     exactly zero, so only such particles need the wall queries)."""

@@ -22,3 +22,111 @@ class SceneIdle:
             cls.poll_message_set(cls.busy_message)
             return False
         return True
+
+
+def redraw_sidebars(context) -> None:
+    for window in context.window_manager.windows:
+        for area in window.screen.areas:
+            if area.type == "VIEW_3D":
+                area.tag_redraw()
+
+
+class StageOperator(SceneIdle):
+    """An operator running a session over the baked cache in a child process (whitewater, ...).
+
+    ``execute`` blocks and prints progress (scripts and ``blender -b``, where an ERROR report makes the
+    call raise); ``invoke`` (a button) runs modal on a timer, and Esc cancels, keeping the frames done.
+    A subclass sets ``session_class`` (with ``poll``, ``finished``, ``cancel``, ``finish``, ``abort``),
+    ``describe`` (event -> line) and :meth:`make_session`.
+    """
+
+    busy_message = "This scene is baking; wait for it to end or press Esc to cancel it"
+    poll_interval = 0.1
+
+    def make_session(self, context):
+        raise NotImplementedError
+
+    @staticmethod
+    def describe(event: dict) -> str | None:
+        return None
+
+    def _finish(self, session) -> set:
+        import bpy
+
+        result = session.finish()
+        if bpy.app.background:
+            print(f"Surge: {result.message}", flush=True)
+        self.report({"INFO"} if result.status == "complete" and not getattr(result, "cap_message", "")
+                    else {"WARNING"}, result.message)
+        return {"FINISHED"}
+
+    def execute(self, context):
+        import bpy
+
+        from ..engine.errors import EngineError
+
+        try:
+            session = self.make_session(context)
+        except (EngineError, OSError) as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        try:
+            while not session.finished:
+                for event in session.poll(timeout=0.5):
+                    text = self.describe(event)
+                    if text and bpy.app.background:
+                        print(f"Surge: {text}", flush=True)
+            return self._finish(session)
+        except (EngineError, OSError) as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        finally:
+            if not session.finished:
+                session.abort()
+
+    def invoke(self, context, event):
+        import bpy
+
+        from ..engine.errors import EngineError
+
+        if bpy.app.background:
+            return self.execute(context)
+        try:
+            self._session = self.make_session(context)
+        except (EngineError, OSError) as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        wm = context.window_manager
+        self._timer = wm.event_timer_add(self.poll_interval, window=context.window)
+        wm.modal_handler_add(self)
+        return {"RUNNING_MODAL"}
+
+    def modal(self, context, event):
+        from ..engine.errors import EngineError
+
+        if event.type == "ESC" and event.value == "PRESS":
+            self._session.cancel()
+            return {"RUNNING_MODAL"}
+        if event.type != "TIMER":
+            return {"PASS_THROUGH"}
+        try:
+            self._session.poll()
+            redraw_sidebars(context)
+            if not self._session.finished:
+                return {"PASS_THROUGH"}
+            result = self._finish(self._session)
+        except (EngineError, OSError) as exc:
+            self._stop(context)
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        self._stop(context)
+        return result
+
+    def cancel(self, context):
+        self._stop(context)
+
+    def _stop(self, context) -> None:
+        if not self._session.finished:
+            self._session.abort()
+        context.window_manager.event_timer_remove(self._timer)
+        redraw_sidebars(context)

@@ -182,6 +182,59 @@ class VIEW3D_PT_surge_simulation(SurgeSidebarPanel, bpy.types.Panel):
                 row.prop(settings, p.name)
 
 
+def draw_surface(layout, settings, baking: bool) -> None:
+    """The baked surface: its settings, Bake Surface and Free Surface, and what the liquid shows."""
+    header, body = layout.panel("surge_bake_surface", default_closed=False)
+    header.label(text="Surface")
+    if body is None:
+        return
+    col = body.column()
+    col.enabled = not baking
+    for p in settings_mod.surface_parameters():
+        col.prop(settings, p.name)
+    col.prop(settings, "use_surface_in_bake")
+    row = body.row(align=True)
+    row.enabled = not baking
+    row.operator("surge.bake_surface", icon="MOD_FLUIDSIM")
+    row.operator("surge.free_surface", icon="TRASH")
+    if settings.surface_object is not None:
+        body.prop(settings, "liquid_display", expand=True)
+
+
+#: The whitewater settings as the panel groups them (every engine.settings.WhitewaterSettings field once).
+WHITEWATER_GROUPS = (
+    ("Amount", ("spray_amount", "foam_amount", "bubble_amount", "trapped_air_rate", "wave_crest_rate")),
+    ("Thresholds", ("use_auto_thresholds", "trapped_air_min", "trapped_air_max", "wave_crest_min", "wave_crest_max",
+                    "energy_min", "energy_max")),
+    ("Motion", ("lifetime", "lifetime_variation", "buoyancy", "bubble_drag", "spray_drag")),
+    ("Look", ("spray_size", "foam_size", "bubble_size")),
+    ("Limits", ("max_particles", "spray_neighbours", "bubble_neighbours", "seed")),
+)
+
+
+def draw_whitewater(layout, settings, baking: bool) -> None:
+    """Whitewater: its settings by group, Bake Whitewater and Free Whitewater, what the last run made."""
+    header, body = layout.panel("surge_bake_whitewater", default_closed=True)
+    header.label(text="Whitewater")
+    if body is None:
+        return
+    ww = settings.whitewater
+    for title, names in WHITEWATER_GROUPS:
+        col = body.column(heading=title)
+        col.enabled = not baking
+        for name in names:
+            row = col.row()
+            if name.endswith(("_min", "_max")):
+                row.active = not ww.use_auto_thresholds
+            row.prop(ww, name)
+    row = body.row(align=True)
+    row.enabled = not baking
+    row.operator("surge.bake_whitewater", icon="MOD_OCEAN")
+    row.operator("surge.free_whitewater", icon="TRASH")
+    if ww.summary:
+        body.label(text=ww.summary, icon="INFO")
+
+
 class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
     """Cache folder, bake and free buttons, and the progress of a running bake"""
 
@@ -233,6 +286,8 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
             sub.active = settings.use_surface_preview
             sub.prop(settings, "surface_radius")
             sub.prop(settings, "surface_smoothing")
+        draw_surface(layout, settings, baking)
+        draw_whitewater(layout, settings, baking)
         header, body = layout.panel("surge_bake_keyframes", default_closed=True)
         header.label(text="Bake to Keyframes")
         if body is not None:

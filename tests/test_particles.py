@@ -22,9 +22,12 @@ def _check_against_reference(pt: Particles, ref: dict) -> None:
     assert pt.capacity >= len(pt)
 
 
-def test_random_operations_match_a_reference(monkeypatch):
-    """Adds, removals, permutations and new channels in random order against a dict of rows."""
+@pytest.mark.parametrize("parallel_take", [particles_mod.PARALLEL_TAKE, 1])
+def test_random_operations_match_a_reference(monkeypatch, parallel_take):
+    """Adds, removals, permutations and new channels in random order against a dict of rows
+    (``parallel_take`` 1: every full reorder through the compiled parallel copy)."""
     monkeypatch.setattr(particles_mod, "MIN_CAPACITY", 16)  # small buffers: many grow and shrink steps
+    monkeypatch.setattr(particles_mod, "PARALLEL_TAKE", parallel_take)
     rng = np.random.default_rng(7)
     pt = Particles.create(rng.random((50, 3)), rng.random((50, 3)), 1000.0, capacity=64)
     ref = {int(i): {"x": pt.x[k].copy(), "v": pt.v[k].copy(), "age": np.float32(0.0)} for k, i in enumerate(pt.id)}

@@ -7,10 +7,10 @@ from numpy.testing import assert_allclose
 
 from engine import driver
 from engine.cache import CacheReader
-from engine.kernels import cubic_dwdr, cubic_w
 from engine.particles import Particles
 from engine.settings import SimulationSettings
 from engine.solvers import pbf
+from engine.walls import clamp_point_into_boxes
 from helpers import column_scene
 
 G = np.array([0.0, 0.0, -9.81])
@@ -46,14 +46,22 @@ def run(solver, steps, every=1):
     return out
 
 
-def test_shape_functions_match_the_engine_kernels():
-    h = 0.03
-    r = np.linspace(0.0, 2.2 * h, 50)
-    w = [pbf._w_shape(ri / h) / (np.pi * h ** 3) for ri in r]
-    dw = [pbf._dw_shape(ri / h) / (np.pi * h ** 4) for ri in r]
-    # the same polynomial evaluated two ways: only rounding differs
-    assert_allclose(w, [cubic_w(ri, h) for ri in r], rtol=1e-12, atol=1e-9)
-    assert_allclose(dw, [cubic_dwdr(ri, h) for ri in r], rtol=1e-12, atol=1e-9)
+def test_position_clamp_puts_points_on_the_walls_they_crossed_and_leaves_the_rest():
+    """walls.clamp_point_into_boxes (PBF's corrections): inside points stay, points outside within the
+    margin land on the nearest point of the box, points beyond it stay; two boxes act in turn."""
+    boxes = np.array([[[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]], [[5.0, 5.0, 5.0], [6.0, 6.0, 6.0]]], dtype=np.float32)
+    margin = np.float32(0.1)
+    rng = np.random.default_rng(11)
+    pts = rng.uniform(-0.3, 6.3, (4000, 3)).astype(np.float32)
+    for p in pts:
+        got = np.array(clamp_point_into_boxes(p[0], p[1], p[2], boxes, margin))
+        want = p.copy()
+        for lo, hi in boxes:
+            inside = np.all((lo <= want) & (want <= hi))
+            near = np.all((lo - margin <= want) & (want <= hi + margin))
+            if near and not inside:
+                want = np.clip(want, lo, hi)
+        np.testing.assert_array_equal(got, want)  # only comparisons and copies: exact
 
 
 def _brute_force_neighbours(s):

@@ -1,6 +1,8 @@
 """Bake a .blend headless with Blender as a Python module (no ``blender`` program needed).
 
-    .venv/bin/python tools/bake.py shot.blend [--resume] [--save]
+    .venv/bin/python tools/bake.py shot.blend [--resume] [--with-surface] [--save]
+    .venv/bin/python tools/bake.py shot.blend --surface [--restart] [--save]
+    .venv/bin/python tools/bake.py shot.blend --whitewater [--restart] [--save]
 
 does what ``blender -b shot.blend --python-exit-code 1 --python-expr "import bpy; bpy.ops.surge.bake()"``
 does: Surge is enabled from this source tree, the file is opened, its scene baked into the cache
@@ -8,6 +10,13 @@ folder its settings name, with one progress line per frame on stdout. Exit statu
 completes, 1 with ``Surge: error: <message>`` on stderr when the scene is refused or the bake fails,
 3 when it was cancelled (``cancel.flag`` in the cache folder). ``--save`` saves the .blend
 afterwards, so that it plays the new cache when opened (on a render node, for instance).
+
+``--with-surface`` meshes the liquid's surface inside the bake, frame by frame; ``--surface`` meshes
+the surface of the cache already baked, without simulating (``bpy.ops.surge.bake_surface()``), with
+the surface settings saved in the file, keeping the frames already meshed with those settings
+(``--restart`` meshes every frame again). ``--whitewater`` makes the spray, foam and bubbles of the
+cache already baked (``bpy.ops.surge.bake_whitewater()``) with the whitewater settings saved in the
+file, the same way. Exit statuses as for the bake.
 """
 
 from __future__ import annotations
@@ -26,6 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tools/bake.py", description="Bake a .blend file's Surge liquid headless")
     parser.add_argument("blend", help="the .blend file to bake")
     parser.add_argument("--resume", action="store_true", help="continue from the cache's last checkpoint")
+    parser.add_argument("--with-surface", action="store_true", help="mesh the surface inside the bake")
+    parser.add_argument("--surface", action="store_true",
+                        help="mesh the surface of the existing cache instead of baking the particles")
+    parser.add_argument("--whitewater", action="store_true",
+                        help="make the whitewater of the existing cache instead of baking the particles")
+    parser.add_argument("--restart", action="store_true",
+                        help="with --surface or --whitewater: make every frame again")
     parser.add_argument("--save", action="store_true", help="save the .blend after the bake")
     args = parser.parse_args(argv)
     blend = os.path.abspath(args.blend)
@@ -43,6 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     module = enable_from_source(ROOT, os.path.join(tempfile.gettempdir(), f"surge_source_repo_{tag}"))
     bpy.ops.wm.open_mainfile(filepath=blend)
     headless = importlib.import_module(f"{module}.bridge.headless")
+    if args.surface:
+        return headless.bake_surface_open_file(save=args.save, restart=args.restart)
+    if args.whitewater:
+        return headless.bake_whitewater_open_file(save=args.save, restart=args.restart)
+    if args.with_surface:
+        bpy.context.scene.surge.use_surface_in_bake = True
     return headless.bake_open_file(resume=args.resume, save=args.save)
 
 

@@ -2,8 +2,9 @@
 
 Run through ``bash tools/demo.sh`` (see the README). Builds the scene with Blender as a Python
 module, enables Surge from this source tree, saves ``out/demo/surge_demo.blend``, bakes it with
-``bpy.ops.surge.bake()`` exactly as a render-farm node would, renders one frame with Cycles on
-the CPU to ``out/demo/surge_demo.png`` and prints both paths.
+``bpy.ops.surge.bake()`` exactly as a render-farm node would, makes its whitewater with
+``bpy.ops.surge.bake_whitewater()``, renders one frame with Cycles on the CPU to
+``out/demo/surge_demo.png`` and prints both paths.
 
 Options: ``--spacing`` (m), ``--frames`` (last frame), ``--render-frame``, ``--samples``,
 ``--resolution`` (percentage of 1280 x 720), ``--out`` (folder).
@@ -135,6 +136,9 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     bpy.ops.surge.bake()  # blocks in background mode; raises RuntimeError on failure
     bake_seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    bpy.ops.surge.bake_whitewater()  # spray, foam and bubbles over the baked liquid, automatic thresholds
+    whitewater_seconds = time.perf_counter() - t0
     bpy.ops.wm.save_as_mainfile(filepath=blend)
 
     png = os.path.join(out, "surge_demo.png")
@@ -142,10 +146,17 @@ def main(argv=None) -> int:
     render(png, frame, args.samples, args.resolution)
     bpy.ops.wm.save_as_mainfile(filepath=blend)
 
-    liquid = [o for o in bpy.data.objects if o.type == "POINTCLOUD"]
+    scene = bpy.context.scene
     depsgraph = bpy.context.evaluated_depsgraph_get()
-    count = len(liquid[0].evaluated_get(depsgraph).data.points) if liquid else 0
-    print(f"Surge demo: {count} particles at frame {frame}, baked {args.frames} frames in {bake_seconds:.1f} s")
+
+    def points(obj):
+        return len(obj.evaluated_get(depsgraph).data.points) if obj is not None else 0
+
+    ww = scene.surge.whitewater
+    print(f"Surge demo: {points(scene.surge.liquid_object)} particles at frame {frame}, baked {args.frames} frames in "
+          f"{bake_seconds:.1f} s")
+    print(f"Whitewater at frame {frame}: {points(ww.spray_object)} spray, {points(ww.foam_object)} foam, "
+          f"{points(ww.bubbles_object)} bubbles, made in {whitewater_seconds:.1f} s ({ww.summary})")
     print(f"Suzanne acts as: {bpy.data.objects['Suzanne'].surge.collider_resolved}")
     print(f"blend: {blend}")
     print(f"image: {png}")

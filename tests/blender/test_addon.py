@@ -18,10 +18,13 @@ pytestmark = pytest.mark.blender
 
 OPERATORS = ("bake", "free_bake", "cancel_bake", "resume_bake", "bake_to_keyframes", "bake_in_terminal",
              "load_baked", "make_fluid", "make_inflow", "make_collider", "make_outflow", "clear_role",
-             "apply_liquid", "liquid_preset_add")
+             "apply_liquid", "liquid_preset_add", "bake_surface", "free_surface", "bake_whitewater",
+             "free_whitewater")
 PANELS = ("VIEW3D_PT_surge_object", "VIEW3D_PT_surge_simulation", "VIEW3D_PT_surge_bake")
 EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "checkpoint_interval", "keyframe_instance",
-                          "use_surface_preview", "surface_radius", "surface_smoothing"}
+                          "use_surface_preview", "surface_radius", "surface_smoothing", "use_surface_in_bake",
+                          "liquid_display", "surface_object", "whitewater"}
+EXTRA_WHITEWATER_PROPERTIES = {"spray_object", "foam_object", "bubbles_object", "summary"}
 EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels"}
 BUILTIN = {"rna_type", "name", "bl_idname"}
 
@@ -107,13 +110,18 @@ def _object_group():
     return bpy.types.Object.bl_rna.properties["surge"].fixed_type
 
 
-@pytest.mark.parametrize("owner", ["Scene", "Object"])
+@pytest.mark.parametrize("owner", ["Scene", "Object", "Whitewater"])
 def test_properties_mirror_engine_settings(surge, owner):
-    """Scene.surge mirrors the simulation settings, Object.surge the collider settings."""
+    """Scene.surge mirrors the simulation and surface settings, Object.surge the collider settings,
+    Scene.surge.whitewater the whitewater settings."""
     settings = submodule(surge, "engine.settings")
     props = submodule(surge, "props")
     if owner == "Scene":
-        rna, params, extras = _scene_group().properties, settings.parameters(), EXTRA_SCENE_PROPERTIES
+        rna, params, extras = (_scene_group().properties, settings.parameters() + settings.surface_parameters(),
+                               EXTRA_SCENE_PROPERTIES)
+    elif owner == "Whitewater":
+        rna, params, extras = (_scene_group().properties["whitewater"].fixed_type.properties,
+                               settings.whitewater_parameters(), EXTRA_WHITEWATER_PROPERTIES)
     else:
         rna, params, extras = _object_group().properties, settings.object_parameters(), EXTRA_OBJECT_PROPERTIES
     # both directions: every engine parameter is a property, every property is a parameter or a known extra

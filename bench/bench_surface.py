@@ -1,0 +1,251 @@
+"""Surface stage speed against pysplashsurf's reconstruction pipeline, and its share of a bake.
+
+The frame: frame 25 of ``bench/bench_blender.py``'s scene (a cube block of 46^3 = 97,336 particles at
+dx = 0.025 m in the corner of a box container of 4 x 3 x 1.5 block edges, PBF, 24 fps), baked once
+with the engine (no Blender) into ``out/bench_surface/cache`` and reused.
+
+Both sides mesh it with the same settings: cell 0.5 dx (1 particle radius), splashsurf smoothing
+length 2 particle radii (kernel support 2 dx), iso 0.6, 25 weighted smoothing passes. Surge's side is
+the whole stage's mesh (``engine.surface.reconstruct``: mesh, smoothing and the per-vertex velocity);
+pysplashsurf's is ``reconstruction_pipeline`` without and with its own velocity interpolation. Runs
+alternate (Surge, pysplashsurf, pysplashsurf with velocity, three rounds) in one process; medians of 3.
+
+    .venv/bin/python bench/bench_surface.py                 # throughputs and quality figures
+    .venv/bin/python bench/bench_surface.py --bake-ratio    # + a 1 s bake without and with the stage inside
+    .venv/bin/python bench/bench_surface.py --million       # + memory of meshing a 1,000,000-particle frame
+
+Prints figures, asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from engine import driver, stages  # noqa: E402
+from engine.cache import CacheReader  # noqa: E402
+from engine.scene import BoxContainer, FluidObject, SceneDescription, TriangleMesh  # noqa: E402
+from engine.settings import SimulationSettings, SurfaceSettings  # noqa: E402
+from engine.surface import SurfaceParameters, reconstruct  # noqa: E402
+from engine.surface.reconstruct import edge_use_counts, enclosed_volume  # noqa: E402
+from engine.surface.stage import SurfaceStage  # noqa: E402
+
+DX = 0.025
+FRAME = 25
+
+
+def _box(lower, upper) -> TriangleMesh:
+    lo, hi = np.asarray(lower, float), np.asarray(upper, float)
+    v = np.array([[hi[0] if i & 1 else lo[0], hi[1] if i & 2 else lo[1], hi[2] if i & 4 else lo[2]] for i in range(8)])
+    quads = [(0, 2, 3, 1), (4, 5, 7, 6), (0, 1, 5, 4), (2, 6, 7, 3), (0, 4, 6, 2), (1, 3, 7, 5)]
+    tris = [t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))]
+    return TriangleMesh(v, np.array(tris))
+
+
+def scene(n: int, frames: int) -> SceneDescription:
+    edge = n * DX
+    return SceneDescription(fluids=[FluidObject("Block", _box([0, 0, 0], [edge] * 3))],
+                            containers=[BoxContainer("Tank", [0, 0, 0], [4 * edge, 3 * edge, 1.5 * edge])],
+                            frame_start=1, frame_end=frames, fps=24.0)
+
+
+def bench_frame(cache: str, n: int) -> dict:
+    """Frame 25 of the scene, baked once into ``cache``."""
+    try:
+        reader = CacheReader(cache)
+        if FRAME in reader.frames:
+            return reader.read_frame(FRAME)
+    except Exception:  # noqa: BLE001 - no usable cache yet: bake it
+        pass
+    print(f"baking the scene's first {FRAME} frames into {cache} (once)", flush=True)
+    driver.bake(scene(n, FRAME), SimulationSettings(particle_spacing=DX), cache)
+    return CacheReader(cache).read_frame(FRAME)
+
+
+def params(**kw) -> SurfaceParameters:
+    s = SurfaceSettings()
+    base = dict(particle_spacing=DX, cell_size=s.surface_cell_size * DX, kernel_radius=s.surface_kernel_radius * DX,
+                iso=s.surface_iso, smoothing_iterations=s.surface_smoothing_iterations)
+    base.update(kw)
+    return SurfaceParameters(**base)
+
+
+def splashsurf(x: np.ndarray, v: np.ndarray | None):
+    import pysplashsurf
+
+    r = 0.5 * DX
+    mesh, _ = pysplashsurf.reconstruction_pipeline(
+        x, particle_radius=r, rest_density=1000.0, smoothing_length=2.0, cube_size=1.0, iso_surface_threshold=0.6,
+        mesh_smoothing_iters=25, mesh_smoothing_weights=True, subdomain_grid=True,
+        attributes_to_interpolate=None if v is None else {"velocity": v})
+    return np.asarray(mesh.mesh.vertices), np.asarray(mesh.mesh.triangles)
+
+
+def describe(name: str, vertices, triangles) -> None:
+    counts = edge_use_counts(triangles)
+    closed = bool(len(counts)) and bool(np.all(counts == 2))
+    v = np.asarray(vertices, np.float64)
+    t = np.asarray(triangles, np.int64)
+    area = 0.5 * np.linalg.norm(np.cross(v[t[:, 1]] - v[t[:, 0]], v[t[:, 2]] - v[t[:, 0]]), axis=1).sum()
+    print(f"  {name:34s} {len(v):9,d} vertices {len(t):9,d} triangles, closed {closed}, "
+          f"volume {enclosed_volume(v, t) * 1e3:8.3f} L, area {area:7.4f} m2")
+
+
+def timing(args, frame: dict) -> None:
+    x = np.ascontiguousarray(frame["position"], np.float32)
+    v = np.ascontiguousarray(frame["velocity"], np.float32)
+    n = len(x)
+    p = params()
+    runs = {"surge": [], "splashsurf": [], "splashsurf+velocity": []}
+    reconstruct(frame, p)  # compiles (or loads) Surge's kernels
+    splashsurf(x, None)
+    out = {}
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        mesh = reconstruct(frame, p)
+        runs["surge"].append(time.perf_counter() - t0)
+        out["surge"] = (mesh.vertices, mesh.triangles)
+        t0 = time.perf_counter()
+        out["splashsurf"] = splashsurf(x, None)
+        runs["splashsurf"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        splashsurf(x, v)
+        runs["splashsurf+velocity"].append(time.perf_counter() - t0)
+    print(f"frame {FRAME}: {n:,} particles, cell {p.cell_size * 1e3:.1f} mm, kernel support {p.kernel_radius * 1e3:.1f}"
+          f" mm, iso {p.iso}, {p.smoothing_iterations} smoothing passes; medians of {args.repeat}, alternating")
+    med = {k: statistics.median(t) for k, t in runs.items()}
+    for k, t in runs.items():
+        print(f"  {k:22s} {med[k]:7.3f} s/frame  {n / med[k]:10,.0f} particles/s   "
+              f"(runs {', '.join(f'{s:.3f}' for s in t)})")
+    print(f"  Surge / pysplashsurf throughput: {med['splashsurf'] / med['surge']:.2f}x without its velocity, "
+          f"{med['splashsurf+velocity'] / med['surge']:.2f}x with")
+    describe("Surge", *out["surge"])
+    describe("pysplashsurf", *out["splashsurf"])
+    phases(frame, p)
+
+
+def phases(frame: dict, p: SurfaceParameters) -> None:
+    """Where Surge's stage spends a frame (one run each)."""
+    from engine import usd
+    from engine.surface import reconstruct as rec
+
+    t = {}
+    t0 = time.perf_counter()
+    mesh = reconstruct(frame, SurfaceParameters(**{**p.__dict__, "attributes": ()}))
+    t["mesh (splashsurf reconstruction + smoothing)"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    rec.interpolate(frame["position"], frame["velocity"], mesh.vertices, p.kernel_radius)
+    t["vertex velocity"] = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        with open(os.path.join(tmp, "m.npz"), "wb") as fh:
+            np.savez(fh, vertices=mesh.vertices, triangles=mesh.triangles)
+        t["npz file"] = time.perf_counter() - t0
+        try:
+            sys.path.append(_blender_site_packages())
+            t0 = time.perf_counter()
+            usd.write_mesh(os.path.join(tmp, "m.usdc"), mesh.vertices, mesh.triangles,
+                           {"velocity": np.zeros_like(mesh.vertices)}, FRAME)
+            t["USD file"] = time.perf_counter() - t0
+        except OSError as exc:
+            print(f"  (no USD timing: {exc})")
+    print("  phases of Surge's stage (one run):")
+    for k, s in t.items():
+        print(f"    {k:46s} {s:7.3f} s")
+
+
+def _blender_site_packages() -> str:
+    import importlib.util
+
+    spec = importlib.util.find_spec("bpy")
+    base = os.path.dirname(spec.origin) if spec and spec.origin else ""
+    ver = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for root, dirs, _files in os.walk(base):
+        if root.endswith(os.path.join("lib", f"python{ver}", "site-packages")) and "pxr" in dirs:
+            return root
+    return base
+
+
+def bake_ratio(args) -> None:
+    """Wall time of a 1 s bake (24 frames) without and with the surface stage inside it."""
+    sc = scene(args.n, 25)
+    settings = SimulationSettings(particle_spacing=DX)
+    with tempfile.TemporaryDirectory() as tmp:
+        driver.bake(SceneDescription(**{**sc.__dict__, "frame_end": 2}), settings, os.path.join(tmp, "warm"))
+        t0 = time.perf_counter()
+        driver.bake(sc, settings, os.path.join(tmp, "plain"))
+        plain = time.perf_counter() - t0
+        cache = os.path.join(tmp, "with")
+        stage = SurfaceStage(SurfaceSettings(), DX, 1000.0)
+        events = []
+        progress = stages.follow_bake(cache, [stage], events.append)
+        t0 = time.perf_counter()
+        driver.bake(sc, settings, cache, progress=progress)
+        progress.finish("complete")
+        both = time.perf_counter() - t0
+    surface = sum(e.get("surface_seconds", 0.0) for e in events if e.get("event") == "frame")
+    print(f"bake of {args.n ** 3:,} particles, 1 s at 24 fps (engine, no Blender): {plain:.1f} s alone, "
+          f"{both:.1f} s with the surface inside ({surface:.1f} s of it in the stage): "
+          f"+{100 * (both - plain) / plain:.0f} %")
+
+
+def million(args) -> None:
+    """Peak memory of meshing a 1,000,000-particle frame, in a fresh process."""
+    code = f"""
+import sys, numpy as np
+sys.path.insert(0, {ROOT!r})
+from engine.surface import SurfaceParameters, reconstruct
+def hwm():
+    for line in open('/proc/self/status'):
+        if line.startswith('VmHWM'):
+            return int(line.split()[1]) * 1024
+def rss():
+    for line in open('/proc/self/status'):
+        if line.startswith('VmRSS'):
+            return int(line.split()[1]) * 1024
+dx = 0.01
+g = np.stack(np.meshgrid(*[np.arange(100) * dx] * 3, indexing='ij'), -1).reshape(-1, 3).astype(np.float32)
+frame = {{'position': g, 'velocity': np.ones_like(g)}}
+p = SurfaceParameters(particle_spacing=dx, cell_size=0.5 * dx, kernel_radius=2 * dx)
+small = {{'position': g[:1000], 'velocity': frame['velocity'][:1000]}}
+reconstruct(small, p)
+base = rss()
+m = reconstruct(frame, p)
+print(len(g), base, hwm(), len(m.vertices), len(m.triangles))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    n, base, peak, nv, nt = map(int, out)
+    print(f"1,000,000-particle block: {nv:,} vertices, {nt:,} triangles; peak {peak / 2**20:.0f} MiB, "
+          f"{(peak - base) / n:.0f} bytes per particle above the loaded frame and compiled kernels")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=46, help="particles along the block's edge")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cache", default=os.path.join(ROOT, "out", "bench_surface", "cache"))
+    ap.add_argument("--bake-ratio", action="store_true")
+    ap.add_argument("--million", action="store_true")
+    ap.add_argument("--skip-timing", action="store_true")
+    args = ap.parse_args(argv)
+    if not args.skip_timing:
+        timing(args, bench_frame(args.cache, args.n))
+    if args.bake_ratio:
+        bake_ratio(args)
+    if args.million:
+        million(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""A stage over the baked cache (:mod:`engine.stages`: the surface, whitewater) run from Blender in a child
+process, as a particle bake runs ``engine.cli bake``.
+
+``python -m engine.stages run <stage>`` gets the stage's settings as a JSON file in the job folder and
+writes the stage's USD files itself; Blender stays responsive, Esc cancels and keeps the frames done,
+a new run with the same settings continues where the last one stopped, and new settings redo every
+frame without touching the particles. :class:`StageSession` is polled like
+:class:`bridge.bake.BakeSession` (from a modal operator's timer or a blocking loop) and holds names,
+never Blender pointers; a subclass names the stage and says how its objects show the files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import bpy
+
+from ..engine import stages
+from ..engine.cache import CacheReader
+from ..engine.errors import EngineError, InvalidSceneError
+from . import bake_state, files, usd
+from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
+
+
+class StageFailedError(EngineError):
+    """A stage ended with an error or its process stopped unexpectedly."""
+
+
+@dataclass
+class StageResult:
+    status: str  # 'complete' or 'cancelled'
+    frames: int  # frames done in all
+    processed: int  # frames done by this run
+    elapsed: float
+    cache_dir: str
+    title: str  # "Surface", "Whitewater"
+    done_words: str = "ready"
+    note: str = ""  # a warning to add (the whitewater's cap)
+
+    @property
+    def message(self) -> str:
+        if self.status == "complete":
+            text = (f"{self.title} of {self.frames} frames {self.done_words} ({self.processed} made now, "
+                    f"{self.elapsed:.1f} s) in '{self.cache_dir}'")
+        else:
+            text = f"{self.title} cancelled; {self.frames} frames are kept in '{self.cache_dir}'"
+        return f"{text}. {self.note}" if self.note else text
+
+
+def write_settings(cache_dir: str, name: str, values: dict) -> str:
+    """Write a stage's settings file (``job/<name>``) for the child; returns its path."""
+    path = os.path.join(files.job_dir(cache_dir), name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(values, fh, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+    return path
+
+
+def free_job_files(cache_dir: str, names: tuple) -> int:
+    """Delete the named files (and their temporary names) of the job folder; returns how many went."""
+    count = 0
+    for name in names:
+        for path in (os.path.join(files.job_dir(cache_dir), name), os.path.join(files.job_dir(cache_dir), name + ".tmp")):
+            if os.path.isfile(path):
+                os.remove(path)
+                count += 1
+    return count
+
+
+class StageSession:
+    """One run of a stage over the baked particles of a scene (subclass it).
+
+    Class attributes: ``stage`` (the engine stage's name), ``title`` (for messages), ``settings_file``
+    and ``log_file`` (names in the job folder). Subclasses implement :meth:`show` (point the scene's
+    objects at the stage's files; False while there are none), :meth:`reread` (the current frame's
+    file appeared) and :meth:`describe` (one line per progress event).
+
+    Creating it checks the cache (raising before anything is written), writes ``settings`` (a dict)
+    for the child and starts it.
+    """
+
+    stage = ""
+    title = ""
+    settings_file = ""
+    log_file = ""
+    done_words = "ready"
+    failed_error = StageFailedError
+
+    def __init__(self, scene, settings: dict, restart: bool = False):
+        from .bake import ADDON_ROOT, numba_cache_dir
+
+        cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+        reader = CacheReader(cache_dir)  # CacheFormatError: nothing baked there
+        if not reader.frames:
+            raise InvalidSceneError(f"Scene '{scene.name}': the cache '{cache_dir}' holds no baked frame to make the "
+                                    f"{self.title.lower()} from; bake the liquid first")
+        self.scene_name = scene.name
+        self.cache_dir = cache_dir
+        self.relative = scene.surge.cache_directory.strip().startswith("//")
+        self.frame_start, self.frame_end = int(reader.frames[0]), int(reader.frames[-1])
+        path = write_settings(cache_dir, self.settings_file, settings)
+        usd.import_pxr()  # puts Blender's pxr on sys.path, which the child inherits
+        flag = files.cancel_flag(cache_dir)
+        if os.path.exists(flag):
+            os.remove(flag)
+        command = [sys.executable, "-m", "engine.stages", "run", self.stage, cache_dir, "--settings", path,
+                   "--option", "usd=1", "--cancel-file", flag]
+        if restart:
+            command.append("--restart")
+        self.process = BakeProcess(files.job_dir(cache_dir), cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
+                                   os.path.join(files.job_dir(cache_dir), self.log_file), command=command)
+        self.started = time.monotonic()
+        self.error: dict | None = None
+        self.shown = False
+        self.status = f"Starting the {self.title.lower()} process"
+        self.progress = 0.0
+        self.summary: dict = {}
+        self._publish()
+
+    # -- what a stage adds ---------------------------------------------------------------------------
+
+    def show(self, scene) -> bool:
+        raise NotImplementedError
+
+    def reread(self, scene) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def describe(event: dict) -> str | None:
+        return None
+
+    def note(self) -> str:
+        """A warning the result adds to its message (none by default)."""
+        return ""
+
+    def finished_run(self, scene) -> None:
+        """Called once a run ended well (complete or cancelled), after the objects show its files."""
+
+    # -- polling -------------------------------------------------------------------------------------
+
+    def scene(self):
+        scene = bpy.data.scenes.get(self.scene_name)
+        if scene is None:
+            self.process.kill()
+            raise self.failed_error(f"Scene '{self.scene_name}' was deleted during its {self.title.lower()} run; "
+                                    f"the run was stopped")
+        return scene
+
+    def _publish(self) -> None:
+        state = bake_state.ensure(self.scene())
+        if not state.is_baking:
+            state.is_baking = True
+            state.cancel_requested = False
+        if abs(state.progress - self.progress) > 1e-4:
+            state.progress = self.progress
+        if state.status != self.status:
+            state.status = self.status
+
+    def poll(self, timeout: float = 0.0) -> list[dict]:
+        events = self.process.events(timeout)
+        for event in events:
+            kind = event.get("event")
+            if kind == "frame":
+                span = max(1, self.frame_end - self.frame_start)
+                self.progress = min(1.0, (event["frame"] - self.frame_start) / span)
+                scene = self.scene()
+                if not self.shown:
+                    self.shown = self.show(scene)
+                elif scene.frame_current == event["frame"]:
+                    self.reread(scene)  # the viewport sits on a frame that had no file until now
+            elif kind == "error":
+                self.error = event
+            elif kind == "done":
+                self.summary = event
+            text = self.describe(event)
+            if text:
+                self.status = text
+        if bake_state.ensure(self.scene()).cancel_requested and self.process.cancel_requested_at is None:
+            self.cancel()
+        self.process.kill_if_overdue()
+        self._publish()
+        return events
+
+    @property
+    def finished(self) -> bool:
+        return self.process.finished
+
+    def cancel(self) -> None:
+        self.process.request_cancel()
+        self.status = "Cancelling"
+        self._publish()
+
+    def finish(self) -> StageResult:
+        """Wait for the child and say how the run ended.
+
+        Raises
+        ------
+        StageFailedError (or the subclass's ``failed_error``)
+            If the stage reported an error or its process died; the frames done before stay shown.
+        """
+        code = self.process.wait()
+        self.poll()
+        flag = files.cancel_flag(self.cache_dir)
+        if os.path.exists(flag):
+            os.remove(flag)
+        scene = self.scene()
+        state = bake_state.ensure(scene)
+        state.is_baking = False
+        state.cancel_requested = False
+        self.show(scene)
+        done = len(stages.done_frames(self.cache_dir, self.stage))
+        elapsed = time.monotonic() - self.started
+        processed = int(self.summary.get("processed", 0))
+        if code == EXIT_COMPLETE or code == EXIT_CANCELLED or self.process.cancel_requested_at is not None:
+            # a child killed after ignoring the cancel flag also counts as cancelled: the user asked
+            status = "complete" if code == EXIT_COMPLETE else "cancelled"
+            result = StageResult(status, done, processed, elapsed, self.cache_dir, self.title, self.done_words,
+                                 self.note())
+        elif code == EXIT_ENGINE_ERROR and self.error:
+            state.status = f"{self.title} failed: {self.error.get('message', '')}"
+            raise self.failed_error(self.error.get("message") or f"{self.title} failed")
+        else:
+            tail = self.process.log_tail()
+            message = (f"The {self.title.lower()} process stopped unexpectedly (exit status {code})"
+                       + (f"; last lines of its log '{self.process.log_path}': {tail}" if tail else ""))
+            state.status = message
+            raise self.failed_error(message)
+        state.status = result.message
+        state.progress = done / max(1, self.frame_end - self.frame_start + 1)
+        self.finished_run(scene)
+        return result
+
+    def abort(self) -> None:
+        """Stop the child at once and clear the scene's state (Blender is cancelling the operator)."""
+        self.process.kill()
+        self.process.wait()
+        scene = bpy.data.scenes.get(self.scene_name)
+        if scene is not None:
+            state = bake_state.ensure(scene)
+            state.is_baking = False
+            state.status = f"{self.title} stopped"

@@ -1,0 +1,333 @@
+"""Whitewater state and one frame of the model: advect, emit, classify, remove.
+
+The state is a structure of arrays, 37 bytes per diffuse particle:
+
+=========  ===========  =======  ==================================================================
+name       shape        dtype    meaning
+=========  ===========  =======  ==================================================================
+position   (M, 3)       float32  world-space position, m
+velocity   (M, 3)       float32  velocity, m/s
+age        (M,)         float32  seconds since the particle was emitted
+lifetime   (M,)         float32  seconds left before it dissolves (runs down only while it is foam)
+kind       (M,)         uint8    0 spray, 1 foam, 2 bubble (classified against the frame's liquid)
+id         (M,)         int32    stable id, never reused within one stage
+=========  ===========  =======  ==================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..neighbors import build_grid
+from ..settings import WhitewaterSettings
+from . import kernels as k
+
+KIND_NAMES = ("spray", "foam", "bubbles")
+
+#: Interaction radius of the model, in particle spacings: the potentials, the liquid velocity at a
+#: diffuse particle and the neighbour count that classifies it all look this far. With the paper's
+#: limits (spray below 6 neighbours, bubbles above 20; a point deep in the liquid has about 33
+#: within two spacings) foam is the layer from about 0.4 spacings under the outermost liquid
+#: particles to about 0.9 above them.
+RADIUS_SPACINGS = 2.0
+
+#: Automatic thresholds, after the foam generator of Bender et al. 2018 ("Turbulent micropolar SPH
+#: fluids with foam"): tau_max of each potential is its mean over the frames of the shot of each
+#: frame's maximum, tau_min a tenth of it. The maximum is read robustly, as the potential the top
+#: 0.1 % of the liquid particles reach, so that one particle flung away does not set it.
+AUTO_PERCENTILE = 99.9
+AUTO_MIN_SHARE = 0.1
+
+
+#: Particles advected and classified per pass: the liquid velocity and neighbour counts a pass needs
+#: (16 bytes a particle) exist for this many particles at a time, not for all of them.
+CHUNK = 1 << 20
+
+#: Growth of the state's buffers when newborns do not fit (never beyond the cap): particles are
+#: appended in place, so a frame copies the state only when the population outgrows its buffers.
+GROWTH = 1.25
+
+
+@dataclass
+class Diffuse:
+    """Diffuse particles (see the module docstring for the arrays).
+
+    The arrays may be views of the first rows of larger ``buffers`` (name -> array), which
+    :meth:`append` fills in place while they have room.
+    """
+
+    position: np.ndarray
+    velocity: np.ndarray
+    age: np.ndarray
+    lifetime: np.ndarray
+    kind: np.ndarray
+    id: np.ndarray
+    buffers: dict | None = field(default=None, repr=False, compare=False)
+
+    ARRAYS = ("position", "velocity", "age", "lifetime", "kind", "id")
+    DTYPES = {"position": np.float32, "velocity": np.float32, "age": np.float32, "lifetime": np.float32,
+              "kind": np.uint8, "id": np.int32}
+
+    @classmethod
+    def empty(cls, n: int = 0) -> "Diffuse":
+        return cls(np.zeros((n, 3), np.float32), np.zeros((n, 3), np.float32), np.zeros(n, np.float32),
+                   np.zeros(n, np.float32), np.zeros(n, np.uint8), np.zeros(n, np.int32))
+
+    @classmethod
+    def from_arrays(cls, arrays: dict) -> "Diffuse":
+        return cls(**{name: np.ascontiguousarray(arrays[name], dtype=cls.DTYPES[name]) for name in cls.ARRAYS})
+
+    def arrays(self) -> dict:
+        return {name: getattr(self, name) for name in self.ARRAYS}
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self, name).nbytes for name in self.ARRAYS)
+
+    def take(self, keep: np.ndarray) -> "Diffuse":
+        return Diffuse(*(getattr(self, name)[keep] for name in self.ARRAYS))
+
+    def head(self, n: int) -> "Diffuse":
+        """The first ``n`` particles, as views (the buffers stay)."""
+        return Diffuse(*(getattr(self, name)[:n] for name in self.ARRAYS), buffers=self.buffers)
+
+    def append(self, other: "Diffuse", limit: int) -> "Diffuse":
+        """These particles followed by ``other``'s, written into the buffers (grown, up to ``limit``
+        rows, only when they have no room)."""
+        n, m = len(self), len(other)
+        if m == 0:
+            return self
+        need = n + m
+        buf = self.buffers
+        if buf is None or len(buf["id"]) < need:
+            cap = max(need, min(int(need * GROWTH), limit))
+            buf = {name: np.empty((cap,) + getattr(self, name).shape[1:], self.DTYPES[name]) for name in self.ARRAYS}
+            for name in self.ARRAYS:
+                buf[name][:n] = getattr(self, name)
+        for name in self.ARRAYS:
+            buf[name][n:need] = getattr(other, name)
+        return Diffuse(*(buf[name][:need] for name in self.ARRAYS), buffers=buf)
+
+    @property
+    def capacity_bytes(self) -> int:
+        """Bytes of the buffers (the state's memory, spare rows included)."""
+        if self.buffers is None:
+            return self.nbytes
+        return sum(a.nbytes for a in self.buffers.values())
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """tau_min and tau_max of the three potentials (Eq. 1), in their units (m/s, 1, J/kg)."""
+
+    trapped_air: tuple
+    wave_crest: tuple
+    energy: tuple
+
+    def array(self) -> np.ndarray:
+        return np.array(self.trapped_air + self.wave_crest + self.energy, dtype=np.float64)
+
+    def to_dict(self) -> dict:
+        return {"trapped_air": list(self.trapped_air), "wave_crest": list(self.wave_crest),
+                "energy": list(self.energy)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Thresholds":
+        return cls(tuple(d["trapped_air"]), tuple(d["wave_crest"]), tuple(d["energy"]))
+
+    @classmethod
+    def manual(cls, s: WhitewaterSettings) -> "Thresholds":
+        return cls((s.trapped_air_min, s.trapped_air_max), (s.wave_crest_min, s.wave_crest_max),
+                   (s.energy_min, s.energy_max))
+
+
+def floors(spacing: float, gravity: np.ndarray) -> Thresholds:
+    """Lowest automatic thresholds, so a liquid at rest stays calm whatever its own range says.
+
+    Speeds are measured against u0 = sqrt(|g| dx), the speed of a fall of half a spacing: liquid
+    slower than half of it makes no whitewater (energy floor), and neighbours must collide at u0
+    (trapped-air floor). A 10 cm glass at 2 mm spacing has u0 = 0.14 m/s, a 50 m wave at 25 cm
+    1.6 m/s. The wave-crest floor of 0.1 is a curvature no flat surface reaches.
+    """
+    u0 = float(np.sqrt(max(float(np.linalg.norm(gravity)), 1e-6) * spacing))
+    return Thresholds((u0, 2.0 * u0), (0.1, 0.2), (0.125 * u0 * u0, 0.25 * u0 * u0))
+
+
+class LiquidFrame:
+    """One frame of liquid, sorted into cells of the model's radius, with its potentials."""
+
+    def __init__(self, position: np.ndarray, velocity: np.ndarray, ids: np.ndarray, spacing: float):
+        self.R = RADIUS_SPACINGS * spacing
+        x = np.ascontiguousarray(position, dtype=np.float32).reshape(-1, 3)
+        self.grid = build_grid(x, self.R)
+        order = self.grid.order
+        self.x = np.ascontiguousarray(x[order])
+        self.v = np.ascontiguousarray(np.asarray(velocity, dtype=np.float32).reshape(-1, 3)[order])
+        self.id = np.ascontiguousarray(np.asarray(ids, dtype=np.int32)[order])
+        n = len(self.x)
+        self.normal = np.zeros((n, 3), np.float32)
+        self.count = np.zeros(n, np.int32)
+        self._potentials = None
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def potentials(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Raw trapped-air (m/s), wave-crest (1) and energy (J/kg) potentials, in grid order, of the
+        smoothed velocity field (:func:`kernels.smoothed_velocity`)."""
+        if self._potentials is None:
+            g = self.grid
+            n = len(self.x)
+            ta, wc, ke = np.zeros(n), np.zeros(n), np.zeros(n)
+            if n:
+                k.surface_normals(self.x, g.cell_start, g.cell_nbr, g.particle_cell, self.R, self.normal, self.count)
+                smooth = np.empty_like(self.v)
+                k.smoothed_velocity(self.x, self.v, g.cell_start, g.cell_nbr, g.particle_cell, self.R, smooth)
+                k.potentials(self.x, smooth, self.normal, g.cell_start, g.cell_nbr, g.particle_cell, self.R,
+                             ta, wc, ke)
+            self._potentials = (ta, wc, ke)
+        return self._potentials
+
+    def query(self, points: np.ndarray, kind: np.ndarray | None = None, skip_kind: int = -1,
+              velocity: bool = True):
+        """Liquid neighbour count and (with ``velocity``) liquid velocity at each point (see :func:`kernels.query`)."""
+        m = len(points)
+        count = np.zeros(m, np.int32)
+        vel = np.zeros((m if velocity else 0, 3), np.float32)
+        if m and len(self.x):
+            g = self.grid
+            k.query(points, self.x, self.v, g.cell_key, g.cell_start, g.cell_nbr, self.R, skip_kind,
+                    kind if kind is not None else np.zeros(m, np.uint8), count, vel)
+        return count, vel
+
+
+def frame_maxima(liquid: LiquidFrame) -> np.ndarray:
+    """Robust largest trapped-air, wave-crest and energy potential of one frame (the automatic mode's
+    input): the :data:`AUTO_PERCENTILE` percentile over the liquid particles."""
+    if len(liquid) == 0:
+        return np.zeros(3)
+    return np.array([float(np.percentile(p, AUTO_PERCENTILE)) for p in liquid.potentials()])
+
+
+def auto_thresholds(maxima: np.ndarray, spacing: float, gravity: np.ndarray) -> Thresholds:
+    """Thresholds from the shot's own range: tau_max = the mean of the per-frame maxima
+    (:func:`frame_maxima`), tau_min :data:`AUTO_MIN_SHARE` of it; neither below :func:`floors`."""
+    mean = np.asarray(maxima, dtype=np.float64).reshape(-1, 3).mean(axis=0)
+    low = floors(spacing, gravity)
+    out = []
+    for m, (fmin, fmax) in zip(mean, (low.trapped_air, low.wave_crest, low.energy)):
+        tmax = max(float(m), fmax)
+        out.append((max(AUTO_MIN_SHARE * tmax, fmin), tmax))
+    return Thresholds(*out)
+
+
+@dataclass
+class FrameStats:
+    """What one frame did: particles emitted (kept), alive per kind, removed, refused by the cap."""
+
+    emitted: int = 0
+    alive: tuple = (0, 0, 0)
+    removed: int = 0
+    capped: int = 0
+
+    def to_dict(self) -> dict:
+        return {"emitted": self.emitted, "spray": self.alive[0], "foam": self.alive[1],
+                "bubbles": self.alive[2], "removed": self.removed, "capped": self.capped}
+
+
+def step(state: Diffuse, liquid: LiquidFrame, frame: int, dt: float, next_id: int, settings: WhitewaterSettings,
+         thresholds: Thresholds, spacing: float, gravity: np.ndarray) -> tuple[Diffuse, int, FrameStats]:
+    """Carry the diffuse particles from the previous frame to this one and emit this frame's new ones.
+
+    Parameters
+    ----------
+    state : Diffuse
+        Particles at the previous frame (classified against its liquid).
+    liquid : LiquidFrame
+        This frame's liquid.
+    frame : int
+        This frame's number (it seeds the random numbers).
+    dt : float
+        Seconds from the previous frame to this one (0 for the first frame: emission only).
+    next_id : int
+        Id of the next new particle.
+
+    Returns
+    -------
+    (Diffuse, int, FrameStats)
+        The particles at this frame, the next free id, and the frame's figures.
+    """
+    s = settings
+    g = np.asarray(gravity, dtype=np.float64)
+    stats = FrameStats()
+    before = len(state)
+    # 1. advect by the kind found at the previous frame; foam and bubbles need the liquid's velocity
+    #    at their old position in this frame's liquid (the paper's v~_f(t + dt))
+    if before and dt > 0.0:
+        for a in range(0, before, CHUNK):
+            c = slice(a, min(a + CHUNK, before))
+            _count, vf = liquid.query(state.position[c], state.kind[c], skip_kind=k.SPRAY)
+            k.advance(state.position[c], state.velocity[c], state.kind[c], vf, state.lifetime[c], state.age[c],
+                      float(dt), g[0], g[1], g[2], s.spray_drag, s.buoyancy, s.bubble_drag)
+        del vf, _count
+    # 2. emit from this frame's liquid
+    born = Diffuse.empty()
+    if len(liquid) and dt > 0.0:
+        ta, wc, ke = liquid.potentials()
+        n = len(liquid)
+        counts = np.zeros(n, np.int64)
+        strength = np.zeros(n)
+        # the largest per-kind amount scales the emission; each newborn is then kept with its kind's
+        # share of it, so (1, 1, 1) keeps all, (2, 2, 2) doubles all and (1, 0, 0) makes spray only
+        scale = max(s.spray_amount, s.foam_amount, s.bubble_amount)
+        rates = scale * np.array([s.trapped_air_rate, s.wave_crest_rate])
+        k.emission_counts(ta, wc, ke, liquid.id, thresholds.array(), rates, float(dt), s.seed, frame,
+                          counts, strength)
+        total = int(counts.sum())
+        if total:
+            offsets = np.zeros(n, np.int64)
+            np.cumsum(counts[:-1], out=offsets[1:])
+            born = Diffuse.empty(total)
+            k.emit(liquid.x, liquid.v, liquid.id, counts, offsets, strength, 0.5 * spacing, float(dt), 0.1,
+                   s.lifetime, s.lifetime_variation, s.seed, frame, born.position, born.velocity, born.lifetime)
+            born_count, _ = liquid.query(born.position, velocity=False)
+            k.classify(born_count, s.spray_neighbours, s.bubble_neighbours, born.kind)
+            share = np.array([s.spray_amount, s.foam_amount, s.bubble_amount]) / scale
+            draw = np.empty(total)
+            k.fill_uniform(s.seed, frame, draw)
+            born = born.take(draw < share[born.kind])
+    # 3. reclassify the survivors at their new position, remove the dissolved and the lost
+    if before:
+        for a in range(0, before, CHUNK):
+            c = slice(a, min(a + CHUNK, before))
+            count, _ = liquid.query(state.position[c], velocity=False)
+            k.classify(count, s.spray_neighbours, s.bubble_neighbours, state.kind[c])
+        del count
+        keep = np.empty(before, np.bool_)
+        floor = float(liquid.x[:, 2].min()) - liquid.R if len(liquid) else np.inf
+        kept = k.survivors(state.position, state.velocity, state.kind, state.lifetime, floor,
+                           keep)
+        stats.removed = before - kept
+        if stats.removed:
+            # in place: views of the first ``kept`` rows, no second copy of the state
+            k.compact(keep, state.position, state.velocity, state.lifetime, state.age, state.kind, state.id)
+            state = state.head(kept)
+        del keep
+    # 4. the cap: newborns beyond it are not made (the oldest particles are kept)
+    room = max(0, s.max_particles - len(state))
+    if len(born) > room:
+        stats.capped = len(born) - room
+        born = born.take(np.arange(room))
+    born.id[:] = np.arange(next_id, next_id + len(born), dtype=np.int64).astype(np.int32)
+    next_id += len(born)
+    stats.emitted = len(born)
+    state = state.append(born, s.max_particles)
+    alive = np.zeros(3, np.int64)
+    k.count_kinds(state.kind, alive)
+    stats.alive = tuple(int(c) for c in alive)
+    return state, next_id, stats

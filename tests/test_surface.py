@@ -1,0 +1,174 @@
+"""The liquid surface (engine.surface): closed meshes of the right size and shape, thin sheets, vertex
+attributes against brute force, degenerate frames."""
+
+import math
+
+import numpy as np
+import pytest
+
+from engine import kernels
+from engine.surface import SurfaceParameters, reconstruct
+from engine.surface.reconstruct import (bridge_points, edge_use_counts, enclosed_volume, euler_characteristic,
+                                        interpolate)
+
+DX = 0.01
+
+
+def _params(**kw):
+    # the issue's defaults: cell half the spacing, kernel support two spacings (splashsurf smoothing
+    # length 2 particle radii), iso 0.6, 25 smoothing passes
+    base = dict(particle_spacing=DX, cell_size=0.5 * DX, kernel_radius=2.0 * DX, iso=0.6, smoothing_iterations=25)
+    base.update(kw)
+    return SurfaceParameters(**base)
+
+
+def _lattice(nx, ny, nz, step=(DX, DX, DX)):
+    g = np.stack(np.meshgrid(np.arange(nx) * step[0], np.arange(ny) * step[1], np.arange(nz) * step[2],
+                             indexing="ij"), -1).reshape(-1, 3)
+    return g.astype(np.float32)
+
+
+def _frame(x, v=None):
+    n = len(x)
+    return {"position": x, "velocity": np.zeros((n, 3), np.float32) if v is None else v,
+            "density": np.full(n, 1000.0, np.float32), "id": np.arange(n, dtype=np.int32),
+            "age": np.zeros(n, np.float32)}
+
+
+def _is_closed(mesh):
+    counts = edge_use_counts(mesh.triangles)
+    return len(counts) > 0 and bool(np.all(counts == 2))
+
+
+def test_resting_block_is_closed_with_its_volume_and_a_flat_top():
+    n = 30
+    x = _lattice(n, n, n) + DX / 2  # the block fills [0, 0.3]^3: each particle stands for one dx^3 cube
+    mesh = reconstruct(_frame(x), _params())
+    assert _is_closed(mesh)
+    assert euler_characteristic(mesh.triangles) == 2  # one component, no hole or handle
+    # no self-intersection at this size: a closed mesh whose signed volume is that of the block (an
+    # overlapping fold would count twice or cancel)
+    volume = enclosed_volume(mesh.vertices, mesh.triangles)
+    # rtol 2 %: the issue's bound (seen: -1.1 %, the rounded edges and corners of the block)
+    np.testing.assert_allclose(volume, len(x) * DX ** 3, rtol=0.02, atol=0.0)
+    # the top face away from the rounded edges (2 kernel radii in): flat within 0.1 dx (the issue's
+    # bound) and at the block's top, x = 0.3, within 0.25 dx (iso 0.6 puts it a little inside)
+    v = mesh.vertices
+    top = v[(v[:, 2] > 0.3 - DX) & np.all((v[:, :2] > 4 * DX) & (v[:, :2] < 0.3 - 4 * DX), axis=1)]
+    assert len(top) > 100
+    assert np.ptp(top[:, 2]) <= 0.1 * DX
+    np.testing.assert_allclose(top[:, 2].mean(), 0.3, rtol=0, atol=0.25 * DX)
+
+
+def test_sphere_has_its_radius_and_no_hole():
+    g = _lattice(24, 24, 24) - 11.5 * DX
+    x = g[np.linalg.norm(g, axis=1) < 0.1]
+    # the sphere the particles stand for: each particle is one dx^3 of liquid
+    radius = (3.0 * len(x) * DX ** 3 / (4.0 * math.pi)) ** (1.0 / 3.0)
+    x = x + np.float32(0.5)
+    mesh = reconstruct(_frame(x), _params())
+    assert _is_closed(mesh) and euler_characteristic(mesh.triangles) == 2
+    r = np.linalg.norm(mesh.vertices - 0.5, axis=1)
+    # atol 0.5 dx: the issue's bound
+    np.testing.assert_allclose(r.mean(), radius, rtol=0, atol=0.5 * DX)
+
+
+@pytest.mark.parametrize("shape", ["sheet", "jet"])
+def test_stretched_sheet_and_jet_tear_without_the_thin_sheet_option_and_stay_closed_with_it(shape):
+    if shape == "sheet":
+        # two particles thick, pulled apart to 1.8 spacings in its plane
+        x = _lattice(24, 24, 2, step=(1.8 * DX, 1.8 * DX, DX))
+    else:
+        # one particle wide, 2.2 spacings between particles
+        x = _lattice(1, 1, 40, step=(DX, DX, 2.2 * DX))
+    plain = reconstruct(_frame(x), _params())
+    kept = reconstruct(_frame(x), _params(thin_sheets=True))
+    # without the option: holes in the sheet (Euler characteristic below 2) or beads along the jet
+    # (one component per particle, above 2)
+    assert euler_characteristic(plain.triangles) != 2
+    # with it: one closed surface without holes
+    assert _is_closed(kept) and euler_characteristic(kept.triangles) == 2
+    # and no thicker than the particles: every vertex within a kernel radius of the particles' box
+    lo, hi = x.min(axis=0), x.max(axis=0)
+    assert np.all(kept.vertices > lo - 2 * DX) and np.all(kept.vertices < hi + 2 * DX)
+
+
+def test_thin_sheet_bridges_leave_a_dense_block_alone():
+    x = _lattice(12, 12, 12)
+    inner = np.all((x > 2.5 * DX) & (x < 8.5 * DX), axis=1)
+    b = bridge_points(x, DX, 2.0 * DX)
+    # bridges only between sparse (surface-edge and corner) particles: none deep inside the block
+    inside = np.all((b > 2.5 * DX) & (b < 8.5 * DX), axis=1)
+    assert inner.sum() > 0 and not inside.any()
+
+
+def test_vertex_velocity_is_the_kernel_weighted_velocity_of_its_particles():
+    rng = np.random.default_rng(4)
+    x = (_lattice(14, 14, 14) + rng.normal(scale=0.1 * DX, size=(14 ** 3, 3))).astype(np.float32)
+    v = rng.normal(size=x.shape).astype(np.float32)
+    frame = _frame(x, v)
+    frame["age"] = rng.uniform(0, 2, len(x)).astype(np.float32)
+    params = _params(attributes=("velocity", "density", "age"))
+    mesh = reconstruct(frame, params)
+    assert set(mesh.attributes) == {"velocity", "density", "age"}
+    assert mesh.attributes["velocity"].shape == mesh.vertices.shape and mesh.attributes["age"].shape == (
+        len(mesh.vertices),)
+    # brute force over every particle, in float64, with the same cubic spline (support = kernel radius)
+    h = 0.5 * params.kernel_radius
+    pick = rng.choice(len(mesh.vertices), 300, replace=False)
+    d = np.linalg.norm(mesh.vertices[pick, None, :].astype(np.float64) - x[None].astype(np.float64), axis=2)
+    w = np.vectorize(lambda r: kernels.cubic_w.py_func(r, h))(d)
+    has = w.sum(axis=1) > 0
+    assert has.all()  # every vertex of a block lies within a kernel radius of a particle
+    expect_v = (w @ v.astype(np.float64)) / w.sum(axis=1)[:, None]
+    expect_age = (w @ frame["age"].astype(np.float64)) / w.sum(axis=1)
+    # rtol 1e-5, atol 1e-5 (m/s; velocities are O(1)): float32 accumulation of ~30 weighted terms
+    np.testing.assert_allclose(mesh.attributes["velocity"][pick], expect_v, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(mesh.attributes["age"][pick], expect_age, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(mesh.attributes["density"][pick], 1000.0, rtol=1e-6, atol=0)
+
+
+def test_interpolation_far_from_every_particle_takes_the_nearest_within_reach_or_zero():
+    x = np.array([[0.0, 0.0, 0.0], [0.05, 0.0, 0.0]], np.float32)
+    vals = np.array([[1.0], [2.0]], np.float32)
+    q = np.array([[0.0, 0.0, 0.025], [0.05, 0.0, 0.025], [10.0, 10.0, 10.0]], np.float32)
+    # support 0.02: the first two queries have no particle within it but one in a neighbour cell; the
+    # third has none anywhere near
+    out = interpolate(x, vals, q, 0.02)
+    np.testing.assert_array_equal(out[:, 0], [1.0, 2.0, 0.0])
+
+
+def test_empty_frame_gives_an_empty_mesh():
+    mesh = reconstruct(_frame(np.zeros((0, 3), np.float32)), _params())
+    assert mesh.vertices.shape == (0, 3) and mesh.triangles.shape == (0, 3)
+    assert mesh.attributes["velocity"].shape == (0, 3)
+
+
+def test_single_particle_and_particles_far_apart():
+    one = reconstruct(_frame(np.array([[0.1, 0.2, 0.3]], np.float32)), _params())
+    # documented: a lone particle is a small closed blob or nothing; if a blob, it is closed and around it
+    if len(one.triangles):
+        assert _is_closed(one)
+        assert np.all(np.linalg.norm(one.vertices - [0.1, 0.2, 0.3], axis=1) < 2 * DX)
+    far = np.array([[0, 0, 0], [1, 0, 0], [0, 5, 0], [0, 0, -3]], np.float32)
+    mesh = reconstruct(_frame(far), _params())
+    assert len(mesh.vertices) == len(mesh.attributes["velocity"])
+    if len(mesh.triangles):
+        # one blob per particle, each closed: Euler characteristic 2 per component
+        assert _is_closed(mesh) and euler_characteristic(mesh.triangles) == 2 * len(far)
+    # isolated drops of a few particles always mesh: 8 particles in a cube, far apart
+    drops = np.concatenate([_lattice(2, 2, 2) + off for off in ([0, 0, 0], [1.0, 0, 0], [0, 0, 4.0])])
+    mesh = reconstruct(_frame(drops.astype(np.float32)), _params())
+    assert _is_closed(mesh) and euler_characteristic(mesh.triangles) == 6
+
+
+def test_volume_holds_under_smoothing():
+    # the weighted smoothing keeps the volume: 0 and 25 passes within 3 % of each other
+    x = _lattice(20, 20, 20)
+    raw = reconstruct(_frame(x), _params(smoothing_iterations=0))
+    smooth = reconstruct(_frame(x), _params())
+    a = enclosed_volume(raw.vertices, raw.triangles)
+    b = enclosed_volume(smooth.vertices, smooth.triangles)
+    # rtol 3 %: smoothing rounds the block's edges (seen 1.6 %)
+    np.testing.assert_allclose(b, a, rtol=0.03, atol=0)
+    assert math.isfinite(b)
