@@ -11,7 +11,6 @@ never Blender pointers; a subclass names the stage and says how its objects show
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 
 import bpy
 
+from ..engine import atomic
 from ..engine import stages
 from ..engine.cache import CacheReader
 from ..engine.errors import EngineError, InvalidSceneError
@@ -55,10 +55,7 @@ def write_settings(cache_dir: str, name: str, values: dict) -> str:
     """Write a stage's settings file (``job/<name>``) for the child; returns its path."""
     path = os.path.join(files.job_dir(cache_dir), name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(values, fh, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    atomic.write_json(path, values)
     return path
 
 

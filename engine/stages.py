@@ -54,7 +54,8 @@ import sys
 import time
 from typing import Callable, Iterable
 
-from .cache import CacheReader, _write_json_atomic
+from . import atomic
+from .cache import CacheReader
 from .errors import BakeCancelled, CacheFormatError, EngineError
 from .memory import resident_bytes
 
@@ -129,23 +130,14 @@ def settings_hash(settings: dict) -> str:
 def write_atomic(path: str):
     """Context manager giving a temporary path to write ``path`` through; renamed into place on success.
 
-    The temporary name keeps the extension (``surface_000001.tmp.usdc``: USD picks the format from it)
+    The temporary name (engine.atomic) keeps the extension (``surface_000001.<id>.tmp.usdc``: USD picks the format from it)
     and is removed if the block raises.
     """
-    head, ext = os.path.splitext(path)
-    tmp = f"{head}.tmp{ext}"
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    try:
+    with atomic.replacing(path, keep_extension=True) as tmp:
         yield tmp
         if not os.path.exists(tmp):
             raise OSError(f"Nothing was written to '{tmp}'")
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 def stage_dir(cache_dir: str, name: str) -> str:
@@ -200,7 +192,7 @@ def own_files(cache_dir: str, name: str, file_re: re.Pattern) -> list[str]:
         for n in sorted(names):
             path = os.path.join(root, n)
             rel = os.path.relpath(path, folder).replace(os.sep, "/")
-            if rel in (MANIFEST, MANIFEST + ".tmp") or file_re.match(rel):
+            if atomic.final_name(rel) == MANIFEST or file_re.match(atomic.final_name(rel)):
                 out.append(path)
     return out
 
@@ -256,7 +248,7 @@ class StageRunner:
     # -- manifest ------------------------------------------------------------------------------
 
     def _flush(self) -> None:
-        _write_json_atomic(os.path.join(self.folder, MANIFEST), self.manifest)
+        atomic.write_json(os.path.join(self.folder, MANIFEST), self.manifest)
 
     def open(self, reader: CacheReader) -> list[int]:
         """Read or create the stage's manifest; returns the frames kept from an earlier run."""

@@ -15,8 +15,8 @@ from bpy.props import BoolProperty, EnumProperty, IntProperty
 
 from .common import SceneIdle
 from ..bridge import bake_state, export, files
-from ..bridge.bake import (ADDON_ROOT, IF_SETTINGS_CHANGED, BakeSession, describe, free_bake, resume_state,
-                           setting_labels)
+from ..bridge.bake import (ADDON_ROOT, IF_SETTINGS_CHANGED, BakeSession, describe, free_bake, remove_unused_usd,
+                           resume_state, setting_labels)
 from ..engine.errors import EngineError
 
 #: Seconds between two polls of a modal bake: often enough for a smooth progress bar, rare enough
@@ -61,6 +61,8 @@ class SURGE_OT_bake(SceneIdle, bpy.types.Operator):
                            preview=self.preview)
 
     def _report_result(self, result) -> set:
+        for text in result.warnings:
+            self.report({"WARNING"}, text)
         self.report({"INFO"} if result.status == "complete" else {"WARNING"}, result.message)
         return {"FINISHED"}
 
@@ -83,6 +85,7 @@ class SURGE_OT_bake(SceneIdle, bpy.types.Operator):
         finally:
             if not session.finished:  # an error above or Ctrl+C in a terminal: leave no process behind
                 session.abort()
+            session.release()  # the folder's lock, whatever happened
         if bpy.app.background:
             print(f"Surge: {result.message}", flush=True)
         return self._report_result(result)
@@ -126,6 +129,7 @@ class SURGE_OT_bake(SceneIdle, bpy.types.Operator):
     def _stop(self, context) -> None:
         if not self._session.finished:
             self._session.abort()
+        self._session.release()
         context.window_manager.event_timer_remove(self._timer)
         _redraw_sidebars(context)
 
@@ -174,8 +178,9 @@ class SURGE_OT_resume_bake(SceneIdle, bpy.types.Operator):
         if bpy.app.background:
             return self.execute(context)
         try:
-            frames, self._changed = resume_state(files.resolve_cache_dir(context.scene, ADDON_ROOT),
-                                                 export.settings_from_scene(context.scene))
+            description, settings = export.export_scene(context.scene, context.evaluated_depsgraph_get())
+            frames, self._changed = resume_state(files.resolve_cache_dir(context.scene, ADDON_ROOT), settings,
+                                                 description)
         except (EngineError, OSError) as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
@@ -228,6 +233,12 @@ class SURGE_OT_cancel_bake(bpy.types.Operator):
 
 
 @persistent
+def remove_replaced_bakes(_filepath) -> None:
+    """The saved file now points at the newest bakes: the USD files of the ones they replaced can go."""
+    remove_unused_usd()
+
+
+@persistent
 def clear_interrupted_bakes(_filepath) -> None:
     """No bake survives loading a file: forget the bake state of the scenes of the previous one."""
     bake_state.clear_all()
@@ -236,4 +247,4 @@ def clear_interrupted_bakes(_filepath) -> None:
 CLASSES = (SURGE_OT_bake, SURGE_OT_free_bake, SURGE_OT_resume_bake, SURGE_OT_cancel_bake)
 
 #: (handler list name in bpy.app.handlers, function) pairs that register() adds and unregister() removes.
-HANDLERS = (("load_post", clear_interrupted_bakes),)
+HANDLERS = (("load_post", clear_interrupted_bakes), ("save_post", remove_replaced_bakes))
