@@ -575,8 +575,8 @@ def free_bake(scene) -> tuple[str, int]:
             liquid.release_files(scene)  # first: Windows cannot delete a file Blender holds open
         from . import surface_bake, whitewater
 
-        count = surface_bake.free_surface(scene)[1] if os.path.isdir(cache_dir) else 0
-        count += whitewater.free_whitewater(scene)[1] if os.path.isdir(cache_dir) else 0
+        count = surface_bake.free_surface(scene, locked=True)[1] if os.path.isdir(cache_dir) else 0
+        count += whitewater.free_whitewater(scene, locked=True)[1] if os.path.isdir(cache_dir) else 0
         count += sum(files.free(folder) for folder in folders)
     finally:
         for lock in locks:

@@ -62,7 +62,7 @@ import zipfile
 import numpy as np
 
 from . import atomic
-from .cachelock import LOCK_FILE, CacheLock, read_holder  # noqa: F401  (the cache's public lock API)
+from .cachelock import LOCK_FILE, CacheLock, check_free, read_holder  # noqa: F401  (the cache's public lock API)
 from .errors import CacheFormatError, ForeignFolderError
 
 log = logging.getLogger(__name__)

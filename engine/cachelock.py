@@ -72,7 +72,8 @@ def _is_zombie(pid: int) -> bool:
         return False
 
 
-def _pid_running(pid: int) -> bool:
+def pid_running(pid: int) -> bool:
+    """True while process ``pid`` of this machine runs (a zombie counts as ended)."""
     if pid <= 0:
         return False
     if sys.platform == "win32":
@@ -110,7 +111,7 @@ def holder_alive(holder: dict) -> bool:
 
 
 def _process_alive(pid: int, recorded_start) -> bool:
-    if not _pid_running(pid):
+    if not pid_running(pid):
         return False
     start = _process_start(pid)
     return not (recorded_start and start and start != recorded_start)
@@ -129,6 +130,14 @@ def read_holder(cache_dir: str) -> dict | None:
 def describe_holder(holder: dict) -> str:
     return (f"{holder.get('purpose', 'another process')} (process {holder.get('pid')} on "
             f"'{holder.get('host')}', since {holder.get('since', '?')})")
+
+
+def check_free(cache_dir: str) -> None:
+    """Raise :class:`CacheLockedError` naming the holder if a live process holds ``cache_dir``'s lock
+    (for a host about to start a process that takes the lock itself, before it writes anything there)."""
+    holder = read_holder(cache_dir)
+    if holder is not None and holder_alive(holder):
+        raise CacheLock(cache_dir)._refusal(holder)
 
 
 class CacheLock:

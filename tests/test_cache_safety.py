@@ -337,8 +337,27 @@ def _triangle_index(value):
     (lambda job: _spoil_json(job, "scene.json", lambda d: dict(d, containers="Tank")), "'containers' should be a "
                                                                                     "list"),
     (lambda job: open(os.path.join(job, "scene.npz"), "r+b").truncate(50), "cannot be read"),
+    # the fields of job format 4: animated settings, force fields, a fluid's velocity gradient
+    (lambda job: _spoil_json(job, "scene.json", lambda d: dict(d, tracks={"gravity": "no_such_array"})),
+     "Scene: 'tracks.gravity' names the array 'no_such_array', which scene.npz lacks"),
+    (lambda job: _spoil_json(job, "scene.json", lambda d: dict(d, containers=[dict(d["containers"][0],
+                                                                                   tracks=["friction"])])),
+     "Container 'Tank': 'tracks' should map names to arrays"),
+    (lambda job: _spoil_json(job, "scene.json", lambda d: dict(d, fluids=[dict(d["fluids"][0],
+                                                                               velocity_gradient="gravity")])),
+     r"Fluid 'Water': 'velocity_gradient' has shape \(3,\); it should be \(3, 3\)"),
+    (lambda job: _spoil_json(job, "scene.json", lambda d: dict(d, force_fields=[
+        {"name": "Wind", "kind": "WIND", "shape": "POINT", "flags": {}, "unit": "one", "matrices": "gravity",
+         "values": {}}])),
+     r"Force field 'Wind': 'unit' should be a number, not 'one'.*Force field 'Wind': 'matrices' has shape \(3,\)"),
+    (lambda job: _spoil_json(job, "scene.json", lambda d: dict(d, force_fields=None)),
+     "'force_fields' should be a list of objects, not NoneType"),
+    (lambda job: _spoil_json(job, "scene.json", lambda d: dict(d, format_version=3)),
+     "has format 'surge-job' version 3; this engine reads surge-job version 4"),
 ], ids=["index-too-large", "index-negative", "settings-list", "settings-null", "frame-start-text",
-        "vertices-2d", "vertices-nan", "object-settings-list", "containers-not-a-list", "npz-truncated"])
+        "vertices-2d", "vertices-nan", "object-settings-list", "containers-not-a-list", "npz-truncated",
+        "track-missing-array", "tracks-not-a-map", "velocity-gradient-shape", "force-field-fields",
+        "force-fields-null", "job-version-3"])
 def test_a_malformed_job_gives_an_error_event_not_a_crash(tmp_path, spoil, message):
     """Before: an index out of range crashed the engine (exit -11), a negative one wrapped around
     silently, and the others ended in a traceback instead of an error event."""
@@ -404,3 +423,95 @@ def test_a_lock_joined_by_a_child_stays_held_while_the_child_lives(tmp_path):
     assert os.path.exists(cachelock.lock_path(cache_dir))
     with pytest.raises(CacheLockedError, match="not locked for this bake"):
         CacheLock.join(cache_dir, "u" * 32)
+
+
+def test_a_changed_force_field_or_animation_counts_as_a_scene_change():
+    """A resume compares every object of the job, force fields and animated settings included."""
+    from engine import jobcheck
+
+    base = _scene((1, 4))
+    before = jobcheck.scene_object_hashes(base)
+    windy = dataclasses.replace(base, tracks={"gravity": np.tile([0.0, 0.0, -9.81], (4, 1))})
+    assert jobcheck.scene_changes(before, jobcheck.scene_object_hashes(windy)) == [
+        "the scene's gravity, first frame or frame rate changed"]
+    assert jobcheck.scene_changes(before, jobcheck.scene_object_hashes(dataclasses.replace(base, frame_end=9))) == []
+
+
+# -- stages and wedges respect the lock ---------------------------------------------------------------------
+
+
+def test_a_stage_over_a_folder_a_bake_holds_is_refused_and_writes_nothing(tmp_path):
+    """Before: a surface or whitewater stage wrote into a cache folder a bake was baking into."""
+    cache_dir = str(tmp_path / "cache")
+    driver.bake(_scene((1, 2)), SETTINGS, cache_dir)
+    before = _tree(cache_dir)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    with CacheLock(cache_dir, "a bake of scene 'Shot'"):
+        out = subprocess.run([sys.executable, "-m", "engine.stages", "run", "whitewater", cache_dir], cwd=ROOT,
+                             env=env, capture_output=True, text=True, timeout=600)
+        after = {k: v for k, v in _tree(cache_dir).items() if k != cache.LOCK_FILE}
+    assert out.returncode == 1, out.stderr[-2000:]
+    event = _events(out)[-1]
+    assert event["error"] == "CacheLockedError"
+    assert f"in use by a bake of scene 'Shot' (process {os.getpid()}" in event["message"]
+    assert after == before  # no stage folder, no settings, nothing
+
+
+def test_a_stage_joins_the_lock_its_starter_holds(tmp_path):
+    cache_dir = str(tmp_path / "cache")
+    driver.bake(_scene((1, 2)), SETTINGS, cache_dir)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    with CacheLock(cache_dir, "the whitewater of scene 'Shot' in Blender") as lock:
+        out = subprocess.run([sys.executable, "-m", "engine.stages", "run", "whitewater", cache_dir,
+                              "--lock-token", lock.token], cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=600)
+        assert lock.still_held()  # the child's end does not release its starter's lock
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert _events(out)[-1]["status"] == "complete"
+    assert not os.path.exists(cachelock.lock_path(cache_dir))
+
+
+def test_a_wedge_task_waits_for_a_bake_holding_its_cache_and_leaves_it_alone(tmp_path, monkeypatch):
+    """A retried combination finds its cache held by the orphaned bake of a dead worker on another
+    host: it waits for that bake to let go, and never takes or deletes the lock itself."""
+    import threading
+    import time
+
+    from bridge import wedge
+
+    cache_dir = str(tmp_path / "cache")
+    lines = []
+    lock = CacheLock(cache_dir, "bake").acquire()
+    releaser = threading.Timer(1.0, lock.release)
+    releaser.start()
+    t0 = time.monotonic()
+    wedge._wait_for_cache_lock(cache_dir, lines.append)
+    assert time.monotonic() - t0 >= 0.9 and not os.path.exists(cachelock.lock_path(cache_dir))
+    assert "is held by bake (process" in lines[0]
+    # a holder that stays: the task gives up waiting and the lock stays for the bake to refuse
+    monkeypatch.setattr(wedge, "ORPHAN_WAIT", 1.0)
+    with open(cachelock.lock_path(cache_dir), "w") as fh:
+        json.dump({"purpose": "bake", "pid": 1, "host": "render-node-7", "token": "z" * 32}, fh)
+    wedge._wait_for_cache_lock(cache_dir, lines.append)
+    assert cachelock.read_holder(cache_dir)["host"] == "render-node-7"
+    # a stale lock (its process is gone): no wait at all, the bake takes it over
+    with open(cachelock.lock_path(cache_dir), "w") as fh:
+        json.dump({"purpose": "bake", "pid": _dead_pid(), "host": socket.gethostname(), "token": "y" * 32}, fh)
+    t0 = time.monotonic()
+    wedge._wait_for_cache_lock(cache_dir, lines.append)
+    assert time.monotonic() - t0 < 0.5
+
+
+def test_only_the_atomic_module_renames_files_into_place():
+    """The atomic-write pattern (temporary name, flush, rename) exists once: engine/atomic.py."""
+    found = []
+    for folder in ("engine", "bridge", "operators", "panels", "tools"):
+        for base, _dirs, names in os.walk(os.path.join(ROOT, folder)):
+            for n in names:
+                path = os.path.join(base, n)
+                if n.endswith(".py") and os.path.relpath(path, ROOT) != os.path.join("engine", "atomic.py"):
+                    with open(path, encoding="utf-8") as fh:
+                        if "os.replace(" in fh.read():
+                            found.append(os.path.relpath(path, ROOT))
+    # the extension build moves downloaded wheels between its own folders, not files others read
+    assert found == [os.path.join("tools", "build_extension.py")]

@@ -179,3 +179,33 @@ def test_a_resume_after_a_moved_wall_asks_first(scene, surge, tmp_path):
     assert bpy.ops.surge.bake(resume=True, if_settings_changed="RESUME") == {"FINISHED"}
     manifest = cache_mod.CacheReader(cache_dir).manifest
     assert [g["from_frame"] for g in manifest["segments"]] == [1, 8] and manifest["status"] == "complete"
+
+
+def test_stages_and_free_operators_respect_the_folder_lock(scene, surge, tmp_path):
+    """Before: Bake Whitewater, Free Surface and Free Whitewater wrote into or deleted from a cache
+    folder another process was baking into, and a bake started while a whitewater run wrote there."""
+    cache_mod = submodule(surge, "engine.cache")
+    whitewater = submodule(surge, "bridge.whitewater")
+    errors = submodule(surge, "engine.errors")
+    cache_dir = str(tmp_path / "cache")
+    column_scene(scene, cache_dir, frames=(1, 3))
+    assert bpy.ops.surge.bake() == {"FINISHED"}
+    before = snapshot(cache_dir)
+    with cache_mod.CacheLock(cache_dir, "a bake on the farm"):
+        for op in (bpy.ops.surge.bake_whitewater, bpy.ops.surge.free_whitewater, bpy.ops.surge.free_surface,
+                   bpy.ops.surge.free_bake):
+            with pytest.raises(RuntimeError, match="is in use by a bake on the farm"):
+                op()
+        assert {k: v for k, v in snapshot(cache_dir).items() if k != "surge.lock"} == before
+    session = whitewater.WhitewaterSession(scene)
+    try:
+        with pytest.raises(errors.CacheLockedError, match=f"in use by the whitewater of scene '{scene.name}'"):
+            submodule(surge, "bridge.bake").BakeSession(scene, bpy.context.evaluated_depsgraph_get())
+        while not session.finished:
+            session.poll(timeout=0.5)
+        assert session.finish().status == "complete"
+    finally:
+        if not session.finished:
+            session.abort()
+    assert not os.path.exists(os.path.join(cache_dir, "surge.lock"))
+    assert bpy.ops.surge.free_whitewater() == {"FINISHED"}
