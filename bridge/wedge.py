@@ -19,8 +19,8 @@ it; the scheduler gives the task to another worker, which resumes the bake from 
 (the orphaned Blender notices its worker is gone and cancels itself, keeping its frames). Re-running
 the same wedge skips what completed and resumes the rest.
 
-This module imports no ``bpy`` and of the engine only :mod:`engine.atomic` and
-:mod:`engine.cachelock` (plain Python), and is sent to the workers by value with them
+This module imports no ``bpy`` and of the engine only :mod:`engine.atomic`, :mod:`engine.cachelock`
+and :mod:`engine.errors` (plain Python), and is sent to the workers by value with them
 (``cloudpickle.register_pickle_by_value``): a worker needs dask, a Python that can run the bake
 command, and the shared file system where the shot and ``OUT`` live. Each combination's bake holds
 its cache folder's lock (:class:`engine.cachelock.CacheLock`); a retried task waits for a bake of
@@ -41,9 +41,9 @@ import time
 from dataclasses import dataclass, field
 
 try:
-    from ..engine import atomic, cachelock
+    from ..engine import atomic, cachelock, errors
 except ImportError:  # run as the top-level package 'bridge' (tools/wedge.py, python -m bridge.wedge)
-    from engine import atomic, cachelock
+    from engine import atomic, cachelock, errors
 
 WEDGE_FILE = "wedge.json"
 WEDGE_FORMAT = "surge-wedge"
@@ -416,13 +416,18 @@ def _spec(run: WedgeRun, c: Combination) -> dict:
             "threads": None if run.scheduler else max(1, (os.cpu_count() or 1) // max(1, run.workers))}
 
 
+def by_value_modules() -> tuple:
+    """The modules whose code goes to the workers with each task (a worker imports nothing of Surge)."""
+    return (sys.modules[__name__], atomic, cachelock, errors)
+
+
 def _start_client(run: WedgeRun):
     import cloudpickle
     from distributed import Client, LocalCluster
 
     # the workers get this module's code with each task (and the engine's atomic writes and lock
     # checks it uses): they need not import the add-on
-    for module in (sys.modules[__name__], atomic, cachelock):
+    for module in by_value_modules():
         cloudpickle.register_pickle_by_value(module)
     if run.scheduler:
         return Client(run.scheduler, timeout="30s"), None

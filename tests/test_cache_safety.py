@@ -515,3 +515,35 @@ def test_only_the_atomic_module_renames_files_into_place():
                             found.append(os.path.relpath(path, ROOT))
     # the extension build moves downloaded wheels between its own folders, not files others read
     assert found == [os.path.join("tools", "build_extension.py")]
+
+
+def test_a_wedge_task_needs_nothing_of_surge_on_the_worker(tmp_path):
+    """The wedge's task code goes to a Dask worker by value with the engine modules it uses (atomic
+    writes, the lock checks): a worker that cannot import Surge runs it."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+    from bridge import wedge
+
+    cache_dir = str(tmp_path / "cache")
+    os.makedirs(cache_dir)
+    with open(cachelock.lock_path(cache_dir), "w") as fh:  # left by a bake that died
+        json.dump({"purpose": "bake", "pid": _dead_pid(), "host": socket.gethostname(), "token": "y" * 32}, fh)
+    for module in wedge.by_value_modules():
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        blob = cloudpickle.dumps(lambda folder: (wedge._wait_for_cache_lock(folder, print),
+                                                 wedge.write_json_atomic(os.path.join(folder, "task.json"),
+                                                                         {"pid": 1})))
+    finally:
+        for module in wedge.by_value_modules():
+            cloudpickle.unregister_pickle_by_value(module)
+    (tmp_path / "task.pkl").write_bytes(blob)
+    script = ("import pickle, sys\n"
+              "task = pickle.load(open('task.pkl', 'rb'))\n"
+              "task(sys.argv[1])\n"
+              "assert not [m for m in sys.modules if m.split('.')[0] in ('engine', 'bridge')], 'imported Surge'\n")
+    # -I: no PYTHONPATH, no working folder on the path; the repository cannot be imported
+    out = subprocess.run([sys.executable, "-I", "-c", script, cache_dir], cwd=str(tmp_path), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    with open(os.path.join(cache_dir, "task.json")) as fh:
+        assert json.load(fh) == {"pid": 1}
