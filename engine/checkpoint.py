@@ -89,7 +89,9 @@ def save(cache_dir: str, frame: int, solver, sources=None) -> str:
         for k, e in enumerate(sources.emitters):
             if hasattr(e, "owed"):
                 arrays[f"owed_{k}"] = e.owed
-        arrays.update(emitted=np.int64(sources.emitted), removed=np.int64(sources.removed))
+    # without sources (a solver stepped on its own) nothing was emitted or removed
+    arrays.update(emitted=np.int64(0 if sources is None else sources.emitted),
+                  removed=np.int64(0 if sources is None else sources.removed))
     arrays.update(time=np.float64(solver.time), frame=np.int64(frame), solver=np.array(solver.name),
                   format=np.array(FORMAT_NAME), format_version=np.int64(FORMAT_VERSION))
     path = checkpoint_path(cache_dir, frame)
