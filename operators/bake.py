@@ -92,23 +92,28 @@ class SURGE_OT_resume_bake(SceneIdle, bpy.types.Operator):
         # a modal bake is running: this operator's part is done
         return {"FINISHED"} if result & {"FINISHED", "RUNNING_MODAL"} else {"CANCELLED"}
 
+    def _find_checkpoints(self, context) -> bool:
+        """Set ``_frames`` (checkpoints to resume from) and ``_changed`` (what changed since the cached
+        frames were baked); False once the reason there is nothing to resume is reported."""
+        try:
+            description, settings = export.export_scene(context.scene, context.evaluated_depsgraph_get())
+            self._frames, self._changed = resume_state(files.resolve_cache_dir(context.scene, ADDON_ROOT), settings,
+                                                       description)
+        except (EngineError, OSError) as exc:
+            self.report({"ERROR"}, str(exc))
+            return False
+        if not self._frames:
+            self.report({"ERROR"}, "Nothing to resume: the cache holds no checkpoint; bake from the start")
+        return bool(self._frames)
+
     def invoke(self, context, event):
         if bpy.app.background:
             return self.execute(context)
-        try:
-            description, settings = export.export_scene(context.scene, context.evaluated_depsgraph_get())
-            frames, self._changed = resume_state(files.resolve_cache_dir(context.scene, ADDON_ROOT), settings,
-                                                 description)
-        except (EngineError, OSError) as exc:
-            self.report({"ERROR"}, str(exc))
+        if not self._find_checkpoints(context):
             return {"CANCELLED"}
-        if not frames:
-            self.report({"ERROR"}, "Nothing to resume: the cache holds no checkpoint; bake from the start")
-            return {"CANCELLED"}
-        self._frames = frames
         if not self._changed:
             return self._bake(context, "INVOKE_DEFAULT")
-        self.frame = frames[-1]
+        self.frame = self._frames[-1]
         return context.window_manager.invoke_props_dialog(self, title="Settings Changed", confirm_text="Continue")
 
     def draw(self, context):
