@@ -371,7 +371,7 @@ def test_modal_bake_cancels_on_escape_and_keeps_frames(scene, surge, tmp_path):
     op = types.SimpleNamespace(_session=bake.BakeSession(scene, bpy.context.evaluated_depsgraph_get()),
                                _timer=object(), report=lambda kind, text: reports.append((kind, text)))
     op._stop = types.MethodType(op_cls._stop, op)
-    op._report_result = types.MethodType(op_cls._report_result, op)
+    op._finish = types.MethodType(op_cls._finish, op)
     context = types.SimpleNamespace(window_manager=_FakeWindowManager(), scene=scene)
     timer = types.SimpleNamespace(type="TIMER", value="NOTHING")
     assert op_cls.modal(op, context, types.SimpleNamespace(type="MOUSEMOVE", value="NOTHING")) == {"PASS_THROUGH"}
