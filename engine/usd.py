@@ -38,6 +38,8 @@ import os
 
 import numpy as np
 
+from . import atomic
+
 PRIM_PATH = "/SurgeLiquid"
 SURFACE_PRIM_PATH = "/SurgeSurface"
 
@@ -62,14 +64,13 @@ def import_pxr():
 
 def _export(layer, path: str) -> None:
     # the temporary name keeps the .usdc extension: USD picks the file format from it
-    tmp = path[:-len(".usdc")] + ".tmp.usdc"
-    try:
-        written = layer.Export(tmp)
-    except RuntimeError as exc:  # pxr.Tf.ErrorException: USD reports I/O failures this way
-        raise OSError(f"Cannot write the USD file '{tmp}': {str(exc).strip()}") from exc
-    if not written:
-        raise OSError(f"Cannot write the USD file '{tmp}'")
-    os.replace(tmp, path)
+    with atomic.replacing(path, keep_extension=True) as tmp:
+        try:
+            written = layer.Export(tmp)
+        except RuntimeError as exc:  # pxr.Tf.ErrorException: USD reports I/O failures this way
+            raise OSError(f"Cannot write the USD file '{path}': {str(exc).strip()}") from exc
+        if not written:
+            raise OSError(f"Cannot write the USD file '{path}'")
 
 
 def write_frame(path: str, arrays: dict, frame: int, radius: float) -> None:
@@ -191,27 +192,6 @@ def read_mesh(path: str) -> dict:
     return out
 
 
-class Births:
-    """First frame each particle id was seen, for the ``age`` attribute; fed frames in ascending order."""
-
-    def __init__(self, fps: float):
-        self.fps = float(fps)
-        self.ids = np.zeros(0, dtype=np.int64)     # ascending
-        self.frames = np.zeros(0, dtype=np.int64)  # first frame of each id
-
-    def ages(self, frame: int, ids: np.ndarray) -> np.ndarray:
-        """Seconds since each of ``ids`` first appeared (0 for those first seen at ``frame``), float32."""
-        ids = np.asarray(ids, dtype=np.int64)
-        new = np.setdiff1d(ids, self.ids, assume_unique=False)
-        if len(new):
-            merged = np.concatenate([self.ids, new])
-            order = np.argsort(merged, kind="stable")
-            self.ids = merged[order]
-            self.frames = np.concatenate([self.frames, np.full(len(new), frame, dtype=np.int64)])[order]
-        born = self.frames[np.searchsorted(self.ids, ids)]
-        return ((frame - born) / self.fps).astype(np.float32)
-
-
 def points_path(usd_dir: str, frame: int) -> str:
     """Path of one frame's point file in ``usd_dir``; the number is the frame, as Blender's sequence reader
     expects."""
@@ -229,19 +209,14 @@ class PointsWriter:
     usd_dir : str
     radius : float
         Particle radius, m.
-    fps : float
-        For the ``age`` of caches that do not hold it (time since each id was first seen).
     """
 
-    def __init__(self, usd_dir: str, radius: float, fps: float):
+    def __init__(self, usd_dir: str, radius: float):
         self.usd_dir = usd_dir
         self.radius = float(radius)
-        self.births = Births(fps)
 
     def __call__(self, frame: int, arrays: dict) -> None:
         os.makedirs(self.usd_dir, exist_ok=True)
-        if "age" not in arrays:
-            arrays = dict(arrays, age=self.births.ages(frame, arrays["id"]))
         write_frame(points_path(self.usd_dir, frame), arrays, frame, self.radius)
 
 

@@ -57,6 +57,9 @@ class SURGE_OT_bake_in_terminal(_Idle, bpy.types.Operator):
         scene = context.scene
         try:
             cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+            # nothing is written into a folder that is not Surge's or that another bake is writing into
+            cache_mod.check_folder(cache_dir, files.NOT_FOREIGN)
+            cache_mod.check_free(cache_dir)
             cache_mod.check_writable(cache_dir)
             copy = save_copy(cache_dir)
         except (EngineError, OSError) as exc:
