@@ -37,7 +37,7 @@ from engine.cache import CacheReader  # noqa: E402
 from engine.scene import BoxContainer, FluidObject, SceneDescription, TriangleMesh  # noqa: E402
 from engine.settings import SimulationSettings, SurfaceSettings  # noqa: E402
 from engine.surface import SurfaceParameters, reconstruct  # noqa: E402
-from engine.surface.reconstruct import edge_use_counts, enclosed_volume  # noqa: E402
+from engine.surface.reconstruction import edge_use_counts, enclosed_volume  # noqa: E402
 from engine.surface.stage import SurfaceStage  # noqa: E402
 
 DX = 0.025
@@ -137,7 +137,7 @@ def timing(args, frame: dict) -> None:
 def phases(frame: dict, p: SurfaceParameters) -> None:
     """Where Surge's stage spends a frame (one run each)."""
     from engine import usd
-    from engine.surface import reconstruct as rec
+    from engine.surface import reconstruction as rec
 
     t = {}
     t0 = time.perf_counter()

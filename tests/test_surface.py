@@ -8,7 +8,7 @@ import pytest
 
 from engine import kernels
 from engine.surface import SurfaceParameters, reconstruct
-from engine.surface.reconstruct import (bridge_points, edge_use_counts, enclosed_volume, euler_characteristic,
+from engine.surface.reconstruction import (bridge_points, edge_use_counts, enclosed_volume, euler_characteristic,
                                         interpolate)
 
 DX = 0.01

@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import settings as settings_mod
 from ..stages import Stage, write_atomic
-from .reconstruct import SurfaceParameters, reconstruct
+from .reconstruction import SurfaceParameters, reconstruct
 
 NAME = "surface"
 FILE_RE = re.compile(r"^(frames/surface_\d{6}(\.tmp)?\.npz|usd_[0-9a-f]{12}/surface_\d{6}(\.tmp)?\.usdc)$")
