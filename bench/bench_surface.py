@@ -131,37 +131,72 @@ def timing(args, frame: dict) -> None:
           f"{med['splashsurf+velocity'] / med['surge']:.2f}x with")
     describe("Surge", *out["surge"])
     describe("pysplashsurf", *out["splashsurf"])
+    a, b = (np.asarray(out[k][0], np.float32) for k in ("surge", "splashsurf"))
+    d = np.concatenate([nearest_distances(a, b), nearest_distances(b, a)])
+    print(f"  nearest-vertex distance between the two meshes (3,000 samples): median {np.median(d) / p.cell_size:.3f}"
+          f", 99th percentile {np.percentile(d, 99) / p.cell_size:.3f}, max {d.max() / p.cell_size:.3f} cells")
     phases(frame, p)
 
 
 def phases(frame: dict, p: SurfaceParameters) -> None:
     """Where Surge's stage spends a frame (one run each)."""
+    import pysplashsurf
+
     from engine import usd
     from engine.surface import reconstruction as rec
 
+    x = np.ascontiguousarray(frame["position"], np.float32)
+    r = p.particle_radius
     t = {}
     t0 = time.perf_counter()
-    mesh = reconstruct(frame, SurfaceParameters(**{**p.__dict__, "attributes": ()}))
-    t["mesh (splashsurf reconstruction + smoothing)"] = time.perf_counter() - t0
+    mesh, _ = pysplashsurf.reconstruction_pipeline(
+        x, particle_radius=r, rest_density=p.rest_density, smoothing_length=0.5 * p.kernel_radius / r,
+        cube_size=p.cell_size / r, iso_surface_threshold=p.iso, subdomain_grid=True)
+    t["splashsurf: densities, marching cubes, stitching"] = time.perf_counter() - t0
+    trimesh = mesh.mesh
+    raw = np.ascontiguousarray(trimesh.vertices, dtype=np.float32)
     t0 = time.perf_counter()
-    rec.interpolate(frame["position"], frame["velocity"], mesh.vertices, p.kernel_radius)
-    t["vertex velocity"] = time.perf_counter() - t0
+    weights = rec.smoothing_weights(x, frame["density"], raw, p)
+    t["Surge: smoothing weights (counts + sums)"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    conn = trimesh.vertex_vertex_connectivity()
+    t["splashsurf: vertex connectivity"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    pysplashsurf.laplacian_smoothing_parallel(trimesh, conn, iterations=p.smoothing_iterations, beta=1.0,
+                                              weights=weights)
+    t["splashsurf: 25 smoothing passes"] = time.perf_counter() - t0
+    vertices = np.ascontiguousarray(trimesh.vertices, dtype=np.float32)
+    t0 = time.perf_counter()
+    velocity = rec.interpolate(x, frame["velocity"], vertices, p.kernel_radius)
+    t["Surge: vertex velocity"] = time.perf_counter() - t0
+    triangles = np.asarray(trimesh.triangles).astype(np.int32)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         with open(os.path.join(tmp, "m.npz"), "wb") as fh:
-            np.savez(fh, vertices=mesh.vertices, triangles=mesh.triangles)
+            np.savez(fh, vertices=vertices, triangles=triangles, velocity=velocity)
         t["npz file"] = time.perf_counter() - t0
         try:
-            sys.path.append(_blender_site_packages())
+            if _blender_site_packages() not in sys.path:
+                sys.path.append(_blender_site_packages())
             t0 = time.perf_counter()
-            usd.write_mesh(os.path.join(tmp, "m.usdc"), mesh.vertices, mesh.triangles,
-                           {"velocity": np.zeros_like(mesh.vertices)}, FRAME)
+            usd.write_mesh(os.path.join(tmp, "m.usdc"), vertices, triangles, {"velocity": velocity}, FRAME)
             t["USD file"] = time.perf_counter() - t0
         except OSError as exc:
             print(f"  (no USD timing: {exc})")
-    print("  phases of Surge's stage (one run):")
+    print(f"  phases of Surge's stage (one run, {sum(t.values()):.3f} s):")
     for k, s in t.items():
-        print(f"    {k:46s} {s:7.3f} s")
+        print(f"    {k:50s} {s:7.3f} s")
+
+
+def nearest_distances(a: np.ndarray, b: np.ndarray, samples: int = 1500) -> np.ndarray:
+    """Distance from ``samples`` vertices of ``a`` (evenly picked) to the nearest vertex of ``b`` (brute force)."""
+    pick = a[np.linspace(0, len(a) - 1, samples).astype(np.int64)].astype(np.float64)
+    bb = b.astype(np.float64)
+    out = np.empty(len(pick))
+    for i in range(0, len(pick), 50):
+        d = ((pick[i:i + 50, None, :] - bb[None]) ** 2).sum(axis=2)
+        out[i:i + 50] = np.sqrt(d.min(axis=1))
+    return out
 
 
 def _blender_site_packages() -> str:

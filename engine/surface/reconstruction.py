@@ -69,6 +69,7 @@ class SurfaceParameters:
     rest_density: float = 1000.0
     thin_sheets: bool = False
     attributes: tuple = ("velocity",)  # particle arrays to put on the vertices
+    library_weights: bool = False   # let splashsurf find the smoothing weights (the benchmark's reference)
 
     @property
     def particle_radius(self) -> float:
@@ -183,12 +184,14 @@ def bridge_points(x: np.ndarray, spacing: float, kernel_radius: float) -> np.nda
 # -- vertex attributes -------------------------------------------------------------------------------
 
 @njit(cache=True, parallel=True)
-def _shepard(points, is_vertex, values, h, cell_start, cell_nbr, particle_cell, out):
-    """Normalised kernel average of ``values`` (rows of the particles) at every vertex row.
+def _shepard(points, is_vertex, values, normalise, h, cell_start, cell_end, cell_nbr, particle_cell, out):
+    """Kernel sums of ``values`` (rows of the particles) at every vertex row: normalised (Shepard) for
+    the columns where ``normalise`` is True, plain sums sum_j W_ij values_j for the others.
 
-    ``points`` holds particles and vertices together in grid order; ``values`` is indexed like
-    ``points`` (vertex rows unused). A vertex without a particle in its support takes the nearest
-    particle of its 27 cells (or zeros if none).
+    ``points`` holds particles and vertices together in grid order, each cell's particles first
+    (rows ``cell_start[c]:cell_end[c]``; its vertices follow, so they cost nothing as candidates);
+    ``values`` is indexed like ``points`` (vertex rows unused). A vertex without a particle in its support takes the nearest
+    particle of its 27 cells in the normalised columns (or zeros if none), zero in the others.
     """
     n, k = points.shape[0], values.shape[1]
     support2 = (2.0 * h) * (2.0 * h)
@@ -203,9 +206,7 @@ def _shepard(points, is_vertex, values, h, cell_start, cell_nbr, particle_cell, 
             nc = cell_nbr[c, q]
             if nc < 0:
                 continue
-            for j in range(cell_start[nc], cell_start[nc + 1]):
-                if is_vertex[j]:
-                    continue
+            for j in range(cell_start[nc], cell_end[nc]):
                 d0 = points[i, 0] - points[j, 0]
                 d1 = points[i, 1] - points[j, 1]
                 d2 = points[i, 2] - points[j, 2]
@@ -217,19 +218,23 @@ def _shepard(points, is_vertex, values, h, cell_start, cell_nbr, particle_cell, 
                     wsum += w
                     for a in range(k):
                         acc[a] += w * values[j, a]
-        if wsum > 0.0:
-            for a in range(k):
+        for a in range(k):
+            if not normalise[a]:
+                out[i, a] = acc[a]
+            elif wsum > 0.0:
                 out[i, a] = acc[a] / wsum
-        elif best >= 0:
-            for a in range(k):
+            elif best >= 0:
                 out[i, a] = values[best, a]
-        else:
-            for a in range(k):
+            else:
                 out[i, a] = 0.0
 
 
-def interpolate(particle_x: np.ndarray, values: np.ndarray, vertices: np.ndarray, kernel_radius: float) -> np.ndarray:
+def interpolate(particle_x: np.ndarray, values: np.ndarray, vertices: np.ndarray, kernel_radius: float,
+                normalise: np.ndarray | None = None) -> np.ndarray:
     """Kernel-weighted (Shepard) average of per-particle ``values`` at ``vertices``.
+
+    With ``normalise`` (bool, shape (K,)), the columns where it is False are plain kernel sums
+    sum_j W(|x_v - x_j|) values_j instead.
 
     Parameters
     ----------
@@ -248,20 +253,63 @@ def interpolate(particle_x: np.ndarray, values: np.ndarray, vertices: np.ndarray
     if v == 0 or n == 0:
         return np.zeros((v, k), np.float32)
     points = np.concatenate([np.asarray(particle_x, np.float32), np.asarray(vertices, np.float32)])
+    # the grid's sort is stable and the particles come first, so in every cell its particles precede
+    # its vertices
     grid = build_grid(points, kernel_radius)
     is_vertex = grid.order >= n
+    cell_end = grid.cell_start[:-1] + np.add.reduceat(~is_vertex, grid.cell_start[:-1]).astype(np.int64)
     vals = np.zeros((n + v, k), np.float32)
     vals[:n] = values
     vals = vals[grid.order]
     out = np.zeros((n + v, k), np.float32)
-    _shepard(np.ascontiguousarray(points[grid.order]), is_vertex, vals, np.float32(0.5 * kernel_radius),
-             grid.cell_start, grid.cell_nbr, grid.particle_cell, out)
+    norm = np.ones(k, np.bool_) if normalise is None else np.asarray(normalise, np.bool_)
+    _shepard(np.ascontiguousarray(points[grid.order]), is_vertex, vals, norm, np.float32(0.5 * kernel_radius),
+             grid.cell_start, cell_end, grid.cell_nbr, grid.particle_cell, out)
     result = np.empty((v, k), np.float32)
     result[grid.order[is_vertex] - n] = out[is_vertex]
     return result
 
 
 # -- the reconstruction ------------------------------------------------------------------------------
+
+#: Vertex smoothing weights (Löschner et al. 2023): w = smootherstep(n_v / WEIGHT_NORMALISATION), where
+#: n_v = sum_j (m / rho_j) n_j W(x_v - x_j) is the particles' neighbour counts n_j (within the kernel
+#: support) interpolated to the vertex; splashsurf's default normalisation.
+WEIGHT_NORMALISATION = 13.0
+
+
+def neighbour_counts(x: np.ndarray, kernel_radius: float) -> np.ndarray:
+    """Neighbours of each particle within ``kernel_radius`` (itself not counted), float32, shape (N,)."""
+    if len(x) == 0:
+        return np.zeros(0, np.float32)
+    grid = build_grid(x, kernel_radius)
+    xs = np.ascontiguousarray(x[grid.order], dtype=np.float32)
+    counts = np.empty(len(x), np.int64)
+    _neighbour_counts(xs, np.float32(kernel_radius), grid.cell_start, grid.cell_nbr, grid.particle_cell, counts)
+    out = np.empty(len(x), np.float32)
+    out[grid.order] = counts
+    return out
+
+
+def smoothing_weights(x: np.ndarray, density: np.ndarray, vertices: np.ndarray, params: SurfaceParameters
+                      ) -> np.ndarray:
+    """Per-vertex weights of the weighted Laplacian smoothing (see :data:`WEIGHT_NORMALISATION`).
+
+    The particles' volumes m / rho_j come from the solver's densities (``density``, kg/m^3) with
+    m = rho0 dx^3, where splashsurf finds densities of its own with a second neighbour search.
+
+    Returns
+    -------
+    ndarray, shape (V,), float32, in [0, 1]
+    """
+    mass = params.rest_density * params.particle_spacing ** 3
+    volume = mass / np.maximum(np.asarray(density, np.float32), 1e-6 * params.rest_density)
+    counts = neighbour_counts(x, params.kernel_radius)
+    n_v = interpolate(x, (volume * counts)[:, None].astype(np.float32), vertices, params.kernel_radius,
+                      normalise=np.array([False]))[:, 0]
+    t = np.clip(n_v / WEIGHT_NORMALISATION, 0.0, 1.0)
+    return (t * t * t * (t * (6.0 * t - 15.0) + 10.0)).astype(np.float32)
+
 
 def _import_splashsurf():
     try:
@@ -303,18 +351,32 @@ def reconstruct(arrays: dict, params: SurfaceParameters) -> SurfaceMesh:
         if len(extra):
             points = np.concatenate([x, extra])
     r = params.particle_radius
-    # splashsurf's lengths are in particle radii; its smoothing length is half the kernel support
+    smooth = params.smoothing_iterations > 0
+    # splashsurf's lengths are in particle radii; its smoothing length is half the kernel support.
+    # With params.library_weights splashsurf also finds the smoothing weights (a neighbour search and
+    # an interpolation of its own); otherwise Surge does, from the cached densities, and splashsurf
+    # smooths with them (the same weighted Laplacian).
+    inside = smooth and params.library_weights
     mesh, _rec = ps.reconstruction_pipeline(
         points, particle_radius=r, rest_density=params.rest_density,
         smoothing_length=0.5 * params.kernel_radius / r, cube_size=params.cell_size / r,
         iso_surface_threshold=params.iso,
-        mesh_smoothing_iters=int(params.smoothing_iterations) if params.smoothing_iterations > 0 else None,
-        mesh_smoothing_weights=params.smoothing_iterations > 0,
-        subdomain_grid=True)
-    vertices = np.ascontiguousarray(mesh.mesh.vertices, dtype=np.float32).reshape(-1, 3)
-    triangles = np.ascontiguousarray(mesh.mesh.triangles).astype(np.int32).reshape(-1, 3)
+        mesh_smoothing_iters=int(params.smoothing_iterations) if inside else None,
+        mesh_smoothing_weights=inside, subdomain_grid=True)
+    trimesh = mesh.mesh
+    triangles = np.ascontiguousarray(trimesh.triangles).astype(np.int32).reshape(-1, 3)
     if len(triangles) == 0:
         return SurfaceMesh.empty(shapes)
+    if smooth and not inside:
+        density = arrays.get("density")
+        if density is None or len(points) != len(x):
+            # no cached densities, or bridge points without one: splashsurf's own estimate of rest
+            density = np.full(len(points), params.rest_density, np.float32)
+        raw = np.ascontiguousarray(trimesh.vertices, dtype=np.float32)
+        weights = smoothing_weights(points, density, raw, params)
+        ps.laplacian_smoothing_parallel(trimesh, trimesh.vertex_vertex_connectivity(),
+                                        iterations=int(params.smoothing_iterations), beta=1.0, weights=weights)
+    vertices = np.ascontiguousarray(trimesh.vertices, dtype=np.float32).reshape(-1, 3)
     columns, layout = [], []
     for name in params.attributes:
         a = np.asarray(arrays[name], dtype=np.float32).reshape(len(x), -1)
