@@ -12,7 +12,7 @@ import os
 import bpy
 from mathutils import Matrix
 
-from .usd import PRIM_PATH
+from .usd import PRIM_PATH, SURFACE_PRIM_PATH
 
 LIQUID_NAME = "Surge Liquid"
 MODIFIER_NAME = "Surge Cache"
@@ -94,22 +94,27 @@ def show_frames(scene, first_file: str, relative: bool, scale_length: float):
     if obj.name not in scene.objects:
         scene.collection.objects.link(obj)
 
+    _play(obj, first_file, relative, scale_length, PRIM_PATH, CACHE_FILE_NAME)
+    return obj
+
+
+def _play(obj, first_file: str, relative: bool, scale_length: float, prim_path: str, cache_name: str) -> None:
+    """Point ``obj``'s cache modifier at the sequence of ``first_file`` (prim ``prim_path``), scale it from
+    metres to Blender units, and give it the water material unless it has one."""
     mod = _cache_modifier(obj)
-    path = _blend_path(first_file, relative)
     cache_file = mod.cache_file
     if cache_file is None:
         cache_file = _new_cache_file(first_file)
+        cache_file.name = cache_name
         mod.cache_file = cache_file
     # A new file name per bake is what makes Blender drop the readers of the previous bake's files.
-    cache_file.filepath = path
+    cache_file.filepath = _blend_path(first_file, relative)
     cache_file.is_sequence = True
     cache_file.scale = 1.0
-    mod.object_path = PRIM_PATH
-
+    mod.object_path = prim_path
     s = 1.0 / scale_length
     obj.matrix_world = Matrix.Diagonal((s, s, s, 1.0))
     _ensure_material(obj)
-    return obj
 
 
 def _ensure_material(obj) -> None:
@@ -193,29 +198,14 @@ def show_surface(scene, first_file: str, relative: bool, scale_length: float):
     -------
     bpy.types.Object
     """
-    from .usd import SURFACE_PRIM_PATH
-
     obj = scene.surge.surface_object
     if obj is None or obj.type != "MESH":
         obj = bpy.data.objects.new(SURFACE_NAME, bpy.data.meshes.new(SURFACE_NAME))
         scene.surge.surface_object = obj
     if obj.name not in scene.objects:
         scene.collection.objects.link(obj)
-    mod = _cache_modifier(obj)
-    path = _blend_path(first_file, relative)
-    cache_file = mod.cache_file
-    if cache_file is None:
-        cache_file = _new_cache_file(first_file)
-        cache_file.name = SURFACE_CACHE_FILE_NAME
-        mod.cache_file = cache_file
-    cache_file.filepath = path
-    cache_file.is_sequence = True
-    cache_file.scale = 1.0
-    mod.object_path = SURFACE_PRIM_PATH
-    mod.read_data = {"VERT", "POLY", "ATTRIBUTES"}
-    s = 1.0 / scale_length
-    obj.matrix_world = Matrix.Diagonal((s, s, s, 1.0))
-    _ensure_material(obj)
+    _play(obj, first_file, relative, scale_length, SURFACE_PRIM_PATH, SURFACE_CACHE_FILE_NAME)
+    _cache_modifier(obj).read_data = {"VERT", "POLY", "ATTRIBUTES"}
     apply_display(scene)
     return obj
 
