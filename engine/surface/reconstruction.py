@@ -183,50 +183,58 @@ def bridge_points(x: np.ndarray, spacing: float, kernel_radius: float) -> np.nda
 
 # -- vertex attributes -------------------------------------------------------------------------------
 
+#: Vertices per parallel task of :func:`_shepard` (one accumulator allocation per task, not per vertex).
+SHEPARD_CHUNK = 256
+
+
 @njit(cache=True, parallel=True)
-def _shepard(points, is_vertex, values, normalise, h, cell_start, cell_end, cell_nbr, particle_cell, out):
-    """Kernel sums of ``values`` (rows of the particles) at every vertex row: normalised (Shepard) for
-    the columns where ``normalise`` is True, plain sums sum_j W_ij values_j for the others.
+def _shepard(points, rows, targets, values, normalise, h, cell_start, cell_end, cell_nbr, particle_cell, out):
+    """Kernel sums of ``values`` (rows of the particles) at the vertex rows ``rows``: normalised (Shepard)
+    for the columns where ``normalise`` is True, plain sums sum_j W_ij values_j for the others; row
+    ``rows[r]`` goes to ``out[targets[r]]``.
 
     ``points`` holds particles and vertices together in grid order, each cell's particles first
     (rows ``cell_start[c]:cell_end[c]``; its vertices follow, so they cost nothing as candidates);
-    ``values`` is indexed like ``points`` (vertex rows unused). A vertex without a particle in its support takes the nearest
-    particle of its 27 cells in the normalised columns (or zeros if none), zero in the others.
+    ``values`` is indexed like ``points`` (vertex rows unused). A vertex without a particle in its
+    support takes the nearest particle of its 27 cells in the normalised columns (or zeros if none),
+    zero in the others.
     """
-    n, k = points.shape[0], values.shape[1]
+    nrows, k = rows.shape[0], values.shape[1]
     support2 = (2.0 * h) * (2.0 * h)
-    for i in prange(n):
-        if not is_vertex[i]:
-            continue
-        c = particle_cell[i]
-        acc = np.zeros(k, np.float64)
-        wsum = 0.0
-        best, best_d = -1, np.inf
-        for q in range(27):
-            nc = cell_nbr[c, q]
-            if nc < 0:
-                continue
-            for j in range(cell_start[nc], cell_end[nc]):
-                d0 = points[i, 0] - points[j, 0]
-                d1 = points[i, 1] - points[j, 1]
-                d2 = points[i, 2] - points[j, 2]
-                d = d0 * d0 + d1 * d1 + d2 * d2
-                if d < best_d:
-                    best, best_d = j, d
-                if d < support2:
-                    w = cubic_w(math.sqrt(d), h)
-                    wsum += w
-                    for a in range(k):
-                        acc[a] += w * values[j, a]
-        for a in range(k):
-            if not normalise[a]:
-                out[i, a] = acc[a]
-            elif wsum > 0.0:
-                out[i, a] = acc[a] / wsum
-            elif best >= 0:
-                out[i, a] = values[best, a]
-            else:
-                out[i, a] = 0.0
+    for chunk in prange((nrows + SHEPARD_CHUNK - 1) // SHEPARD_CHUNK):
+        acc = np.empty(k, np.float64)
+        for r in range(chunk * SHEPARD_CHUNK, min(nrows, (chunk + 1) * SHEPARD_CHUNK)):
+            i = rows[r]
+            c = particle_cell[i]
+            acc[:] = 0.0
+            wsum = 0.0
+            best, best_d = -1, np.inf
+            for q in range(27):
+                nc = cell_nbr[c, q]
+                if nc < 0:
+                    continue
+                for j in range(cell_start[nc], cell_end[nc]):
+                    d0 = points[i, 0] - points[j, 0]
+                    d1 = points[i, 1] - points[j, 1]
+                    d2 = points[i, 2] - points[j, 2]
+                    d = d0 * d0 + d1 * d1 + d2 * d2
+                    if d < best_d:
+                        best, best_d = j, d
+                    if d < support2:
+                        w = cubic_w(math.sqrt(d), h)
+                        wsum += w
+                        for a in range(k):
+                            acc[a] += w * values[j, a]
+            t = targets[r]
+            for a in range(k):
+                if not normalise[a]:
+                    out[t, a] = acc[a]
+                elif wsum > 0.0:
+                    out[t, a] = acc[a] / wsum
+                elif best >= 0:
+                    out[t, a] = values[best, a]
+                else:
+                    out[t, a] = 0.0
 
 
 def interpolate(particle_x: np.ndarray, values: np.ndarray, vertices: np.ndarray, kernel_radius: float,
@@ -261,12 +269,11 @@ def interpolate(particle_x: np.ndarray, values: np.ndarray, vertices: np.ndarray
     vals = np.zeros((n + v, k), np.float32)
     vals[:n] = values
     vals = vals[grid.order]
-    out = np.zeros((n + v, k), np.float32)
-    norm = np.ones(k, np.bool_) if normalise is None else np.asarray(normalise, np.bool_)
-    _shepard(np.ascontiguousarray(points[grid.order]), is_vertex, vals, norm, np.float32(0.5 * kernel_radius),
-             grid.cell_start, cell_end, grid.cell_nbr, grid.particle_cell, out)
+    rows = np.flatnonzero(is_vertex)
     result = np.empty((v, k), np.float32)
-    result[grid.order[is_vertex] - n] = out[is_vertex]
+    norm = np.ones(k, np.bool_) if normalise is None else np.asarray(normalise, np.bool_)
+    _shepard(np.ascontiguousarray(points[grid.order]), rows, grid.order[rows] - n, vals, norm,
+             np.float32(0.5 * kernel_radius), grid.cell_start, cell_end, grid.cell_nbr, grid.particle_cell, result)
     return result
 
 
