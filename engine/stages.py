@@ -54,7 +54,7 @@ import sys
 import time
 from typing import Callable, Iterable
 
-from .cache import CacheReader, _write_json_atomic
+from .cache import CacheReader
 from .errors import BakeCancelled, CacheFormatError, EngineError
 from .memory import resident_bytes
 
@@ -200,7 +200,7 @@ def own_files(cache_dir: str, name: str, file_re: re.Pattern) -> list[str]:
         for n in sorted(names):
             path = os.path.join(root, n)
             rel = os.path.relpath(path, folder).replace(os.sep, "/")
-            if rel in (MANIFEST, MANIFEST + ".tmp") or file_re.match(rel):
+            if rel in (MANIFEST, "manifest.tmp.json") or file_re.match(rel):
                 out.append(path)
     return out
 
@@ -256,7 +256,9 @@ class StageRunner:
     # -- manifest ------------------------------------------------------------------------------
 
     def _flush(self) -> None:
-        _write_json_atomic(os.path.join(self.folder, MANIFEST), self.manifest)
+        with write_atomic(os.path.join(self.folder, MANIFEST)) as tmp:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(self.manifest, fh, indent=1, sort_keys=True)
 
     def open(self, reader: CacheReader) -> list[int]:
         """Read or create the stage's manifest; returns the frames kept from an earlier run."""

@@ -127,6 +127,15 @@ def make_stage(cache_manifest: dict, settings: dict, options: dict) -> SurfaceSt
     return SurfaceStage(surface, spacing, rest_density, attributes, use_usd=options.get("usd") == "1")
 
 
+def for_bake(simulation: settings_mod.SimulationSettings, channels, settings: dict, use_usd: bool) -> SurfaceStage:
+    """The surface stage for a bake that has not written its manifest yet: the particle spacing, rest density
+    and attributes (density, age, the scene's named ``channels``) come from the bake's settings."""
+    attributes = {name: {"dtype": "float32"} for name in ("density", "age", *channels)}
+    manifest = {"particle_spacing": simulation.particle_spacing,
+                "settings": {"rest_density": simulation.rest_density}, "attributes": attributes}
+    return make_stage(manifest, settings, {"usd": "1" if use_usd else "0"})
+
+
 def read_frame(cache_dir: str, frame: int) -> dict:
     """Arrays of one meshed frame (``vertices``, ``triangles``, ``velocity``, ...)."""
     path = os.path.join(cache_dir, NAME, "frames", f"surface_{frame:06d}.npz")
