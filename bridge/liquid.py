@@ -140,7 +140,11 @@ def reread(scene) -> None:
 
     Measured: tagging the object does not retry a file that was missing; tagging the cache file does.
     """
-    obj = scene.surge.liquid_object
+    reread_object(scene.surge.liquid_object)
+
+
+def reread_object(obj) -> None:
+    """Make Blender read the current frame of ``obj``'s cache files again (None: nothing to do)."""
     if obj is None:
         return
     for mod in obj.modifiers:
@@ -223,6 +227,11 @@ def apply_display(scene) -> None:
         if obj is not None and (obj.hide_render == shown or obj.hide_viewport == shown):
             obj.hide_render = not shown
             obj.hide_viewport = not shown
+
+
+def reread_surface(scene) -> None:
+    """Make Blender read the surface's current frame again (its file appeared after Blender last looked)."""
+    reread_object(scene.surge.surface_object)
 
 
 def release_surface_files(scene) -> None:

@@ -99,11 +99,7 @@ class SurfaceSession(StageSession):
         return show_surface(scene, self.cache_dir, self.relative)
 
     def reread(self, scene) -> None:
-        obj = scene.surge.surface_object
-        if obj is not None:
-            for mod in obj.modifiers:
-                if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
-                    mod.cache_file.update_tag()
+        liquid.reread_surface(scene)
 
 
 def free_surface(scene) -> tuple[str, int]:
