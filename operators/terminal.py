@@ -118,7 +118,7 @@ class SURGE_OT_load_baked(_Idle, bpy.types.Operator):
         surface.sync(scene, export.unit_scale(scene))
         from ..bridge import surface_bake
 
-        surface_bake.show_surface(scene, cache_dir, relative)  # a baked surface, if the bake meshed one
+        surface_bake.show_surface(scene, cache_dir, files.cache_dir_is_relative(scene))  # a baked surface, if the bake meshed one
         self.report({"INFO"}, f"Showing {len(frames)} baked frames from '{usd_dir}'")
         return {"FINISHED"}
 
