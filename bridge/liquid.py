@@ -87,14 +87,20 @@ def show_frames(scene, first_file: str, relative: bool, scale_length: float):
     -------
     bpy.types.Object
     """
-    obj = scene.surge.liquid_object
-    if obj is None or obj.type != "POINTCLOUD":
-        obj = bpy.data.objects.new(LIQUID_NAME, bpy.data.pointclouds.new(LIQUID_NAME))
-        scene.surge.liquid_object = obj
+    obj = _scene_object(scene, "liquid_object", "POINTCLOUD", LIQUID_NAME, bpy.data.pointclouds)
+    _play(obj, first_file, relative, scale_length, PRIM_PATH, CACHE_FILE_NAME)
+    return obj
+
+
+def _scene_object(scene, prop: str, obj_type: str, name: str, data_blocks):
+    """The object ``scene.surge.<prop>``, made (with new data from ``data_blocks``) if it is missing or of
+    another type, and linked to the scene if it is not."""
+    obj = getattr(scene.surge, prop)
+    if obj is None or obj.type != obj_type:
+        obj = bpy.data.objects.new(name, data_blocks.new(name))
+        setattr(scene.surge, prop, obj)
     if obj.name not in scene.objects:
         scene.collection.objects.link(obj)
-
-    _play(obj, first_file, relative, scale_length, PRIM_PATH, CACHE_FILE_NAME)
     return obj
 
 
@@ -154,7 +160,11 @@ def reread_object(obj) -> None:
 
 def release_files(scene) -> None:
     """Point the liquid's cache at nothing, so its files can be deleted (Windows keeps open files)."""
-    obj = scene.surge.liquid_object
+    release_object(scene.surge.liquid_object)
+
+
+def release_object(obj) -> None:
+    """Point ``obj``'s caches at nothing (None: nothing to do)."""
     if obj is None:
         return
     for mod in obj.modifiers:
@@ -202,12 +212,7 @@ def show_surface(scene, first_file: str, relative: bool, scale_length: float):
     -------
     bpy.types.Object
     """
-    obj = scene.surge.surface_object
-    if obj is None or obj.type != "MESH":
-        obj = bpy.data.objects.new(SURFACE_NAME, bpy.data.meshes.new(SURFACE_NAME))
-        scene.surge.surface_object = obj
-    if obj.name not in scene.objects:
-        scene.collection.objects.link(obj)
+    obj = _scene_object(scene, "surface_object", "MESH", SURFACE_NAME, bpy.data.meshes)
     _play(obj, first_file, relative, scale_length, SURFACE_PRIM_PATH, SURFACE_CACHE_FILE_NAME)
     _cache_modifier(obj).read_data = {"VERT", "POLY", "ATTRIBUTES"}
     apply_display(scene)
@@ -236,9 +241,4 @@ def reread_surface(scene) -> None:
 
 def release_surface_files(scene) -> None:
     """Point the surface's cache at nothing, so its files can be deleted (Windows keeps open files)."""
-    obj = scene.surge.surface_object
-    if obj is None:
-        return
-    for mod in obj.modifiers:
-        if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
-            mod.cache_file.filepath = ""
+    release_object(scene.surge.surface_object)

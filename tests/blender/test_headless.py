@@ -101,6 +101,7 @@ def test_load_baked_without_a_bake_is_refused(scene, surge, tmp_path):
         bpy.ops.surge.bake_in_terminal()
 
 
+@pytest.mark.slow  # bakes and meshes in child processes
 def test_tool_meshes_the_surface_of_a_baked_file_and_refuses_an_unbaked_one(scene, surge, tmp_path):
     blend = _saved_scene(scene, tmp_path)
     out = _tool(blend, "--surface")
