@@ -10,8 +10,10 @@ the whole stage's mesh (``engine.surface.reconstruct``: mesh, smoothing and the 
 pysplashsurf's is ``reconstruction_pipeline`` without and with its own velocity interpolation. Runs
 alternate (Surge, pysplashsurf, pysplashsurf with velocity, three rounds) in one process; medians of 3.
 
-    .venv/bin/python bench/bench_surface.py                 # throughputs and quality figures
-    .venv/bin/python bench/bench_surface.py --bake-ratio    # + a 1 s bake without and with the stage inside
+    .venv/bin/python bench/bench_surface.py                 # throughputs, quality figures, and a 1 s bake
+                                                            # with the stage inside (its share of the time)
+    .venv/bin/python bench/bench_surface.py --skip-bake-ratio   # without the bake
+    .venv/bin/python bench/bench_surface.py --bake-twice    # + the same bake without the stage
     .venv/bin/python bench/bench_surface.py --million       # + memory of meshing a 1,000,000-particle frame
 
 Prints figures, asserts nothing.
@@ -140,36 +142,33 @@ def timing(args, frame: dict) -> None:
 
 def phases(frame: dict, p: SurfaceParameters) -> None:
     """Where Surge's stage spends a frame (one run each)."""
-    import pysplashsurf
-
     from engine import usd
+    from engine.surface import field as fld
     from engine.surface import reconstruction as rec
+    from engine.surface.marching import marching_cubes
+    from engine.surface.smoothing import smooth
 
     x = np.ascontiguousarray(frame["position"], np.float32)
-    r = p.particle_radius
     t = {}
-    t0 = time.perf_counter()
-    mesh, _ = pysplashsurf.reconstruction_pipeline(
-        x, particle_radius=r, rest_density=p.rest_density, smoothing_length=0.5 * p.kernel_radius / r,
-        cube_size=p.cell_size / r, iso_surface_threshold=p.iso, subdomain_grid=True)
-    t["splashsurf: densities, marching cubes, stitching"] = time.perf_counter() - t0
-    trimesh = mesh.mesh
-    raw = np.ascontiguousarray(trimesh.vertices, dtype=np.float32)
-    t0 = time.perf_counter()
-    weights = rec.smoothing_weights(x, frame["density"], raw, p)
-    t["Surge: smoothing weights (counts + sums)"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    conn = trimesh.vertex_vertex_connectivity()
-    t["splashsurf: vertex connectivity"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    pysplashsurf.laplacian_smoothing_parallel(trimesh, conn, iterations=p.smoothing_iterations, beta=1.0,
-                                              weights=weights)
-    t["splashsurf: 25 smoothing passes"] = time.perf_counter() - t0
-    vertices = np.ascontiguousarray(trimesh.vertices, dtype=np.float32)
-    t0 = time.perf_counter()
-    velocity = rec.interpolate(x, frame["velocity"], vertices, p.kernel_radius)
-    t["Surge: vertex velocity"] = time.perf_counter() - t0
-    triangles = np.asarray(trimesh.triangles).astype(np.int32)
+
+    def step(name, fn, *a, **kw):
+        t0 = time.perf_counter()
+        out = fn(*a, **kw)
+        t[name] = time.perf_counter() - t0
+        return out
+
+    particles = step("neighbour grid (engine.neighbors)", fld.ParticleGrid.build, x, p.kernel_radius)
+    sums = step("particle volumes and neighbour counts", rec.particle_sums, particles)
+    volume = sums.volume
+    grid = fld.DenseGrid.around(particles.x, p.cell_size, p.kernel_radius)
+    values = step(f"colour field ({grid.points / 1e6:.1f}M grid points)", fld.colour_field, particles.x, volume,
+                  grid, p.kernel_radius)
+    raw, triangles = step("marching cubes", marching_cubes, values, p.iso, grid.origin, p.cell_size)
+    weights = step("smoothing weights", rec.smoothing_weights, particles, sums, raw)
+    vertices = step(f"{p.smoothing_iterations} smoothing passes", smooth, raw, triangles, weights,
+                    p.smoothing_iterations)
+    vals = particles.sorted(frame["velocity"])
+    velocity = step("vertex velocity", lambda: fld.kernel_sums(particles, vertices, vals).shepard(vals))
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         with open(os.path.join(tmp, "m.npz"), "wb") as fh:
@@ -212,14 +211,18 @@ def _blender_site_packages() -> str:
 
 
 def bake_ratio(args) -> None:
-    """Wall time of a 1 s bake (24 frames) without and with the surface stage inside it."""
+    """Wall time of a 1 s bake (24 frames) with the surface stage inside it, split into the particle
+    bake and the stage (the stage runs in the bake's loop, after each frame is written, so the time it
+    adds to the bake is its own); ``--bake-twice`` also bakes without the stage, one after the other."""
     sc = scene(args.n, 25)
     settings = SimulationSettings(particle_spacing=DX)
     with tempfile.TemporaryDirectory() as tmp:
         driver.bake(SceneDescription(**{**sc.__dict__, "frame_end": 2}), settings, os.path.join(tmp, "warm"))
-        t0 = time.perf_counter()
-        driver.bake(sc, settings, os.path.join(tmp, "plain"))
-        plain = time.perf_counter() - t0
+        plain = None
+        if args.bake_twice:
+            t0 = time.perf_counter()
+            driver.bake(sc, settings, os.path.join(tmp, "plain"))
+            plain = time.perf_counter() - t0
         cache = os.path.join(tmp, "with")
         stage = SurfaceStage(SurfaceSettings(), DX, 1000.0)
         events = []
@@ -229,9 +232,14 @@ def bake_ratio(args) -> None:
         progress.finish("complete")
         both = time.perf_counter() - t0
     surface = sum(e.get("surface_seconds", 0.0) for e in events if e.get("event") == "frame")
-    print(f"bake of {args.n ** 3:,} particles, 1 s at 24 fps (engine, no Blender): {plain:.1f} s alone, "
-          f"{both:.1f} s with the surface inside ({surface:.1f} s of it in the stage): "
-          f"+{100 * (both - plain) / plain:.0f} %")
+    frames = sum(1 for e in events if e.get("event") == "frame")
+    particles = both - surface
+    print(f"bake of {args.n ** 3:,} particles, 1 s at 24 fps (engine, no Blender), the surface meshed inside it: "
+          f"{both:.1f} s, of which {particles:.1f} s the particles and {surface:.1f} s the surface stage "
+          f"({frames} frames): the stage adds {100 * surface / particles:.0f} % to the particle bake's time")
+    if plain is not None:
+        print(f"  the same bake without the surface, just before: {plain:.1f} s (+{100 * (both - plain) / plain:.0f} % "
+              f"wall time with it)")
 
 
 def million(args) -> None:
@@ -269,13 +277,17 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=46, help="particles along the block's edge")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cache", default=os.path.join(ROOT, "out", "bench_surface", "cache"))
-    ap.add_argument("--bake-ratio", action="store_true")
+    ap.add_argument("--skip-bake-ratio", action="store_true", help="leave out the 1 s bake")
+    ap.add_argument("--bake-twice", action="store_true", help="also bake the 1 s without the surface")
     ap.add_argument("--million", action="store_true")
     ap.add_argument("--skip-timing", action="store_true")
     args = ap.parse_args(argv)
+    if hasattr(os, "getloadavg"):
+        print("load average (1, 5, 15 min): " + ", ".join(f"{v:.1f}" for v in os.getloadavg())
+              + f" on {os.cpu_count()} cores", flush=True)
     if not args.skip_timing:
         timing(args, bench_frame(args.cache, args.n))
-    if args.bake_ratio:
+    if not args.skip_bake_ratio:
         bake_ratio(args)
     if args.million:
         million(args)
