@@ -109,28 +109,32 @@ def timing(args, frame: dict) -> None:
     n = len(x)
     p = params()
     runs = {"surge": [], "splashsurf": [], "splashsurf+velocity": []}
+    cpu = {k: [] for k in runs}
     reconstruct(frame, p)  # compiles (or loads) Surge's kernels
     splashsurf(x, None)
     out = {}
+    def run(name, fn):
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = fn()
+        runs[name].append(time.perf_counter() - t0)
+        cpu[name].append(time.process_time() - c0)
+        return result
+
     for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        mesh = reconstruct(frame, p)
-        runs["surge"].append(time.perf_counter() - t0)
+        mesh = run("surge", lambda: reconstruct(frame, p))
         out["surge"] = (mesh.vertices, mesh.triangles)
-        t0 = time.perf_counter()
-        out["splashsurf"] = splashsurf(x, None)
-        runs["splashsurf"].append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        splashsurf(x, v)
-        runs["splashsurf+velocity"].append(time.perf_counter() - t0)
+        out["splashsurf"] = run("splashsurf", lambda: splashsurf(x, None))
+        run("splashsurf+velocity", lambda: splashsurf(x, v))
     print(f"frame {FRAME}: {n:,} particles, cell {p.cell_size * 1e3:.1f} mm, kernel support {p.kernel_radius * 1e3:.1f}"
           f" mm, iso {p.iso}, {p.smoothing_iterations} smoothing passes; medians of {args.repeat}, alternating")
     med = {k: statistics.median(t) for k, t in runs.items()}
+    mcpu = {k: statistics.median(t) for k, t in cpu.items()}
     for k, t in runs.items():
         print(f"  {k:22s} {med[k]:7.3f} s/frame  {n / med[k]:10,.0f} particles/s   "
-              f"(runs {', '.join(f'{s:.3f}' for s in t)})")
+              f"(runs {', '.join(f'{s:.3f}' for s in t)}; CPU {mcpu[k]:.3f} s)")
     print(f"  Surge / pysplashsurf throughput: {med['splashsurf'] / med['surge']:.2f}x without its velocity, "
-          f"{med['splashsurf+velocity'] / med['surge']:.2f}x with")
+          f"{med['splashsurf+velocity'] / med['surge']:.2f}x with (wall time); by CPU time "
+          f"{mcpu['splashsurf'] / mcpu['surge']:.2f}x and {mcpu['splashsurf+velocity'] / mcpu['surge']:.2f}x")
     describe("Surge", *out["surge"])
     describe("pysplashsurf", *out["splashsurf"])
     a, b = (np.asarray(out[k][0], np.float32) for k in ("surge", "splashsurf"))
@@ -151,10 +155,13 @@ def phases(frame: dict, p: SurfaceParameters) -> None:
     x = np.ascontiguousarray(frame["position"], np.float32)
     t = {}
 
+    cpu = {}
+
     def step(name, fn, *a, **kw):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = fn(*a, **kw)
         t[name] = time.perf_counter() - t0
+        cpu[name] = time.process_time() - c0
         return out
 
     particles = step("neighbour grid (engine.neighbors)", fld.ParticleGrid.build, x, p.kernel_radius)
@@ -163,7 +170,8 @@ def phases(frame: dict, p: SurfaceParameters) -> None:
     grid = fld.DenseGrid.around(particles.x, p.cell_size, p.kernel_radius)
     values = step(f"colour field ({grid.points / 1e6:.1f}M grid points)", fld.colour_field, particles.x, volume,
                   grid, p.kernel_radius)
-    raw, triangles = step("marching cubes", marching_cubes, values, p.iso, grid.origin, p.cell_size)
+    raw, triangles = step("marching cubes", marching_cubes, values.values, p.iso, grid.origin, p.cell_size,
+                          values.row_lo, values.row_hi)
     weights = step("smoothing weights", rec.smoothing_weights, particles, sums, raw)
     vertices = step(f"{p.smoothing_iterations} smoothing passes", smooth, raw, triangles, weights,
                     p.smoothing_iterations)
@@ -182,9 +190,9 @@ def phases(frame: dict, p: SurfaceParameters) -> None:
             t["USD file"] = time.perf_counter() - t0
         except OSError as exc:
             print(f"  (no USD timing: {exc})")
-    print(f"  phases of Surge's stage (one run, {sum(t.values()):.3f} s):")
+    print(f"  phases of Surge's stage (one run, {sum(t.values()):.3f} s wall, {sum(cpu.values()):.3f} s CPU):")
     for k, s in t.items():
-        print(f"    {k:50s} {s:7.3f} s")
+        print(f"    {k:50s} {s:7.3f} s wall {cpu.get(k, s):7.3f} s CPU")
 
 
 def nearest_distances(a: np.ndarray, b: np.ndarray, samples: int = 1500) -> np.ndarray:

@@ -4,9 +4,9 @@ Every sum here uses the cubic spline of Monaghan 1992 (:func:`engine.kernels.cub
 support ``support`` (h = support / 2), the kernel splashsurf uses, and the particles binned by
 :func:`engine.neighbors.build_grid` with cells of at least the support:
 
-* :func:`kernel_sums` -- at any query points, the sums sum_j W(|q - x_j|) (and its count of particles
+* :func:`kernel_sums` -- at any query points, the sums sum_j W(|q - x_j|) (and the count of particles
   within the support, and sum_j W a_j of per-particle values a_j), gathered from the 27 cells around
-  each query (no scatter, so no race between threads). With the particles themselves as queries it
+  each query's cell (no scatter, so no race between threads). With the particles themselves as queries it
   gives their number densities and neighbour counts; with mesh vertices, the vertex attributes and the
   smoothing weights.
 * :func:`colour_field` -- the SPH colour field c(p) = sum_j V_j W(|p - x_j|) at every point of a dense
@@ -25,11 +25,12 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from ..kernels import cubic_w
-from ..neighbors import CellGrid, around_cell, build_grid, cell_coords, find_cell
+from ..kernels import cubic_w_scaled
+from ..neighbors import CellGrid, _chunk_width, _gather_candidates, around_cell, build_grid, cell_coords, morton_key
 
-#: Queries per parallel task of :func:`kernel_sums` (one accumulator allocation per task).
-QUERY_CHUNK = 256
+#: Query cells per parallel task of :func:`kernel_sums` (each cell's candidates gathered once for
+#: all the queries in it).
+CELL_CHUNK = 16
 
 #: Grid points along the first axis per slab of :func:`colour_field` (a fixed partition).
 SLAB_POINTS = 8
@@ -62,53 +63,98 @@ class ParticleGrid(NamedTuple):
 
 
 @njit(parallel=True, cache=True)
-def _kernel_sums(q, q_cell, x, values, support, inv_cell, cell_key, cell_start, cell_nbr,
-                 # outputs
-                 wsum, count, wcount, acc, nearest):
-    """Gather, for every query q_i, sum_j W, the count of particles within ``support`` and their
-    distance-weighted count sum_j (1 - r_ij^2 / support^2), sum_j W values_j and the nearest particle of
-    the 27 cells around q_i (-1 if none). ``q_cell[i]`` is the occupied cell holding q_i, or -1 to find
-    it (a query that is not one of the grid's particles)."""
-    nq, k = q.shape[0], values.shape[1]
+def _query_cells(q, inv_cell, keys, coords):
+    """The Morton key and integer coordinates of the grid cell holding each query."""
+    for i in prange(q.shape[0]):
+        ci, cj, ck = cell_coords(q[i, 0], q[i, 1], q[i, 2], inv_cell)
+        coords[i, 0] = ci
+        coords[i, 1] = cj
+        coords[i, 2] = ck
+        keys[i] = morton_key(ci, cj, ck)
+
+
+@njit(parallel=True, cache=True)
+def _cells_around(coords, cell_key, out):
+    """The occupied cells (-1: none) among the 27 around each of the query cells ``coords`` (M, 3)."""
+    for m in prange(coords.shape[0]):
+        for t in range(27):
+            out[m, t] = around_cell(cell_key, coords[m, 0], coords[m, 1], coords[m, 2], t)
+
+
+@njit(parallel=True, cache=True)
+def _cell_sums(q, q_start, x, values, no_h, support, cell_start, cell_nbr,
+               # outputs
+               wsum, count, wcount, acc, nearest):
+    """For every query q_i: sum_j W, the count of particles within ``support`` and their distance-weighted
+    count sum_j (1 - r_ij^2 / support^2), sum_j W values_j, and the nearest particle of the 27 cells
+    around q_i (-1 if none).
+
+    Queries come sorted by their cell: cell c's are ``q_start[c]:q_start[c + 1]`` and ``cell_nbr[c]``
+    names the occupied particle cells around it. The particles of those 27 cells are copied into
+    contiguous buffers once per cell (:func:`engine.neighbors._gather_candidates`) and every query of
+    the cell runs over them."""
+    m, k = cell_nbr.shape[0], values.shape[1]
     s2 = support * support
+    inv_s2 = 1.0 / s2
     h = 0.5 * support
-    for chunk in prange((nq + QUERY_CHUNK - 1) // QUERY_CHUNK):
+    inv_h = 1.0 / h
+    sigma = 1.0 / (math.pi * h * h * h)
+    for b in prange((m + CELL_CHUNK - 1) // CELL_CHUNK):
+        c0 = b * CELL_CHUNK
+        c1 = min(m, c0 + CELL_CHUNK)
+        if q_start[c1] == q_start[c0]:
+            continue
+        width = _chunk_width(c0, c1, cell_start, cell_nbr)
+        cx = np.empty(width, np.float32)
+        cy = np.empty(width, np.float32)
+        cz = np.empty(width, np.float32)
+        ch = np.empty(width, np.float32)
+        cj = np.empty(width, np.int32)
         sums = np.empty(k, np.float64)
-        for i in range(chunk * QUERY_CHUNK, min(nq, (chunk + 1) * QUERY_CHUNK)):
-            qx, qy, qz = q[i, 0], q[i, 1], q[i, 2]
-            c = q_cell[i]
-            ci, cj, ck = cell_coords(qx, qy, qz, inv_cell)
-            if c < 0:
-                c = find_cell(cell_key, ci, cj, ck)
-            sums[:] = 0.0
-            ws = 0.0
-            wn = 0.0
-            n = 0
-            best, best_d = -1, np.inf
-            for t in range(27):
-                nc = cell_nbr[c, t] if c >= 0 else around_cell(cell_key, ci, cj, ck, t)
-                if nc < 0:
-                    continue
-                for j in range(cell_start[nc], cell_start[nc + 1]):
-                    d0 = qx - x[j, 0]
-                    d1 = qy - x[j, 1]
-                    d2 = qz - x[j, 2]
-                    d = d0 * d0 + d1 * d1 + d2 * d2
-                    if d < best_d:
-                        best, best_d = j, d
-                    if d < s2:
-                        w = cubic_w(math.sqrt(d), h)
-                        ws += w
-                        wn += 1.0 - d / s2
-                        n += 1
-                        for a in range(k):
-                            sums[a] += w * values[j, a]
-            wsum[i] = ws
-            count[i] = n
-            wcount[i] = wn
-            nearest[i] = best
-            for a in range(k):
-                acc[i, a] = sums[a]
+        dist = np.empty(width, np.float32)
+        hits = np.empty(width, np.int32)
+        for c in range(c0, c1):
+            if q_start[c + 1] == q_start[c]:
+                continue
+            n = _gather_candidates(c, x, no_h, cell_start, cell_nbr, cx, cy, cz, ch, cj)
+            for i in range(q_start[c], q_start[c + 1]):
+                qx, qy, qz = q[i, 0], q[i, 1], q[i, 2]
+                # squared distances to every candidate (a loop without branches: vectorised), then the
+                # few within the support
+                for t in range(n):
+                    d0 = qx - cx[t]
+                    d1 = qy - cy[t]
+                    d2 = qz - cz[t]
+                    dist[t] = d0 * d0 + d1 * d1 + d2 * d2
+                cnt = 0
+                for t in range(n):
+                    if dist[t] < s2:
+                        hits[cnt] = t
+                        cnt += 1
+                sums[:] = 0.0
+                ws = 0.0
+                wn = 0.0
+                for h_i in range(cnt):
+                    t = hits[h_i]
+                    d = dist[t]
+                    w = cubic_w_scaled(math.sqrt(d), inv_h, sigma)
+                    ws += w
+                    wn += 1.0 - d * inv_s2
+                    j = cj[t]
+                    for a in range(k):
+                        sums[a] += w * values[j, a]
+                best = -1
+                if cnt == 0:  # the nearest candidate, for a query out of every particle's reach
+                    best_d = np.inf
+                    for t in range(n):
+                        if dist[t] < best_d:
+                            best, best_d = t, dist[t]
+                wsum[i] = ws
+                count[i] = cnt
+                wcount[i] = wn
+                nearest[i] = cj[best] if best >= 0 else (cj[hits[0]] if cnt > 0 else -1)
+                for a in range(k):
+                    acc[i, a] = sums[a]
 
 
 class KernelSums(NamedTuple):
@@ -143,6 +189,9 @@ def kernel_sums(particles: ParticleGrid, queries: np.ndarray, values_sorted: np.
                 query_cells: np.ndarray | None = None) -> KernelSums:
     """Kernel sums of ``particles`` at ``queries`` (see :class:`KernelSums`).
 
+    Queries are grouped by the grid cell that holds them (occupied by particles or not), and each
+    cell's candidates are gathered once for all of them.
+
     Parameters
     ----------
     particles : ParticleGrid
@@ -150,24 +199,35 @@ def kernel_sums(particles: ParticleGrid, queries: np.ndarray, values_sorted: np.
     values_sorted : ndarray, shape (N, K), float32, optional
         Per-particle values in the grid's order (:meth:`ParticleGrid.sorted`).
     query_cells : ndarray, shape (Q,), int32, optional
-        The occupied cell of each query when the queries are the grid's own particles
-        (``particles.grid.particle_cell``): saves the look-up.
+        ``particles.grid.particle_cell`` when the queries are the grid's own particles (``particles.x``).
     """
     q = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, 3)
     values = np.zeros((len(particles.x), 0), np.float32) if values_sorted is None else values_sorted
-    cells = np.full(len(q), -1, np.int32) if query_cells is None else np.ascontiguousarray(query_cells, np.int32)
-    out = KernelSums(np.empty(len(q), np.float64), np.empty(len(q), np.int32), np.empty(len(q), np.float64),
-                     np.empty((len(q), values.shape[1]), np.float64), np.empty(len(q), np.int64))
-    if len(q) and len(particles.x):
-        g = particles.grid
-        _kernel_sums(q, cells, particles.x, values, np.float32(particles.support), 1.0 / g.cell_size, g.cell_key,
-                     g.cell_start, g.cell_nbr, *out)
-    else:
-        out.wsum[:] = 0.0
-        out.count[:] = 0
-        out.wcount[:] = 0.0
-        out.acc[:] = 0.0
-        out.nearest[:] = -1
+    nq, k = len(q), values.shape[1]
+    out = KernelSums(np.zeros(nq, np.float64), np.zeros(nq, np.int32), np.zeros(nq, np.float64),
+                     np.zeros((nq, k), np.float64), np.full(nq, -1, np.int64))
+    if nq == 0 or len(particles.x) == 0:
+        return out
+    g = particles.grid
+    support = np.float32(particles.support)
+    no_h = np.zeros(len(particles.x), np.float32)  # the candidates' smoothing lengths: unused here
+    if query_cells is not None:  # the particles themselves, already sorted by cell
+        _cell_sums(q, g.cell_start, particles.x, values, no_h, support, g.cell_start, g.cell_nbr, *out)
+        return out
+    keys = np.empty(nq, np.uint64)
+    coords = np.empty((nq, 3), np.int64)
+    _query_cells(q, 1.0 / g.cell_size, keys, coords)
+    cells, first, which = np.unique(keys, return_index=True, return_inverse=True)
+    around = np.empty((len(cells), 27), np.int32)
+    _cells_around(np.ascontiguousarray(coords[first]), g.cell_key, around)
+    order = np.argsort(which, kind="stable")
+    q_start = np.zeros(len(cells) + 1, np.int64)
+    np.cumsum(np.bincount(which, minlength=len(cells)), out=q_start[1:])
+    part = KernelSums(*(np.empty_like(a) for a in out))
+    _cell_sums(np.ascontiguousarray(q[order]), q_start, particles.x, values, no_h, support, g.cell_start, around,
+               *part)
+    for full, sub in zip(out, part):
+        full[order] = sub
     return out
 
 
@@ -197,28 +257,35 @@ class DenseGrid(NamedTuple):
 @njit(parallel=True, cache=True)
 def _colour_field(x_by_i, volume, slab_lo, slab_hi, origin, cell, support,
                   # outputs
-                  field):
+                  field, row_lo, row_hi):
     """field[i, j, k] = sum_j V_j W(|p_ijk - x_j|) (Löschner et al. 2023, eq. 1), slab by slab: slab s
     owns the points i in [s * SLAB_POINTS, (s + 1) * SLAB_POINTS) and reads the particles
-    ``slab_lo[s]:slab_hi[s]`` of ``x_by_i`` (sorted along the first axis) that reach into it."""
+    ``slab_lo[s]:slab_hi[s]`` of ``x_by_i`` (sorted by slab) that may reach into it. Each row
+    (i, j) of points keeps the range of k it was written in (``row_lo``, ``row_hi``; empty rows keep
+    nz and -1)."""
     nx, ny, nz = field.shape
     s2 = support * support
     h = 0.5 * support
-    reach = support / cell
+    inv_h = 1.0 / h
+    sigma = 1.0 / (math.pi * h * h * h)
+    inv_cell = 1.0 / cell
+    reach = support * inv_cell
+    cell32 = np.float32(cell)
+    inv_h32 = np.float32(inv_h)
+    sigma32 = np.float32(sigma)
     for s in prange(slab_lo.shape[0]):
         i0 = s * SLAB_POINTS
         i1 = min(nx, i0 + SLAB_POINTS)
         for p in range(slab_lo[s], slab_hi[s]):
             px, py, pz, vp = x_by_i[p, 0], x_by_i[p, 1], x_by_i[p, 2], volume[p]
-            gx = (px - origin[0]) / cell
-            gy = (py - origin[1]) / cell
-            gz = (pz - origin[2]) / cell
+            vp32 = np.float32(vp)
+            gx = (px - origin[0]) * inv_cell
+            gy = (py - origin[1]) * inv_cell
+            gz = (pz - origin[2]) * inv_cell
             ia = max(i0, int(math.ceil(gx - reach)))
             ib = min(i1 - 1, int(math.floor(gx + reach)))
             ja = max(0, int(math.ceil(gy - reach)))
             jb = min(ny - 1, int(math.floor(gy + reach)))
-            ka = max(0, int(math.ceil(gz - reach)))
-            kb = min(nz - 1, int(math.floor(gz + reach)))
             for i in range(ia, ib + 1):
                 dx = origin[0] + i * cell - px
                 dxx = dx * dx
@@ -227,14 +294,37 @@ def _colour_field(x_by_i, volume, slab_lo, slab_hi, origin, cell, support,
                     dxy = dxx + dy * dy
                     if dxy >= s2:
                         continue
+                    rz = math.sqrt(s2 - dxy) * inv_cell  # the support's half-chord along k, in cells
+                    ka = max(0, int(math.ceil(gz - rz)))
+                    kb = min(nz - 1, int(math.floor(gz + rz)))
+                    if ka > kb:
+                        continue
+                    if ka < row_lo[i, j]:
+                        row_lo[i, j] = ka
+                    if kb > row_hi[i, j]:
+                        row_hi[i, j] = kb
+                    # no branch: the kernel is zero at and beyond its support (vectorised along k)
+                    z0 = np.float32(origin[2] + ka * cell - pz)
+                    dxy32 = np.float32(dxy)
                     for k in range(ka, kb + 1):
-                        dz = origin[2] + k * cell - pz
-                        d = dxy + dz * dz
-                        if d < s2:
-                            field[i, j, k] += vp * cubic_w(math.sqrt(d), h)
+                        dz = z0 + np.float32(k - ka) * cell32
+                        field[i, j, k] += vp32 * cubic_w_scaled(math.sqrt(dxy32 + dz * dz), inv_h32, sigma32)
 
 
-def colour_field(x: np.ndarray, volume: np.ndarray, grid: DenseGrid, support: float) -> np.ndarray:
+class ColourField(NamedTuple):
+    """The colour field on a dense grid and, for every row (i, j) of points, the range of k where it
+    may be non-zero (``row_lo`` > ``row_hi`` for an empty row).
+
+    values : (nx, ny, nz) float32, C-contiguous
+    row_lo, row_hi : (nx, ny) int32
+    """
+
+    values: np.ndarray
+    row_lo: np.ndarray
+    row_hi: np.ndarray
+
+
+def colour_field(x: np.ndarray, volume: np.ndarray, grid: DenseGrid, support: float) -> ColourField:
     """The colour field c = sum_j V_j W(|p - x_j|) at every point of ``grid``.
 
     Parameters
@@ -246,22 +336,29 @@ def colour_field(x: np.ndarray, volume: np.ndarray, grid: DenseGrid, support: fl
 
     Returns
     -------
-    ndarray, shape ``grid.shape``, float32, C-contiguous (1 inside the bulk of the liquid, 0 far away)
+    ColourField (1 inside the bulk of the liquid, 0 far away)
     """
     field = np.zeros(grid.shape, np.float32)
+    row_lo = np.full(grid.shape[:2], grid.shape[2], np.int32)
+    row_hi = np.full(grid.shape[:2], -1, np.int32)
     if len(x) == 0:
-        return field
-    order = np.argsort(x[:, 0], kind="stable")
+        return ColourField(field, row_lo, row_hi)
+    # particles by the slab their point falls in, keeping the caller's order within a slab (the neighbour
+    # grid's Morton order: particles next to each other in memory add into nearby points); slab s reads
+    # the particles of the slabs within reach
+    nslab = (grid.shape[0] + SLAB_POINTS - 1) // SLAB_POINTS
+    home = np.clip(np.floor((x[:, 0].astype(np.float64) - grid.origin[0]) / grid.cell).astype(np.int64)
+                   // SLAB_POINTS, 0, nslab - 1)
+    order = np.argsort(home, kind="stable")
     xs = np.ascontiguousarray(x[order], dtype=np.float64)
     vs = np.ascontiguousarray(np.asarray(volume, np.float64)[order])
-    nslab = (grid.shape[0] + SLAB_POINTS - 1) // SLAB_POINTS
-    first = grid.origin[0] + np.arange(nslab) * SLAB_POINTS * grid.cell
-    last = grid.origin[0] + (np.minimum((np.arange(nslab) + 1) * SLAB_POINTS, grid.shape[0]) - 1) * grid.cell
-    slab_lo = np.searchsorted(xs[:, 0], first - support, side="left").astype(np.int64)
-    slab_hi = np.searchsorted(xs[:, 0], last + support, side="right").astype(np.int64)
+    bounds = np.searchsorted(home[order], np.arange(nslab + 1))
+    reach = int(np.ceil(support / grid.cell / SLAB_POINTS))
+    slab_lo = bounds[np.maximum(np.arange(nslab) - reach, 0)].astype(np.int64)
+    slab_hi = bounds[np.minimum(np.arange(nslab) + reach + 1, nslab)].astype(np.int64)
     _colour_field(xs, vs, slab_lo, slab_hi, np.asarray(grid.origin, np.float64), float(grid.cell), float(support),
-                  field)
-    return field
+                  field, row_lo, row_hi)
+    return ColourField(field, row_lo, row_hi)
 
 
 # -- thin-sheet bridges -------------------------------------------------------------------------------

@@ -133,15 +133,32 @@ def _case(f, i, j, k, iso):
     return c
 
 
+@njit(inline="always", cache=True)
+def _k_range(row_lo, row_hi, i, j, whole_cell):
+    """The k where point (i, j, k)'s edges (``whole_cell`` False: rows (i, j), (i + 1, j), (i, j + 1)) or
+    cell (i, j, k) (True: its four rows) may see a non-zero value; (lo, hi + 1) for a ``range``."""
+    nx, ny = row_lo.shape
+    lo = row_lo[i, j]
+    hi = row_hi[i, j]
+    for di in range(2):
+        for dj in range(2):
+            if di + dj == 0 or (di + dj == 2 and not whole_cell) or i + di >= nx or j + dj >= ny:
+                continue
+            lo = min(lo, row_lo[i + di, j + dj])
+            hi = max(hi, row_hi[i + di, j + dj])
+    return max(0, lo - 1), hi + 1
+
+
 @njit(parallel=True, cache=True)
-def _count(f, iso, case_counts, nslab, vcount, tcount):
+def _count(f, iso, row_lo, row_hi, case_counts, nslab, vcount, tcount):
     nx, ny, nz = f.shape
     for s in prange(nslab):
         nv = 0
         nt = 0
         for i in range(s * SLAB_POINTS, min(nx, (s + 1) * SLAB_POINTS)):
             for j in range(ny):
-                for k in range(nz):
+                k0, k1 = _k_range(row_lo, row_hi, i, j, False)
+                for k in range(k0, min(k1, nz)):
                     inside = f[i, j, k] > iso
                     if i + 1 < nx and (f[i + 1, j, k] > iso) != inside:
                         nv += 1
@@ -149,23 +166,25 @@ def _count(f, iso, case_counts, nslab, vcount, tcount):
                         nv += 1
                     if k + 1 < nz and (f[i, j, k + 1] > iso) != inside:
                         nv += 1
-                    if i + 1 < nx and j + 1 < ny and k + 1 < nz:
+                if i + 1 < nx and j + 1 < ny:
+                    k0, k1 = _k_range(row_lo, row_hi, i, j, True)
+                    for k in range(k0, min(k1, nz - 1)):
                         nt += case_counts[_case(f, i, j, k, iso)]
         vcount[s] = nv
         tcount[s] = nt
 
 
 @njit(inline="always", cache=True)
-def _plane(f, iso, i, origin, cell, next_id, ids, verts, write):
+def _plane(f, iso, row_lo, row_hi, i, origin, cell, next_id, ids, verts, write):
     """Number the crossed edges whose low end lies in plane i (order j, k, axis) from ``next_id`` into
     ``ids`` (ny, nz, 3); with ``write``, put their vertices into ``verts``. Returns the next free id."""
     nx, ny, nz = f.shape
     for j in range(ny):
-        for k in range(nz):
+        k0, k1 = _k_range(row_lo, row_hi, i, j, False)
+        for k in range(k0, min(k1, nz)):
             f0 = f[i, j, k]
             inside = f0 > iso
             for a in range(3):
-                ids[j, k, a] = -1
                 f1 = f0
                 if a == 0:
                     if i + 1 >= nx:
@@ -192,7 +211,7 @@ def _plane(f, iso, i, origin, cell, next_id, ids, verts, write):
 
 
 @njit(parallel=True, cache=True)
-def _emit(f, iso, origin, cell, case_counts, case_tris, edge_axis, edge_offset, vstart, tstart,
+def _emit(f, iso, row_lo, row_hi, origin, cell, case_counts, case_tris, edge_axis, edge_offset, vstart, tstart,
           # outputs
           verts, tris):
     nx, ny, nz = f.shape
@@ -200,19 +219,21 @@ def _emit(f, iso, origin, cell, case_counts, case_tris, edge_axis, edge_offset, 
     for s in prange(nslab):
         i0 = s * SLAB_POINTS
         i1 = min(nx, i0 + SLAB_POINTS)
+        # only the entries of crossed edges are ever read: the buffers need no clearing
         low = np.empty((ny, nz, 3), np.int64)
         high = np.empty((ny, nz, 3), np.int64)
-        next_id = _plane(f, iso, i0, origin, cell, vstart[s], low, verts, True)
+        next_id = _plane(f, iso, row_lo, row_hi, i0, origin, cell, vstart[s], low, verts, True)
         t = tstart[s]
         for i in range(i0, i1):
             if i + 1 >= nx:
                 break
             if i + 1 < i1:
-                next_id = _plane(f, iso, i + 1, origin, cell, next_id, high, verts, True)
+                next_id = _plane(f, iso, row_lo, row_hi, i + 1, origin, cell, next_id, high, verts, True)
             else:  # plane i + 1 is the next slab's first: its ids, which that slab writes
-                _plane(f, iso, i + 1, origin, cell, vstart[s + 1], high, verts, False)
+                _plane(f, iso, row_lo, row_hi, i + 1, origin, cell, vstart[s + 1], high, verts, False)
             for j in range(ny - 1):
-                for k in range(nz - 1):
+                k0, k1 = _k_range(row_lo, row_hi, i, j, True)
+                for k in range(k0, min(k1, nz - 1)):
                     case = _case(f, i, j, k, iso)
                     for m in range(case_counts[case]):
                         for corner in range(3):
@@ -228,7 +249,8 @@ def _emit(f, iso, origin, cell, case_counts, case_tris, edge_axis, edge_offset, 
             low, high = high, low
 
 
-def marching_cubes(field: np.ndarray, iso: float, origin, cell: float) -> tuple[np.ndarray, np.ndarray]:
+def marching_cubes(field: np.ndarray, iso: float, origin, cell: float, row_lo: np.ndarray | None = None,
+                   row_hi: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The iso-surface of a dense field.
 
     Parameters
@@ -238,6 +260,9 @@ def marching_cubes(field: np.ndarray, iso: float, origin, cell: float) -> tuple[
     iso : float
     origin : sequence of 3 floats, m
     cell : float, m
+    row_lo, row_hi : ndarray, shape (nx, ny), int32, optional
+        For a field that is zero outside them (:class:`engine.surface.field.ColourField`) and ``iso`` > 0:
+        the range of k of each row (i, j) where it may be non-zero; only those parts are visited.
 
     Returns
     -------
@@ -247,15 +272,18 @@ def marching_cubes(field: np.ndarray, iso: float, origin, cell: float) -> tuple[
     f = np.ascontiguousarray(field, dtype=np.float32)
     if f.ndim != 3 or min(f.shape) < 2:
         return np.zeros((0, 3), np.float32), np.zeros((0, 3), np.int32)
+    if row_lo is None or row_hi is None or not iso > 0:
+        row_lo = np.zeros(f.shape[:2], np.int32)
+        row_hi = np.full(f.shape[:2], f.shape[2] - 1, np.int32)
     nslab = (f.shape[0] + SLAB_POINTS - 1) // SLAB_POINTS
     vcount = np.zeros(nslab, np.int64)
     tcount = np.zeros(nslab, np.int64)
     iso32 = np.float32(iso)
-    _count(f, iso32, CASE_COUNTS, nslab, vcount, tcount)
+    _count(f, iso32, row_lo, row_hi, CASE_COUNTS, nslab, vcount, tcount)
     vstart = np.concatenate([[0], np.cumsum(vcount)]).astype(np.int64)
     tstart = np.concatenate([[0], np.cumsum(tcount)]).astype(np.int64)
     verts = np.empty((int(vstart[-1]), 3), np.float32)
     tris = np.empty((int(tstart[-1]), 3), np.int32)
-    _emit(f, iso32, np.asarray(origin, np.float64), float(cell), CASE_COUNTS, CASE_TRIANGLES, EDGE_AXIS, EDGE_OFFSET,
-          vstart, tstart, verts, tris)
+    _emit(f, iso32, row_lo, row_hi, np.asarray(origin, np.float64), float(cell), CASE_COUNTS, CASE_TRIANGLES,
+          EDGE_AXIS, EDGE_OFFSET, vstart, tstart, verts, tris)
     return verts, tris

@@ -226,8 +226,8 @@ def raw_mesh(points: np.ndarray, particles: ParticleGrid, volume: np.ndarray, pa
     """Steps 2 and 3: the unsmoothed iso-surface, ``(vertices (V, 3) float32, triangles (T, 3) int32)``."""
     grid = DenseGrid.around(particles.x, params.cell_size, params.kernel_radius)
     if grid.points <= dense_limit(len(points)):
-        values = colour_field(particles.x, volume, grid, params.kernel_radius)
-        return marching_cubes(values, params.iso, grid.origin, params.cell_size)
+        field = colour_field(particles.x, volume, grid, params.kernel_radius)
+        return marching_cubes(field.values, params.iso, grid.origin, params.cell_size, field.row_lo, field.row_hi)
     log.info("surface: %d particles over a box of %d grid points; splashsurf's sparse grid meshes them",
              len(points), grid.points)
     ps = _import_splashsurf()
