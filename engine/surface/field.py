@@ -116,7 +116,7 @@ def _cell_sums(q, q_start, x, values, no_h, support, cell_start, cell_nbr,
         for c in range(c0, c1):
             if q_start[c + 1] == q_start[c]:
                 continue
-            n = _gather_candidates(c, x, no_h, cell_start, cell_nbr, cx, cy, cz, ch, cj)
+            n = _gather_candidates(c, x, no_h, cell_start, cell_nbr, 0, cx, cy, cz, ch, cj)  # 0: every neighbour cell
             for i in range(q_start[c], q_start[c + 1]):
                 qx, qy, qz = q[i, 0], q[i, 1], q[i, 2]
                 # squared distances to every candidate (a loop without branches: vectorised), then the
