@@ -127,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
 def _following(args, resumed: bool):
     """The progress callback that writes the points' USD files and runs the surface on each cached frame."""
     from . import stages
-    from .scene import load_job
+    from .scene import channel_names, load_job
 
-    _scene, settings = load_job(args.job_dir)
+    scene, settings = load_job(args.job_dir)
     writers = []
     if args.usd_dir:
         from .usd import PointsWriter
@@ -137,15 +137,10 @@ def _following(args, resumed: bool):
         writers.append(PointsWriter(args.usd_dir, 0.5 * settings.particle_spacing))
     followers = []
     if args.surface:
-        with open(args.surface, encoding="utf-8") as fh:
-            surface_settings = json.load(fh)
-        manifest = {"particle_spacing": settings.particle_spacing, "settings": {"rest_density": settings.rest_density},
-                    "attributes": {"density": {"dtype": "float32"}, "age": {"dtype": "float32"}}}
-        from .scene import channel_names
+        from .surface.stage import for_bake
 
-        manifest["attributes"].update({name: {"dtype": "float32"} for name in channel_names(_scene)})
-        followers.append(stages.make_stage("surface", manifest, surface_settings,
-                                           {"usd": "1" if args.usd_dir else "0"}))
+        with open(args.surface, encoding="utf-8") as fh:
+            followers.append(for_bake(settings, channel_names(scene), json.load(fh), use_usd=bool(args.usd_dir)))
     # a new bake meshes every frame again; a resumed one keeps the frames meshed before its checkpoint
     return stages.follow_bake(args.cache_dir, followers, _emit, restart=not resumed, writers=tuple(writers))
 
