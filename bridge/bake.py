@@ -479,9 +479,7 @@ class BakeSession:
             if scene.surge.surface_object is None or not self.surface_shown:
                 self.surface_shown = surface_bake.show_surface(scene, self.cache_dir, self.relative)
             elif scene.frame_current in new:
-                for mod in scene.surge.surface_object.modifiers:
-                    if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
-                        mod.cache_file.update_tag()
+                liquid.reread_surface(scene)
         if self.with_whitewater:
             from . import whitewater
 

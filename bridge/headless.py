@@ -241,7 +241,7 @@ def bake_surface_on_cluster(scheduler: str, workers: int, root: str, save: bool 
     except (EngineError, OSError) as exc:
         print(f"Surge: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
-    surface_bake.show_surface(scene, cache_dir, scene.surge.cache_directory.strip().startswith("//"))
+    surface_bake.show_surface(scene, cache_dir, files.cache_dir_is_relative(scene))
     print(f"Surge: Surface meshed: {summary['processed']} frames on {len(summary['workers'])} workers, "
           f"{summary['kept']} kept, in {summary['elapsed']:.1f} s", flush=True)
     if save:

@@ -113,7 +113,7 @@ class StageSession:
                                     f"{self.title.lower()} from; bake the liquid first")
         self.scene_name = scene.name
         self.cache_dir = cache_dir
-        self.relative = scene.surge.cache_directory.strip().startswith("//")
+        self.relative = files.cache_dir_is_relative(scene)
         self.frame_start, self.frame_end = int(reader.frames[0]), int(reader.frames[-1])
         usd.import_pxr()  # puts Blender's pxr on sys.path, which the child inherits
         # held before anything is written: a bake, Free Bake or another stage in the folder refuses

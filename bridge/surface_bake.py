@@ -16,6 +16,7 @@ import os
 
 from ..engine import settings as settings_mod
 from ..engine import stages
+from ..engine.errors import EngineError
 from ..engine.surface import stage as surface_stage
 from . import bake_state, export, files, liquid
 from .stage_session import StageFailedError, StageSession, free_job_files, locked_for
@@ -54,6 +55,17 @@ def first_surface_file(cache_dir: str) -> str | None:
         return None
     path = os.path.join(folder, f"surface_{done[0]:06d}.usdc")
     return path if os.path.isfile(path) else None
+
+
+def has_surface(scene) -> bool:
+    """True if the scene's cache folder holds meshed surface frames."""
+    from .bake import ADDON_ROOT
+
+    try:
+        cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+    except (EngineError, OSError):
+        return False
+    return bool(os.path.isdir(cache_dir) and stages.done_frames(cache_dir, surface_stage.NAME))
 
 
 def show_surface(scene, cache_dir: str, relative: bool) -> bool:
@@ -99,11 +111,7 @@ class SurfaceSession(StageSession):
         return show_surface(scene, self.cache_dir, self.relative)
 
     def reread(self, scene) -> None:
-        obj = scene.surge.surface_object
-        if obj is not None:
-            for mod in obj.modifiers:
-                if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
-                    mod.cache_file.update_tag()
+        liquid.reread_surface(scene)
 
 
 def free_surface(scene, locked: bool = False) -> tuple[str, int]:

@@ -135,9 +135,9 @@ def _following(args, resumed: bool):
     """The progress callback that writes the points' USD files and runs the surface and the whitewater on
     each cached frame."""
     from . import stages
-    from .scene import load_job
+    from .scene import channel_names, load_job
 
-    _scene, settings = load_job(args.job_dir)
+    scene, settings = load_job(args.job_dir)
     writers = []
     if args.usd_dir:
         from .usd import PointsWriter
@@ -145,20 +145,15 @@ def _following(args, resumed: bool):
         writers.append(PointsWriter(args.usd_dir, 0.5 * settings.particle_spacing))
     followers = []
     if args.surface:
-        with open(args.surface, encoding="utf-8") as fh:
-            surface_settings = json.load(fh)
-        manifest = {"particle_spacing": settings.particle_spacing, "settings": {"rest_density": settings.rest_density},
-                    "attributes": {"density": {"dtype": "float32"}, "age": {"dtype": "float32"}}}
-        from .scene import channel_names
+        from .surface.stage import for_bake
 
-        manifest["attributes"].update({name: {"dtype": "float32"} for name in channel_names(_scene)})
-        followers.append(stages.make_stage("surface", manifest, surface_settings,
-                                           {"usd": "1" if args.usd_dir else "0"}))
+        with open(args.surface, encoding="utf-8") as fh:
+            followers.append(for_bake(settings, channel_names(scene), json.load(fh), use_usd=bool(args.usd_dir)))
     if args.whitewater:
         with open(args.whitewater, encoding="utf-8") as fh:
             whitewater_settings = json.load(fh)
         followers.append(stages.make_stage("whitewater", {"particle_spacing": settings.particle_spacing,
-                                                          "fps": _scene.fps}, whitewater_settings,
+                                                          "fps": scene.fps}, whitewater_settings,
                                            {"usd": "1" if args.usd_dir else "0", "job": args.job_dir,
                                             "in_bake": "1"}))
     # a new bake meshes every frame again; a resumed one keeps the frames meshed before its checkpoint

@@ -62,6 +62,17 @@ def import_pxr():
     return Sdf, Usd, UsdGeom, Vt
 
 
+def _new_stage(frame: int, fmt: str):
+    """An anonymous .usdc layer and its stage: Z up, metres, the frame and format in the layer's data."""
+    Sdf, Usd, UsdGeom, _Vt = import_pxr()
+    layer = Sdf.Layer.CreateAnonymous(".usdc")
+    stage = Usd.Stage.Open(layer)
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    layer.customLayerData = {"surge:frame": int(frame), "surge:format": fmt, "surge:format_version": 1}
+    return layer, stage
+
+
 def _export(layer, path: str) -> None:
     # the temporary name keeps the .usdc extension: USD picks the file format from it
     with atomic.replacing(path, keep_extension=True) as tmp:
@@ -96,11 +107,7 @@ def write_frame(path: str, arrays: dict, frame: int, radius: float) -> None:
     rho = np.ascontiguousarray(arrays["density"], dtype=np.float32).reshape(-1)
     ids = np.ascontiguousarray(arrays["id"], dtype=np.int32).reshape(-1)
 
-    layer = Sdf.Layer.CreateAnonymous(".usdc")
-    stage = Usd.Stage.Open(layer)
-    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
-    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
-    layer.customLayerData = {"surge:frame": int(frame), "surge:format": "surge-points", "surge:format_version": 1}
+    layer, stage = _new_stage(frame, "surge-points")
     points = UsdGeom.Points.Define(stage, PRIM_PATH)
     stage.SetDefaultPrim(points.GetPrim())
     points.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(x))
@@ -145,11 +152,7 @@ def write_mesh(path: str, vertices: np.ndarray, triangles: np.ndarray, attribute
     Sdf, Usd, UsdGeom, Vt = import_pxr()
     v = np.ascontiguousarray(vertices, dtype=np.float32).reshape(-1, 3)
     t = np.ascontiguousarray(triangles, dtype=np.int32).reshape(-1)
-    layer = Sdf.Layer.CreateAnonymous(".usdc")
-    stage = Usd.Stage.Open(layer)
-    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
-    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
-    layer.customLayerData = {"surge:frame": int(frame), "surge:format": "surge-surface", "surge:format_version": 1}
+    layer, stage = _new_stage(frame, "surge-surface")
     mesh = UsdGeom.Mesh.Define(stage, SURFACE_PRIM_PATH)
     stage.SetDefaultPrim(mesh.GetPrim())
     mesh.CreateSubdivisionSchemeAttr(UsdGeom.Tokens.none)

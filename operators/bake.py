@@ -59,8 +59,31 @@ class SURGE_OT_free_bake(SceneIdle, bpy.types.Operator):
     bl_label = "Free Bake"
     bl_options = {"REGISTER"}
 
+    what: EnumProperty(
+        name="Free", default="ALL", options={"SKIP_SAVE"},
+        items=(("ALL", "Everything", "The baked particles and everything made from them (surface, whitewater)"),
+               ("SURFACE", "Surface Only", "The baked surface mesh only; the particles stay and play")),
+        description="What to delete")
+
+    def invoke(self, context, event):
+        # with a baked surface, offer to free it alone (re-meshing is cheap, re-simulating is not)
+        from ..bridge import surface_bake
+
+        if surface_bake.has_surface(context.scene):
+            return context.window_manager.invoke_props_dialog(self, title="Free Bake", confirm_text="Free")
+        return self.execute(context)
+
+    def draw(self, context):
+        self.layout.prop(self, "what", expand=True)
+
     def execute(self, context):
+        from ..bridge.surface_bake import free_surface
+
         try:
+            if self.what == "SURFACE":
+                cache_dir, count = free_surface(context.scene)
+                self.report({"INFO"}, f"Removed {count} surface files from '{cache_dir}'")
+                return {"FINISHED"}
             cache_dir, count = free_bake(context.scene)
         except (EngineError, OSError) as exc:
             self.report({"ERROR"}, str(exc))

@@ -119,6 +119,9 @@ class SURGE_OT_load_baked(_Idle, bpy.types.Operator):
         liquid.show_frames(scene, os.path.join(usd_dir, frames[0]), files.cache_dir_is_relative(scene),
                            export.unit_scale(scene))
         surface.sync(scene, export.unit_scale(scene))
+        from ..bridge import surface_bake
+
+        surface_bake.show_surface(scene, cache_dir, files.cache_dir_is_relative(scene))  # a baked surface, if the bake meshed one
         self.report({"INFO"}, f"Showing {len(frames)} baked frames from '{usd_dir}'")
         return {"FINISHED"}
 
