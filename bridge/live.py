@@ -47,7 +47,7 @@ from ..engine import live_channel
 from ..engine import settings as settings_mod
 from ..engine.errors import EngineError, InvalidSceneError
 from ..engine.scene import save_job, scene_hash
-from . import export, files, live_display, preferences
+from . import export, files, live_display, preferences, usd
 from .bake import ADDON_ROOT, describe, numba_cache_dir
 from .process import BakeProcess
 
@@ -184,6 +184,10 @@ class LiveSession:
         self.saved: dict | None = None
         self.closed = False
 
+        try:
+            usd.import_pxr()  # Record writes USD files in the child: Blender's pxr must be on the path it inherits
+        except OSError as exc:
+            log.warning("live recordings will fail: %s", exc)
         self.job_dir = tempfile.mkdtemp(prefix="surge_live_")
         self.state = self.control = self.process = None
         try:

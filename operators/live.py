@@ -170,12 +170,23 @@ class SURGE_OT_live_record(_Running, bpy.types.Operator):
         return {"FINISHED"}
 
 
-class SURGE_OT_live_bake_from_here(SURGE_OT_bake):
+class SURGE_OT_live_bake_from_here(SceneIdle, bpy.types.Operator):
     """Bake from the live liquid as it is now: its state becomes the first frame of a normal bake of the frame
     range (with the scene's bake settings and the live particle spacing); the live session stops"""
 
     bl_idname = "surge.live_bake_from_here"
     bl_label = "Bake From Here"
+    bl_options = set()  # as surge.bake: not repeatable
+    busy_message = SURGE_OT_bake.busy_message
+
+    # the bake operator's own running, progress and cancelling (a registered operator class cannot be
+    # subclassed by another one), around a session that starts from the live state
+    execute = SURGE_OT_bake.execute
+    invoke = SURGE_OT_bake.invoke
+    modal = SURGE_OT_bake.modal
+    cancel = SURGE_OT_bake.cancel
+    _stop = SURGE_OT_bake._stop
+    _report_result = SURGE_OT_bake._report_result
 
     @classmethod
     def poll(cls, context):
