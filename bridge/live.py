@@ -220,7 +220,10 @@ class LiveSession:
             obj = scene.objects.get(name)
             if obj is None:
                 continue
-            relative = np.array(obj.matrix_world, dtype=np.float64) @ self.rest_inverse[c]
+            now = np.array(obj.matrix_world, dtype=np.float64)
+            if np.array_equal(now, self.rest[c]):
+                continue  # not moved: exactly the identity (M inv(M) is not, to rounding)
+            relative = now @ self.rest_inverse[c]
             relative[:3, 3] *= self.scale_length
             relative[3] = (0.0, 0.0, 0.0, 1.0)
             out[c] = relative

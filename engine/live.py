@@ -52,10 +52,6 @@ from .scene import SceneDescription, load_job
 
 log = logging.getLogger(__name__)
 
-#: Seconds without a word from the host (its heartbeat in the control block) after which the engine
-#: assumes the host is gone and exits; the host writes it at every update, several times a second.
-HEARTBEAT_TIMEOUT = 120.0
-
 #: Seconds the loop sleeps at most between two looks at the control block while waiting.
 POLL = 0.002
 
@@ -251,11 +247,22 @@ def _emit(event: dict) -> None:
     sys.stdout.flush()
 
 
-def _host_gone(parent: int, control: dict) -> bool:
-    if parent and os.name == "posix" and os.getppid() != parent:
+def _host_gone(parent: int) -> bool:
+    """True once the host process has ended (a crash or a kill that left no time to stop this one)."""
+    if not parent:
+        return False
+    if os.name == "posix":
+        return os.getppid() != parent  # an orphan is adopted by another process
+    import ctypes  # Windows: ask the system whether the parent's handle has been signalled
+
+    kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
+    handle = kernel32.OpenProcess(0x00100000 | 0x1000, False, parent)  # SYNCHRONIZE | QUERY_LIMITED_INFORMATION
+    if not handle:
         return True
-    beat = float(control["heartbeat"])
-    return beat > 0.0 and time.time() - beat > HEARTBEAT_TIMEOUT
+    try:
+        return kernel32.WaitForSingleObject(handle, 0) == 0  # WAIT_OBJECT_0: it has exited
+    finally:
+        kernel32.CloseHandle(handle)
 
 
 def run(job_dir: str, state_name: str, control_name: str, *, grid_dir: str | None = None, parent: int = 0,
@@ -309,7 +316,7 @@ def _loop(live: LiveSimulation, build, state, control, parent: int, speed: float
             if ctl is None:
                 time.sleep(POLL)
                 continue
-            if ctl["stop"] or _host_gone(parent, ctl):
+            if ctl["stop"] or _host_gone(parent):
                 break
             if ctl["reset"] != h["reset_done"]:
                 h["reset_done"] = ctl["reset"]
