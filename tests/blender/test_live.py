@@ -68,9 +68,13 @@ def test_live_matches_a_bake_of_the_demo_scene(live, surge, tmp_path):
     """With the bake's settings and nothing moved, the live frames are the bake's frames."""
     scene = _demo_scene(tmp_path)
     scene.surge_live.use_scene_settings = True
+    # Kernels compiled in the bake's own process give results a few micrometres off those of the same
+    # kernels loaded from numba's cache (measured with engine.cli alone: 2.8e-6 m after one frame of this
+    # scene, 1.4e-4 m after two): the reference bake and the session both run cached kernels.
+    assert bpy.ops.surge.bake() == {"FINISHED"}
+    assert bpy.ops.surge.bake() == {"FINISHED"}
     session = live.start(scene, bpy.context.evaluated_depsgraph_get(), paused=True)
     assert session.wait_for_frame(0, timeout=600), session.error
-    assert bpy.ops.surge.bake() == {"FINISHED"}
     reader = submodule(surge, "engine.cache").CacheReader(str(tmp_path / "cache"))
     meta, x, ids = _read(session)
     first = reader.read_frame(1)
