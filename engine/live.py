@@ -289,10 +289,11 @@ def run(job_dir: str, state_name: str, control_name: str, *, grid_dir: str | Non
         control.close()
 
 
-def _publish(live: LiveSimulation, state, control_seq: int, engine_seconds: float, substeps: int) -> None:
+def _publish(live: LiveSimulation, state, control_seq: int, engine_seconds: float, substeps: int,
+             engine_cpu: float = 0.0) -> None:
     x, v, ids = live.arrays()
     state.publish(x, v, ids, frame=live.frame, time_=live.time, control=control_seq, engine_seconds=engine_seconds,
-                  substeps=substeps)
+                  substeps=substeps, engine_cpu=engine_cpu)
     state.header["dropped"] = live.dropped
 
 
@@ -371,6 +372,7 @@ def _loop(live: LiveSimulation, build, state, control, parent: int, speed: float
                 continue  # read the control block again just before the frame: the newest collider poses
             h["status"] = live_channel.RUNNING
             t0 = time.perf_counter()
+            c0 = time.process_time()
             try:
                 substeps = live.advance()
             except EngineError as exc:
@@ -382,7 +384,7 @@ def _loop(live: LiveSimulation, build, state, control, parent: int, speed: float
             t1 = time.perf_counter()
             if stepping:
                 h["step_done"] = h["step_done"] + 1
-            _publish(live, state, int(ctl["seq"]), t1 - t0, substeps)
+            _publish(live, state, int(ctl["seq"]), t1 - t0, substeps, time.process_time() - c0)
             if recorder is not None:
                 recorder.write(live)
                 h["recorded"] = recorder.frames

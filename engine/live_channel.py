@@ -45,6 +45,7 @@ FRAME_DTYPE = np.dtype([
     ("time", "<f8"),           # simulated seconds since the start
     ("control", "<i8"),        # sequence number of the control block this frame was simulated with
     ("engine_seconds", "<f8"),  # wall seconds the engine spent on this frame
+    ("engine_cpu", "<f8"),     # processor seconds it spent on it (all its threads)
     ("substeps", "<i4"),
     ("published", "<f8"),      # time.time() when the engine published it
 ])
@@ -147,7 +148,7 @@ class StateBlock:
     # -- engine side ------------------------------------------------------------------------------
 
     def publish(self, x: np.ndarray, v: np.ndarray, ids: np.ndarray, *, frame: int, time_: float, control: int,
-                engine_seconds: float, substeps: int) -> None:
+                engine_seconds: float, substeps: int, engine_cpu: float = 0.0) -> None:
         """Write one frame into the back buffer and make it the front one (engine side).
 
         Raises ValueError when the particles outnumber the capacity (the caller caps emission)."""
@@ -166,6 +167,7 @@ class StateBlock:
         meta["time"][b] = time_
         meta["control"][b] = control
         meta["engine_seconds"][b] = engine_seconds
+        meta["engine_cpu"][b] = engine_cpu
         meta["substeps"][b] = substeps
         meta["published"][b] = time.time()
         meta["seq"][b] += 1
