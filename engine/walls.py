@@ -38,6 +38,23 @@ def near_box(x0, x1, x2, lo, hi, margin):
 
 
 @njit(inline="always", cache=True)
+def box_clamps(p0, p1, p2, boxes, c, margin):
+    """True if box container c must put the point (p0, p1, p2) back: the point is outside the box
+    but within ``margin`` of it (inside, or farther out, its walls do nothing). Scalars only, so a
+    point inside the box (almost every particle) is done after the first test."""
+    l0 = boxes[c, 0, 0]
+    l1 = boxes[c, 0, 1]
+    l2 = boxes[c, 0, 2]
+    h0 = boxes[c, 1, 0]
+    h1 = boxes[c, 1, 1]
+    h2 = boxes[c, 1, 2]
+    if l0 <= p0 <= h0 and l1 <= p1 <= h1 and l2 <= p2 <= h2:
+        return False  # inside: nothing to put back
+    return (l0 - margin <= p0 <= h0 + margin and l1 - margin <= p1 <= h1 + margin
+            and l2 - margin <= p2 <= h2 + margin)
+
+
+@njit(inline="always", cache=True)
 def clamp_into_boxes(x, v, i, boxes, margin, friction, bounce):
     """Put particle i back on the wall of every box container it crossed: the normal velocity into
     the wall is reversed and scaled by the box's bounce (0: removed), the other components scaled
@@ -48,17 +65,8 @@ def clamp_into_boxes(x, v, i, boxes, margin, friction, bounce):
     p1 = x[i, 1]
     p2 = x[i, 2]
     for c in range(boxes.shape[0]):
-        l0 = boxes[c, 0, 0]
-        l1 = boxes[c, 0, 1]
-        l2 = boxes[c, 0, 2]
-        h0 = boxes[c, 1, 0]
-        h1 = boxes[c, 1, 1]
-        h2 = boxes[c, 1, 2]
-        if l0 <= p0 <= h0 and l1 <= p1 <= h1 and l2 <= p2 <= h2:
-            continue  # inside: nothing to put back
-        if not (l0 - margin <= p0 <= h0 + margin and l1 - margin <= p1 <= h1 + margin
-                and l2 - margin <= p2 <= h2 + margin):
-            continue  # too far outside for this box's walls to act
+        if not box_clamps(p0, p1, p2, boxes, c, margin):
+            continue
         hit = False
         for k in range(3):
             lo = boxes[c, 0, k]
@@ -89,20 +97,11 @@ def clamp_point_into_boxes(p0, p1, p2, boxes, margin):
     instead of :func:`clamp_into_boxes`); the same inside and margin tests as that function. Returns
     the point as three scalars of the boxes' type."""
     for c in range(boxes.shape[0]):
-        l0 = boxes[c, 0, 0]
-        l1 = boxes[c, 0, 1]
-        l2 = boxes[c, 0, 2]
-        h0 = boxes[c, 1, 0]
-        h1 = boxes[c, 1, 1]
-        h2 = boxes[c, 1, 2]
-        if l0 <= p0 <= h0 and l1 <= p1 <= h1 and l2 <= p2 <= h2:
-            continue  # inside: nothing to put back
-        if not (l0 - margin <= p0 <= h0 + margin and l1 - margin <= p1 <= h1 + margin
-                and l2 - margin <= p2 <= h2 + margin):
-            continue  # too far outside for this box's walls to act
-        p0 = min(max(p0, l0), h0)
-        p1 = min(max(p1, l1), h1)
-        p2 = min(max(p2, l2), h2)
+        if not box_clamps(p0, p1, p2, boxes, c, margin):
+            continue
+        p0 = min(max(p0, boxes[c, 0, 0]), boxes[c, 1, 0])
+        p1 = min(max(p1, boxes[c, 0, 1]), boxes[c, 1, 1])
+        p2 = min(max(p2, boxes[c, 0, 2]), boxes[c, 1, 2])
     return p0, p1, p2
 
 
