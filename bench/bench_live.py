@@ -2,9 +2,9 @@
 and how long a collider's move takes to reach the liquid.
 
 A block of water (0.5 x 0.4 x 0.4 m) in a 1.0 x 0.4 x 0.6 m tank, and a paddle (a 6 x 20 x 40 cm box
-collider) swept back and forth through it along x at up to 1 m/s by a script, as an artist dragging it
-would. The particle spacing is chosen for about 10,000 and 30,000 particles; the session runs with the
-live defaults (``engine.settings.LiveSettings``: PBF, 1/120 s substeps at most, 3 iterations). This
+collider held 5 cm above the floor) swept back and forth through it along x at up to 0.5 m/s by a
+script, as an artist dragging it would. The particle spacing is chosen for about 10,000 and 30,000 particles; the session runs with the
+live defaults (``engine.settings.LiveSettings``: PBF, 2 ms substeps at most, 3 iterations). This
 process plays Blender's part exactly as the timer does in the UI: every ``bridge.live.TIMER_INTERVAL``
 it sends the paddle's pose and copies any new frame into the *Surge Live* object; here it also makes
 Blender evaluate the object (its display modifier), which the viewport would do to draw it.
@@ -67,7 +67,7 @@ def build_scene(n: int, cache: str):
     tank.surge.collider_mode = "CONTAINER"
     block = _box("Water", (0.0, 0.0, 0.0), BLOCK)
     block.surge.role = "FLUID"
-    paddle = _box("Paddle", (0.6, 0.1, 0.0), (0.6 + PADDLE[0], 0.1 + PADDLE[1], PADDLE[2]))
+    paddle = _box("Paddle", (0.6, 0.1, 0.05), (0.6 + PADDLE[0], 0.1 + PADDLE[1], 0.05 + PADDLE[2]))
     paddle.surge.role = "COLLIDER"
     paddle.surge.collider_mode = "SOLID"
     scene.surge.particle_spacing = spacing_for(n)
@@ -77,8 +77,8 @@ def build_scene(n: int, cache: str):
 
 def sweep(t: float) -> float:
     """The paddle's x offset at simulated time t: from x = 0.6 m into the water to 0.15 m and back (0.225 m
-    amplitude at 1 m/s at most), plus a jump of 0.03 m every half second (the latency probe)."""
-    omega = 1.0 / 0.225
+    amplitude at 0.5 m/s at most), plus a jump of 0.03 m every half second (the latency probe)."""
+    omega = 1.0 / 0.45
     return -0.225 * (1.0 - math.cos(omega * t)) + (0.03 if int(t * 2.0) % 2 else 0.0)
 
 
