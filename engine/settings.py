@@ -816,8 +816,8 @@ class LiveSettings:
     scene's solver, substep, iterations and spacing. Everything else is the scene's. The default
     substep is the longest that stayed stable with a solid paddle swept through the liquid at 0.5 m/s
     (1/240 s diverged within a third of a second of it, 1/120 s within a second, in a bake of the same
-    motion as well as live); three
-    iterations, since the density tolerance ends most substeps after two or three anyway.
+    motion as well as live); three iterations, since the density tolerance ends most substeps after two
+    or three anyway.
     """
 
     use_scene_settings: bool = _param(
