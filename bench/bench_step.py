@@ -95,6 +95,7 @@ def bench_pbf(n, warm, steps, iterations, tolerance_stop, repeats):
             errors.append(s.density_error)
         total = time.perf_counter() - t0
         extra = dict(n=len(s.particles), iters=iters, errors=errors, nbrs=s.neighbours.pairs / len(s.particles),
+                     entries=int(s.neighbours.count.sum(dtype=np.int64)) / len(s.particles),
                      bytes=s.memory_bytes() / len(s.particles))
         return total, phases, extra
 
@@ -116,7 +117,8 @@ def bench_pbf(n, warm, steps, iterations, tolerance_stop, repeats):
     print(f"  time shares: grid+reorder {share['grid']:.1f} %, neighbour list {share['neighbours']:.1f} %, "
           f"solve {share['solve']:.1f} %, XSPH+finish {share['viscosity']:.1f} %, predict {share['predict']:.1f} %")
     print(f"  neighbour-search share    {share['grid'] + share['neighbours']:8.1f} %")
-    print(f"  neighbours per particle   {extra['nbrs']:8.1f}")
+    print(f"  neighbours per particle   {extra['nbrs']:8.1f}   ({extra['entries']:.1f} half-list entries: a pair inside "
+          f"a block of particles is listed and visited once)")
     print(f"  bytes per particle        {extra['bytes']:8.1f}   (state + solver buffers + grid)")
     return npart * steps / total
 

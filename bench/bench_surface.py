@@ -10,8 +10,10 @@ the whole stage's mesh (``engine.surface.reconstruct``: mesh, smoothing and the 
 pysplashsurf's is ``reconstruction_pipeline`` without and with its own velocity interpolation. Runs
 alternate (Surge, pysplashsurf, pysplashsurf with velocity, three rounds) in one process; medians of 3.
 
-    .venv/bin/python bench/bench_surface.py                 # throughputs and quality figures
-    .venv/bin/python bench/bench_surface.py --bake-ratio    # + a 1 s bake without and with the stage inside
+    .venv/bin/python bench/bench_surface.py                 # throughputs, quality figures, and a 1 s bake
+                                                            # with the stage inside (its share of the time)
+    .venv/bin/python bench/bench_surface.py --skip-bake-ratio   # without the bake
+    .venv/bin/python bench/bench_surface.py --bake-twice    # + the same bake without the stage
     .venv/bin/python bench/bench_surface.py --million       # + memory of meshing a 1,000,000-particle frame
 
 Prints figures, asserts nothing.
@@ -37,7 +39,7 @@ from engine.cache import CacheReader  # noqa: E402
 from engine.scene import BoxContainer, FluidObject, SceneDescription, TriangleMesh  # noqa: E402
 from engine.settings import SimulationSettings, SurfaceSettings  # noqa: E402
 from engine.surface import SurfaceParameters, reconstruct  # noqa: E402
-from engine.surface.reconstruct import edge_use_counts, enclosed_volume  # noqa: E402
+from engine.surface.reconstruction import edge_use_counts, enclosed_volume  # noqa: E402
 from engine.surface.stage import SurfaceStage  # noqa: E402
 
 DX = 0.025
@@ -107,61 +109,101 @@ def timing(args, frame: dict) -> None:
     n = len(x)
     p = params()
     runs = {"surge": [], "splashsurf": [], "splashsurf+velocity": []}
+    cpu = {k: [] for k in runs}
     reconstruct(frame, p)  # compiles (or loads) Surge's kernels
     splashsurf(x, None)
     out = {}
+    def run(name, fn):
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = fn()
+        runs[name].append(time.perf_counter() - t0)
+        cpu[name].append(time.process_time() - c0)
+        return result
+
     for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        mesh = reconstruct(frame, p)
-        runs["surge"].append(time.perf_counter() - t0)
+        mesh = run("surge", lambda: reconstruct(frame, p))
         out["surge"] = (mesh.vertices, mesh.triangles)
-        t0 = time.perf_counter()
-        out["splashsurf"] = splashsurf(x, None)
-        runs["splashsurf"].append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        splashsurf(x, v)
-        runs["splashsurf+velocity"].append(time.perf_counter() - t0)
+        out["splashsurf"] = run("splashsurf", lambda: splashsurf(x, None))
+        run("splashsurf+velocity", lambda: splashsurf(x, v))
     print(f"frame {FRAME}: {n:,} particles, cell {p.cell_size * 1e3:.1f} mm, kernel support {p.kernel_radius * 1e3:.1f}"
           f" mm, iso {p.iso}, {p.smoothing_iterations} smoothing passes; medians of {args.repeat}, alternating")
     med = {k: statistics.median(t) for k, t in runs.items()}
+    mcpu = {k: statistics.median(t) for k, t in cpu.items()}
     for k, t in runs.items():
         print(f"  {k:22s} {med[k]:7.3f} s/frame  {n / med[k]:10,.0f} particles/s   "
-              f"(runs {', '.join(f'{s:.3f}' for s in t)})")
+              f"(runs {', '.join(f'{s:.3f}' for s in t)}; CPU {mcpu[k]:.3f} s)")
     print(f"  Surge / pysplashsurf throughput: {med['splashsurf'] / med['surge']:.2f}x without its velocity, "
-          f"{med['splashsurf+velocity'] / med['surge']:.2f}x with")
+          f"{med['splashsurf+velocity'] / med['surge']:.2f}x with (wall time); by CPU time "
+          f"{mcpu['splashsurf'] / mcpu['surge']:.2f}x and {mcpu['splashsurf+velocity'] / mcpu['surge']:.2f}x")
     describe("Surge", *out["surge"])
     describe("pysplashsurf", *out["splashsurf"])
+    a, b = (np.asarray(out[k][0], np.float32) for k in ("surge", "splashsurf"))
+    d = np.concatenate([nearest_distances(a, b), nearest_distances(b, a)])
+    print(f"  nearest-vertex distance between the two meshes (3,000 samples): median {np.median(d) / p.cell_size:.3f}"
+          f", 99th percentile {np.percentile(d, 99) / p.cell_size:.3f}, max {d.max() / p.cell_size:.3f} cells")
     phases(frame, p)
 
 
 def phases(frame: dict, p: SurfaceParameters) -> None:
     """Where Surge's stage spends a frame (one run each)."""
     from engine import usd
-    from engine.surface import reconstruct as rec
+    from engine.surface import field as fld
+    from engine.surface import reconstruction as rec
+    from engine.surface.marching import marching_cubes
+    from engine.surface.smoothing import smooth
 
+    x = np.ascontiguousarray(frame["position"], np.float32)
     t = {}
-    t0 = time.perf_counter()
-    mesh = reconstruct(frame, SurfaceParameters(**{**p.__dict__, "attributes": ()}))
-    t["mesh (splashsurf reconstruction + smoothing)"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    rec.interpolate(frame["position"], frame["velocity"], mesh.vertices, p.kernel_radius)
-    t["vertex velocity"] = time.perf_counter() - t0
+
+    cpu = {}
+
+    def step(name, fn, *a, **kw):
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = fn(*a, **kw)
+        t[name] = time.perf_counter() - t0
+        cpu[name] = time.process_time() - c0
+        return out
+
+    particles = step("neighbour grid (engine.neighbors)", fld.ParticleGrid.build, x, p.kernel_radius)
+    sums = step("particle volumes and neighbour counts", rec.particle_sums, particles)
+    volume = sums.volume
+    grid = fld.DenseGrid.around(particles.x, p.cell_size, p.kernel_radius)
+    values = step(f"colour field ({grid.points / 1e6:.1f}M grid points)", fld.colour_field, particles.x, volume,
+                  grid, p.kernel_radius)
+    raw, triangles = step("marching cubes", marching_cubes, values.values, p.iso, grid.origin, p.cell_size,
+                          values.row_lo, values.row_hi)
+    weights = step("smoothing weights", rec.smoothing_weights, particles, sums, raw)
+    vertices = step(f"{p.smoothing_iterations} smoothing passes", smooth, raw, triangles, weights,
+                    p.smoothing_iterations)
+    vals = particles.sorted(frame["velocity"])
+    velocity = step("vertex velocity", lambda: fld.kernel_sums(particles, vertices, vals).shepard(vals))
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         with open(os.path.join(tmp, "m.npz"), "wb") as fh:
-            np.savez(fh, vertices=mesh.vertices, triangles=mesh.triangles)
+            np.savez(fh, vertices=vertices, triangles=triangles, velocity=velocity)
         t["npz file"] = time.perf_counter() - t0
         try:
-            sys.path.append(_blender_site_packages())
+            if _blender_site_packages() not in sys.path:
+                sys.path.append(_blender_site_packages())
             t0 = time.perf_counter()
-            usd.write_mesh(os.path.join(tmp, "m.usdc"), mesh.vertices, mesh.triangles,
-                           {"velocity": np.zeros_like(mesh.vertices)}, FRAME)
+            usd.write_mesh(os.path.join(tmp, "m.usdc"), vertices, triangles, {"velocity": velocity}, FRAME)
             t["USD file"] = time.perf_counter() - t0
         except OSError as exc:
             print(f"  (no USD timing: {exc})")
-    print("  phases of Surge's stage (one run):")
+    print(f"  phases of Surge's stage (one run, {sum(t.values()):.3f} s wall, {sum(cpu.values()):.3f} s CPU):")
     for k, s in t.items():
-        print(f"    {k:46s} {s:7.3f} s")
+        print(f"    {k:50s} {s:7.3f} s wall {cpu.get(k, s):7.3f} s CPU")
+
+
+def nearest_distances(a: np.ndarray, b: np.ndarray, samples: int = 1500) -> np.ndarray:
+    """Distance from ``samples`` vertices of ``a`` (evenly picked) to the nearest vertex of ``b`` (brute force)."""
+    pick = a[np.linspace(0, len(a) - 1, samples).astype(np.int64)].astype(np.float64)
+    bb = b.astype(np.float64)
+    out = np.empty(len(pick))
+    for i in range(0, len(pick), 50):
+        d = ((pick[i:i + 50, None, :] - bb[None]) ** 2).sum(axis=2)
+        out[i:i + 50] = np.sqrt(d.min(axis=1))
+    return out
 
 
 def _blender_site_packages() -> str:
@@ -177,14 +219,18 @@ def _blender_site_packages() -> str:
 
 
 def bake_ratio(args) -> None:
-    """Wall time of a 1 s bake (24 frames) without and with the surface stage inside it."""
+    """Wall time of a 1 s bake (24 frames) with the surface stage inside it, split into the particle
+    bake and the stage (the stage runs in the bake's loop, after each frame is written, so the time it
+    adds to the bake is its own); ``--bake-twice`` also bakes without the stage, one after the other."""
     sc = scene(args.n, 25)
     settings = SimulationSettings(particle_spacing=DX)
     with tempfile.TemporaryDirectory() as tmp:
         driver.bake(SceneDescription(**{**sc.__dict__, "frame_end": 2}), settings, os.path.join(tmp, "warm"))
-        t0 = time.perf_counter()
-        driver.bake(sc, settings, os.path.join(tmp, "plain"))
-        plain = time.perf_counter() - t0
+        plain = None
+        if args.bake_twice:
+            t0 = time.perf_counter()
+            driver.bake(sc, settings, os.path.join(tmp, "plain"))
+            plain = time.perf_counter() - t0
         cache = os.path.join(tmp, "with")
         stage = SurfaceStage(SurfaceSettings(), DX, 1000.0)
         events = []
@@ -194,9 +240,14 @@ def bake_ratio(args) -> None:
         progress.finish("complete")
         both = time.perf_counter() - t0
     surface = sum(e.get("surface_seconds", 0.0) for e in events if e.get("event") == "frame")
-    print(f"bake of {args.n ** 3:,} particles, 1 s at 24 fps (engine, no Blender): {plain:.1f} s alone, "
-          f"{both:.1f} s with the surface inside ({surface:.1f} s of it in the stage): "
-          f"+{100 * (both - plain) / plain:.0f} %")
+    frames = sum(1 for e in events if e.get("event") == "frame")
+    particles = both - surface
+    print(f"bake of {args.n ** 3:,} particles, 1 s at 24 fps (engine, no Blender), the surface meshed inside it: "
+          f"{both:.1f} s, of which {particles:.1f} s the particles and {surface:.1f} s the surface stage "
+          f"({frames} frames): the stage adds {100 * surface / particles:.0f} % to the particle bake's time")
+    if plain is not None:
+        print(f"  the same bake without the surface, just before: {plain:.1f} s (+{100 * (both - plain) / plain:.0f} % "
+              f"wall time with it)")
 
 
 def million(args) -> None:
@@ -234,13 +285,17 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=46, help="particles along the block's edge")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cache", default=os.path.join(ROOT, "out", "bench_surface", "cache"))
-    ap.add_argument("--bake-ratio", action="store_true")
+    ap.add_argument("--skip-bake-ratio", action="store_true", help="leave out the 1 s bake")
+    ap.add_argument("--bake-twice", action="store_true", help="also bake the 1 s without the surface")
     ap.add_argument("--million", action="store_true")
     ap.add_argument("--skip-timing", action="store_true")
     args = ap.parse_args(argv)
+    if hasattr(os, "getloadavg"):
+        print("load average (1, 5, 15 min): " + ", ".join(f"{v:.1f}" for v in os.getloadavg())
+              + f" on {os.cpu_count()} cores", flush=True)
     if not args.skip_timing:
         timing(args, bench_frame(args.cache, args.n))
-    if args.bake_ratio:
+    if not args.skip_bake_ratio:
         bake_ratio(args)
     if args.million:
         million(args)

@@ -4,13 +4,17 @@ Order of work (nothing in the cache folder changes until every check has passed)
 
 1. export the scene and settings, and let the engine check them (:func:`engine.driver.check_job`:
    settings, scene, supported solver, particle count against memory);
-2. resolve the cache folder and check that it is writable;
-3. write the job folder and start ``engine.cli bake`` in a child process;
-4. the child writes each finished frame's USD point file (and, with *Mesh During Bake*, its surface
-   mesh, :mod:`engine.surface`) before reporting the frame; as it reports progress, point the
-   liquid object at the new files (only once the child has started writing the new cache, so a
-   bake that fails early leaves the previous result untouched), and write on each collider the
-   mode the engine treats it in (``Object.surge.collider_resolved``: what Auto picked).
+2. resolve the cache folder, check that it is writable and that it is new, empty or a Surge cache
+   folder (:func:`engine.cache.check_folder`), and check a resume (settings, scene, checkpoints);
+3. take the folder's lock (:class:`engine.cache.CacheLock`: a second bake into it, from this
+   Blender or any other process, is refused naming the holder), write the job into
+   ``job/pending`` and start ``engine.cli bake`` in a child process that joins the lock;
+4. the child writes each frame's USD point file (and, with *Mesh During Bake*, its surface mesh,
+   :mod:`engine.surface`) before reporting the frame; of this bake's frames (the manifest's
+   ``run_id``), point the liquid object at the new files once they reach the first frame
+   the child simulated: the previous bake plays until then, and stays on disk for as long as the
+   saved .blend points at it (until the next save); write on each collider the mode the engine
+   treats it in (``Object.surge.collider_resolved``: what Auto picked).
 
 :class:`BakeSession` is polled: from a modal operator's timer in the UI, or in a blocking loop in
 background mode. It holds the names of the scene and its objects, never Blender pointers, because
@@ -23,12 +27,14 @@ import dataclasses
 import os
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 
 import bpy
 
 from ..engine import cache as cache_mod
 from ..engine import settings as settings_mod
+from ..engine import jobcheck
 from ..engine.errors import EngineError
 from ..engine.scene import save_job
 from . import bake_state, export, files, liquid, preferences, surface, usd
@@ -55,6 +61,7 @@ class BakeResult:
     particles: int
     elapsed: float
     cache_dir: str
+    warnings: list = dataclasses.field(default_factory=list)
 
     @property
     def message(self) -> str:
@@ -122,6 +129,8 @@ def describe(event: dict) -> str | None:
                 f"{MOTION_WORDS.get(event.get('motion'), 'static')} ({grid})")
     if kind == "error":
         return f"Error: {event.get('message', '')}"
+    if kind == "warning":
+        return f"Warning: {event.get('message', '')}"
     if kind == "output":
         return event.get("text") or None
     return None
@@ -164,51 +173,66 @@ def setting_labels(names) -> str:
     return ", ".join(labels.get(n, n) for n in names)
 
 
-def resume_state(cache_dir: str, settings) -> tuple[list[int], list[str]]:
-    """Frames a bake in ``cache_dir`` can resume from, and the settings that changed since it was baked."""
+def resume_state(cache_dir: str, settings, description=None) -> tuple[list[int], list[str]]:
+    """Frames a bake in ``cache_dir`` can resume from, and what changed since it was baked: the names
+    of changed settings, then (given the exported scene ``description``) a sentence per changed object."""
     from ..engine import checkpoint
 
     frames = checkpoint.resumable_frames(cache_dir)
     if not frames:
         return [], []
     manifest = cache_mod.CacheReader(cache_dir).manifest
-    return frames, checkpoint.changed_settings(manifest, settings_mod.to_dict(settings))
+    changed = checkpoint.changed_settings(manifest, settings_mod.to_dict(settings))
+    if description is not None:
+        changed += jobcheck.scene_changes(manifest.get("scene_objects"), jobcheck.scene_object_hashes(description))
+    return frames, changed
 
 
-def resume_point(scene, cache_dir: str, description, settings, frame: int, if_settings_changed: str) -> int | None:
-    """The checkpoint frame a resumed bake starts from, or None to bake from the start (REBAKE).
+def resume_point(scene, cache_dir: str, description, settings, frame: int, if_settings_changed: str
+                 ) -> tuple[int | str | None, bool]:
+    """Where a resumed bake starts: ``(frame, accept_scene_change)``; the frame is None to bake from the
+    start (REBAKE) and 'latest' for the newest checkpoint that can be read (``frame`` 0).
 
     Raises
     ------
     InvalidSceneError
-        No checkpoint to resume from, or none at ``frame`` (0 means the latest).
+        No checkpoint to resume from, or none at ``frame``.
     InvalidSettingsError
-        Settings changed and ``if_settings_changed`` is 'REFUSE', or a setting changed that a saved
-        state cannot carry over (particle spacing, solver, frame rate, first frame).
+        Settings or scene objects changed and ``if_settings_changed`` is 'REFUSE', or a setting changed
+        that a saved state cannot carry over (particle spacing, solver, frame rate, first frame).
     """
     from ..engine import checkpoint
     from ..engine.errors import InvalidSceneError, InvalidSettingsError
 
     owner = f"Scene '{scene.name}'"
-    frames, changed = resume_state(cache_dir, settings)
+    frames, changed = resume_state(cache_dir, settings, description)
     if not frames:
         raise InvalidSceneError(f"{owner}: nothing to resume in '{cache_dir}': it holds no checkpoint with every "
                                 f"frame before it baked; bake from the start")
     if frame and frame not in frames:
         raise InvalidSceneError(f"{owner}: no checkpoint at frame {frame}; a bake can resume from frame "
                                 f"{', '.join(map(str, frames))}")
-    start = frame or frames[-1]
+    names = {p.name for p in settings_mod.parameters()}
+    settings_changed = [c for c in changed if c in names]
+    scene_changed = [c for c in changed if c not in names]
     if changed:
         if if_settings_changed == "REBAKE":
-            return None
+            return None, False
         if if_settings_changed != "RESUME":
-            raise InvalidSettingsError([
-                f"{owner}: settings changed since the cached frames were baked ({setting_labels(changed)}); "
-                f"resume with the new settings from a frame, or bake again"])
+            problems = []
+            if settings_changed:
+                problems.append(f"{owner}: settings changed since the cached frames were baked "
+                                f"({setting_labels(settings_changed)}); resume with the new settings from a "
+                                f"frame, or bake again")
+            if scene_changed:
+                problems.append(f"{owner}: the scene changed since the cached frames were baked "
+                                f"({'; '.join(scene_changed)}); resume with the changed scene from a frame, or "
+                                f"bake again")
+            raise InvalidSettingsError(problems)
     manifest = cache_mod.CacheReader(cache_dir).manifest
-    checkpoint.check_resume(manifest, start, settings_mod.to_dict(settings), description.frame_start,
+    checkpoint.check_resume(manifest, frame or frames[-1], settings_mod.to_dict(settings), description.frame_start,
                             description.fps, owner)
-    return start
+    return (frame or "latest"), bool(scene_changed)
 
 
 class BakeSession:
@@ -231,19 +255,39 @@ class BakeSession:
         self.estimate = driver.check_job(description, settings, owner=f"Scene '{scene.name}'")
         cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
         if preview:
+            cache_mod.check_folder(cache_dir, files.NOT_FOREIGN + (files.PREVIEW_DIR,))
             cache_dir = files.preview_dir(cache_dir)  # the full bake's cache stays as it is
+        cache_mod.check_folder(cache_dir, files.NOT_FOREIGN)
         cache_mod.check_writable(cache_dir)
-        self.resume_from = (resume_point(scene, cache_dir, description, settings, resume_frame, if_settings_changed)
-                            if resume else None)
-        options = ["--checkpoint-every", str(scene.surge.checkpoint_interval)]
+        self.resume_from, accept_scene_change = (
+            resume_point(scene, cache_dir, description, settings, resume_frame, if_settings_changed)
+            if resume else (None, False))
+        self.run_id = uuid.uuid4().hex
+        self.lock = cache_mod.CacheLock(cache_dir, f"a bake of scene '{scene.name}' in Blender").acquire()
+        try:
+            if self.lock.took_over is not None:
+                cache_mod.mark_ended(cache_dir, None, "failed",
+                                     "The bake stopped unexpectedly: its process ended without finishing")
+            cache_mod.claim_folder(cache_dir, files.NOT_FOREIGN)
+            self._start(scene, description, settings, cache_dir, accept_scene_change, preview)
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def _start(self, scene, description, settings, cache_dir: str, accept_scene_change: bool,
+               preview: bool) -> None:
+        options = ["--checkpoint-every", str(scene.surge.checkpoint_interval), "--run-id", self.run_id,
+                   "--lock-token", self.lock.token]
         if self.resume_from is not None:
             options += ["--resume-from", str(self.resume_from)]
+        if accept_scene_change:
+            options.append("--accept-scene-change")
         from . import surface_bake
 
         surface = surface_bake.surface_settings(scene) if scene.surge.use_surface_in_bake and not preview else None
         usd.import_pxr()  # the child writes the USD files: Blender's pxr must be on the path it inherits
 
-        # every check passed: from here on the cache folder changes
+        # every check passed and the folder is ours: from here on it changes
         self.scene_name = scene.name
         self.cache_dir = cache_dir
         self.relative = files.cache_dir_is_relative(scene)
@@ -252,24 +296,28 @@ class BakeSession:
         self.radius = 0.5 * settings.particle_spacing
         self.usd_dir = files.new_usd_dir(cache_dir)
         self.converted: set[int] = set()
+        self.first_new: int | None = None  # the first frame the child simulated
         self.surface_shown = False
-        self.simulating = False  # True once the child has replaced the old cache with the new one
         self.shown = False  # True once the liquid object plays this bake's files
         self.error: dict | None = None
+        self.warnings: list[str] = []
         self.last_frame: dict | None = None
         self.started = time.monotonic()
 
         flag = files.cancel_flag(cache_dir)
         if os.path.exists(flag):
             os.remove(flag)  # a flag left by a killed session would cancel this bake at once
-        save_job(files.job_dir(cache_dir), description, settings)
+        job = files.pending_job_dir(cache_dir)
+        save_job(job, description, settings)
         options += ["--usd-dir", self.usd_dir]
         self.with_surface = surface is not None
         if surface is not None:
             options += ["--surface", surface_bake.write_settings(cache_dir, surface)]
-        self.process = BakeProcess(files.job_dir(cache_dir), cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
-                                   files.log_path(cache_dir), tuple(options), threads=preferences.bake_threads())
-        self.status = (f"Resuming from frame {self.resume_from}" if self.resume_from is not None else
+        self.process = BakeProcess(job, cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
+                                   files.log_path(cache_dir), tuple(options),
+                                   threads=preferences.bake_threads())
+        self.status = ("Resuming from the latest checkpoint" if self.resume_from == "latest" else
+                       f"Resuming from frame {self.resume_from}" if self.resume_from is not None else
                        f"Starting the bake process (about {int(self.estimate)} particles)")
         self.progress = 0.0
         #: figures the sidebar and the status bar draw: SurgeBakeState.<name> (bridge.bake_state)
@@ -281,6 +329,20 @@ class BakeSession:
             self._show_collider(box.name, resolved_text("CONTAINER", scene.objects[box.name].surge.collider_mode))
         for collider in description.colliders:
             self._show_collider(collider.name, "")
+
+    @classmethod
+    def playback(cls, scene, cache_dir: str, radius: float, scale_length: float = 1.0, relative: bool = False
+                 ) -> "BakeSession":
+        """A session reduced to its cache-to-USD half, for the bake already in ``cache_dir`` (no export,
+        no process, no lock): :meth:`_convert` shows its frames as soon as they are converted."""
+        session = cls.__new__(cls)
+        session.scene_name, session.cache_dir, session.relative = scene.name, cache_dir, relative
+        session.scale_length, session.radius = scale_length, radius
+        session.converted, session.shown, session.first_new = set(), False, None
+        session.with_surface = False
+        session.usd_dir = files.new_usd_dir(cache_dir)
+        session.run_id = None
+        return session
 
     # -- state shown in the UI -------------------------------------------------------------------
 
@@ -332,9 +394,9 @@ class BakeSession:
         events = self.process.events(timeout)
         for event in events:
             kind = event.get("event")
-            if kind == "stage" and event.get("stage") == "simulate":
-                self.simulating = True
-            elif kind == "frame":
+            if kind == "frame":
+                if self.first_new is None:
+                    self.first_new = int(event["frame"])
                 self.last_frame = event
                 span = max(1, event["frame_end"] - event["frame_start"])
                 self.progress = min(1.0, (event["frame"] - event["frame_start"]) / span)
@@ -346,10 +408,12 @@ class BakeSession:
                                     resolved_text(event.get("mode", ""), event.get("requested", "")))
             elif kind == "error":
                 self.error = event
+            elif kind == "warning":
+                self.warnings.append(event.get("message", ""))
             text = describe(event)
             if text and kind != "output":
                 self.status = text
-        if self.simulating:
+        if self.first_new is not None:
             self._convert(budget)
         if bake_state.ensure(self.scene()).cancel_requested and self.process.cancel_requested_at is None:
             self.cancel()  # the Cancel button of the sidebar or the status bar
@@ -370,9 +434,17 @@ class BakeSession:
         self._publish()
 
     def _convert(self, budget: float) -> None:
-        """Show the cache frames whose USD files the child has written (``budget`` is unused: the child
-        does the writing)."""
+        """Show this bake's cache frames whose USD files the child has written (``budget`` is unused:
+        the child does the writing).
+
+        Frames count only once the manifest names this bake (``run_id``); before that the folder
+        still holds the previous bake. The liquid plays the new files once they reach the first
+        frame the child simulated (for a resume, the kept frames come first), so a bake that
+        fails before leaves the previous one playing.
+        """
         reader = cache_mod.CacheReader(self.cache_dir)
+        if self.run_id is not None and reader.manifest.get("run_id") != self.run_id:
+            return
         new = [f for f in reader.frames
                if f not in self.converted and os.path.isfile(files.usd_frame_path(self.usd_dir, f))]
         if not new:
@@ -380,11 +452,17 @@ class BakeSession:
         self.converted.update(new)
         scene = self.scene()
         if not self.shown:
+            needed = [f for f in reader.frames if self.first_new is None or f <= self.first_new]
+            if not all(f in self.converted for f in needed):
+                return
             first = min(self.converted)
             liquid.show_frames(scene, files.usd_frame_path(self.usd_dir, first), self.relative, self.scale_length)
             surface.sync(scene, self.scale_length)
             self.shown = True
-            files.remove_usd_dirs(self.cache_dir, keep=self.usd_dir)
+            if not bpy.data.filepath:
+                # no saved file points at the previous bake's files: they can go now (a saved one keeps
+                # them until it is saved again, see remove_unused_usd)
+                files.remove_usd_dirs(self.cache_dir, keep=self.usd_dir)
         elif scene.frame_current in new:
             liquid.reread(scene)  # the viewport sits on a frame that had no file until now
         if self.with_surface:
@@ -393,9 +471,7 @@ class BakeSession:
             if scene.surge.surface_object is None or not self.surface_shown:
                 self.surface_shown = surface_bake.show_surface(scene, self.cache_dir, self.relative)
             elif scene.frame_current in new:
-                for mod in scene.surge.surface_object.modifiers:
-                    if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
-                        mod.cache_file.update_tag()
+                liquid.reread_surface(scene)
 
     def finish(self) -> BakeResult:
         """Wait for the child, convert the remaining frames, and say how the bake ended.
@@ -405,36 +481,57 @@ class BakeSession:
         BakeFailedError
             If the engine reported an error or the process died; the frames finished before stay shown.
         """
-        code = self.process.wait()
-        self.poll()  # events the reader queued after the last poll
         try:
-            if self.simulating:
-                self._convert(budget=float("inf"))
+            code = self.process.wait()
+            self.poll()  # events the reader queued after the last poll
+            try:
+                if self.first_new is not None:
+                    self._convert(budget=float("inf"))
+            finally:
+                flag = files.cancel_flag(self.cache_dir)
+                if os.path.exists(flag):
+                    os.remove(flag)
+                state = bake_state.ensure(self.scene())
+                state.is_baking = False
+            frames = sorted(self.converted)
+            particles = int(self.last_frame["particles"]) if self.last_frame else 0
+            elapsed = time.monotonic() - self.started
+            if code == EXIT_COMPLETE:
+                result = BakeResult("complete", frames, particles, elapsed, self.cache_dir, self.warnings)
+            elif code == EXIT_CANCELLED or self.process.cancel_requested_at is not None:
+                # a child killed after ignoring the cancel flag also counts as cancelled: the user asked
+                cache_mod.mark_ended(self.cache_dir, self.run_id, "cancelled", "Bake cancelled")
+                result = BakeResult("cancelled", frames, particles, elapsed, self.cache_dir, self.warnings)
+            elif code == EXIT_ENGINE_ERROR and self.error:
+                self._set_status(f"Bake failed: {self.error.get('message', '')}", frames)
+                raise BakeFailedError(self.error.get("message") or "The bake failed")
+            else:
+                tail = self.process.log_tail()
+                message = (f"The bake process stopped unexpectedly (exit status {code})"
+                           + (f"; last lines of its log '{self.process.log_path}': {tail}" if tail else ""))
+                cache_mod.mark_ended(self.cache_dir, self.run_id, "failed", message)
+                self._set_status(message, frames)
+                raise BakeFailedError(message)
+            self._set_status(result.message, frames)
+            return result
         finally:
-            flag = files.cancel_flag(self.cache_dir)
-            if os.path.exists(flag):
-                os.remove(flag)
-            state = bake_state.ensure(self.scene())
-            state.is_baking = False
-        frames = sorted(self.converted)
-        particles = int(self.last_frame["particles"]) if self.last_frame else 0
-        elapsed = time.monotonic() - self.started
-        if code == EXIT_COMPLETE:
-            result = BakeResult("complete", frames, particles, elapsed, self.cache_dir)
-        elif code == EXIT_CANCELLED or self.process.cancel_requested_at is not None:
-            # a child killed after ignoring the cancel flag also counts as cancelled: the user asked
-            result = BakeResult("cancelled", frames, particles, elapsed, self.cache_dir)
-        elif code == EXIT_ENGINE_ERROR and self.error:
-            self._set_status(f"Bake failed: {self.error.get('message', '')}", frames)
-            raise BakeFailedError(self.error.get("message") or "The bake failed")
-        else:
-            tail = self.process.log_tail()
-            message = (f"The bake process stopped unexpectedly (exit status {code})"
-                       + (f"; last lines of its log '{self.process.log_path}': {tail}" if tail else ""))
-            self._set_status(message, frames)
-            raise BakeFailedError(message)
-        self._set_status(result.message, frames)
-        return result
+            self.release()
+
+    def release(self) -> None:
+        """Give the cache folder back: remove this bake's USD files if they were never shown and the
+        pending job, and release the lock (idempotent)."""
+        lock = getattr(self, "lock", None)
+        if lock is None or not lock.held:
+            return
+        if not self.shown:
+            files.remove_usd_dir(self.usd_dir)
+        for path in files.own_files(self.cache_dir):
+            if os.path.dirname(path) == files.pending_job_dir(self.cache_dir):
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass  # a later bake overwrites it
+        lock.release()
 
     def _set_status(self, text: str, frames: list) -> None:
         state = bake_state.ensure(self.scene())
@@ -447,6 +544,8 @@ class BakeSession:
         """Stop the child at once and clear the scene's bake state (Blender is cancelling the operator)."""
         self.process.kill()
         self.process.wait()
+        cache_mod.mark_ended(self.cache_dir, self.run_id, "cancelled", "The bake was stopped")
+        self.release()
         scene = bpy.data.scenes.get(self.scene_name)
         if scene is not None:
             state = bake_state.ensure(scene)
@@ -458,22 +557,52 @@ def free_bake(scene) -> tuple[str, int]:
     """Delete Surge's files in the scene's cache folder; returns the folder and how many files went.
 
     The liquid object stays (with whatever the user added to it) but lets go of its files first.
+    Nothing is deleted in a folder that is not a Surge cache folder, or while a bake holds it.
+
+    Raises
+    ------
+    ForeignFolderError, CacheLockedError, OSError
     """
     cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
-    shown = liquid.current_file(scene)
-    if shown and (shown + os.sep).startswith(cache_dir + os.sep):
-        liquid.release_files(scene)  # first: Windows cannot delete a file Blender holds open
-    from . import surface_bake, whitewater
+    folders = [f for f in (files.preview_dir(cache_dir), cache_dir) if os.path.isdir(f)]
+    for folder in folders:
+        cache_mod.check_folder(folder, files.NOT_FOREIGN + ((files.PREVIEW_DIR,) if folder == cache_dir else ()))
+    locks = []
+    try:
+        for folder in folders:
+            locks.append(cache_mod.CacheLock(folder, f"Free Bake of scene '{scene.name}'").acquire())
+        shown = liquid.current_file(scene)
+        if shown and (shown + os.sep).startswith(cache_dir + os.sep):
+            liquid.release_files(scene)  # first: Windows cannot delete a file Blender holds open
+        from . import surface_bake, whitewater
 
-    count = surface_bake.free_surface(scene)[1] if os.path.isdir(cache_dir) else 0
-    count += whitewater.free_whitewater(scene)[1] if os.path.isdir(cache_dir) else 0
-    count += files.free(cache_dir) if os.path.isdir(cache_dir) else 0
+        count = surface_bake.free_surface(scene, locked=True)[1] if os.path.isdir(cache_dir) else 0
+        count += whitewater.free_whitewater(scene, locked=True)[1] if os.path.isdir(cache_dir) else 0
+        count += sum(files.free(folder) for folder in folders)
+    finally:
+        for lock in locks:
+            lock.release()
     preview = files.preview_dir(cache_dir)
-    if os.path.isdir(preview):
-        count += files.free(preview)
-        if not os.listdir(preview):
-            os.rmdir(preview)
+    if os.path.isdir(preview) and not os.listdir(preview):
+        os.rmdir(preview)
     state = bake_state.ensure(scene)
     state.status = f"Removed {count} Surge files from '{cache_dir}'"
     state.progress = 0.0
     return cache_dir, count
+
+
+def remove_unused_usd() -> None:
+    """After the .blend is saved: delete the USD bake folders of every liquid's cache folder that the
+    saved file no longer points at (the previous bakes, kept until now for the file on disk)."""
+    shown_dirs: dict[str, set] = {}
+    for scene in bpy.data.scenes:
+        shown = liquid.current_file(scene)
+        folder = files.usd_cache_folder(shown) if shown else None
+        if folder is not None:
+            shown_dirs.setdefault(folder, set()).add(os.path.normpath(os.path.dirname(shown)))
+    for folder, keep in shown_dirs.items():
+        if cache_mod.read_holder(folder) is not None:
+            continue  # a bake running there: its session cleans up
+        for d in files.usd_bake_dirs(folder):
+            if os.path.normpath(d) not in keep:
+                files.remove_usd_dir(d)

@@ -100,10 +100,23 @@ def run_on_cluster(cache_dir: str, stage_name: str, settings: dict, options: dic
     Raises
     ------
     BakeCancelled, EngineError, OSError
-        As a local run; the frames listed in the manifest stay valid.
+        As a local run; the frames listed in the manifest stay valid. ``CacheLockedError`` when
+        another process (a bake, a stage) holds the cache folder.
     """
     if stage_name not in PER_FRAME_STAGES:
         raise ValueError(f"The {stage_name} stage carries state from frame to frame and runs on one machine")
+    from ..engine.cache import CacheLock, CacheReader
+
+    CacheReader(cache_dir)  # first: no lock file is left in a folder that holds no cache
+    # this process writes the stage's manifest (the workers only its frame files): it holds the lock,
+    # so a bake into the folder, Free Bake or another stage there is refused until it ends
+    with CacheLock(cache_dir, f"the {stage_name} stage on a cluster"):
+        return _run_locked(cache_dir, stage_name, settings, options, root, scheduler, workers, restart, progress,
+                           cancel, pxr_paths)
+
+
+def _run_locked(cache_dir, stage_name, settings, options, root, scheduler, workers, restart, progress, cancel,
+                pxr_paths) -> dict:
     from ..engine import stages
     from ..engine.cache import CacheReader
     from ..engine.errors import BakeCancelled, EngineError

@@ -4,15 +4,21 @@ Layout inside the folder the user picks (``Scene.surge.cache_directory``)::
 
     manifest.json, frames/frame_NNNNNN.npz     the engine's cache (engine.cache)
     sdf/                                       collider distance grids, kept between bakes (engine.cache)
-    job/scene.json, scene.npz, settings.json   the exported scene the bake ran from (engine.scene)
-    job/bake.log                               the bake process's log (stderr)
+    job/scene.json, scene.npz, settings.json   the job that baked the cached frames (engine.scene)
+    job/pending/                               the job of a bake that has not replaced them yet
+    job/bake.log                               the last bake process's log (stderr)
     cancel.flag                                exists while a cancel is pending
+    surge.lock                                 exists while a bake holds the folder (engine.cachelock)
     usd/bake_XXXXXXXXXXXX/liquid_NNNNNN.usdc   the point files Blender plays back, one folder per bake
 
 A new bake writes its USD files into a new ``bake_*`` folder, so Blender's USD reader, which keeps
-files open, never shows a stale frame; older folders are deleted once the liquid points elsewhere.
+files open, never shows a stale frame. An older folder is deleted only once no .blend points at
+it: at once if the open file was never saved, otherwise when it is saved next (the saved file
+still plays the previous bake until then).
 
-Deleting touches only these names; anything else in the folder (the user's files) survives.
+Surge writes only into a folder that is new, empty or a Surge cache folder
+(:func:`engine.cache.check_folder`), and deletes only these names there; anything else in the
+folder (the user's files) survives.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import os
 import re
 import uuid
 
+from ..engine import atomic
 from ..engine import cache as cache_mod
 from ..engine.errors import InvalidSettingsError
 
@@ -34,7 +41,10 @@ TERMINAL_LOG = "terminal_bake.log"
 TERMINAL_COPY = "terminal_bake.blend"
 USD_DIR = "usd"
 USD_BAKE_RE = re.compile(r"^bake_[0-9a-f]{12}$")
-USD_FRAME_RE = re.compile(r"^liquid_(\d{6})(\.tmp)?\.usdc$")
+USD_FRAME_RE = re.compile(r"^liquid_(\d{6})\.usdc$")
+PENDING_JOB_DIR = "pending"
+#: Names a new cache folder may hold that Surge created there before the bake claimed it.
+NOT_FOREIGN = (TERMINAL_LOG, TERMINAL_COPY)
 
 
 def resolve_cache_dir(scene, addon_root: str) -> str:
@@ -60,7 +70,7 @@ def resolve_cache_dir(scene, addon_root: str) -> str:
         raise InvalidSettingsError([
             f"{where} '{raw}' is relative to the .blend file, which has not been saved yet; save the file first "
             f"or choose an absolute folder"])
-    path = os.path.normpath(os.path.abspath(bpy.path.abspath(raw)))
+    path = os.path.normpath(os.path.abspath(os.path.expanduser(bpy.path.abspath(raw))))
     root = os.path.normpath(os.path.abspath(addon_root))
     if path == root or path.startswith(root + os.sep):
         # the add-on folder is replaced on update, so a cache there would vanish
@@ -83,6 +93,12 @@ def preview_dir(cache_dir: str) -> str:
 
 def job_dir(cache_dir: str) -> str:
     return os.path.join(cache_dir, JOB_DIR)
+
+
+def pending_job_dir(cache_dir: str) -> str:
+    """Where a bake writes its job before it has replaced the cached frames (engine.driver.bake_job
+    copies it into ``job/`` then)."""
+    return os.path.join(cache_dir, JOB_DIR, PENDING_JOB_DIR)
 
 
 def log_path(cache_dir: str) -> str:
@@ -113,19 +129,21 @@ def usd_bake_dirs(cache_dir: str) -> list[str]:
             if USD_BAKE_RE.match(n) and os.path.isdir(os.path.join(root, n))]
 
 
+def _own(folder: str, names) -> list[str]:
+    """Files of ``folder`` whose name, or the name a temporary file stands for, is one of ``names``."""
+    if not os.path.isdir(folder):
+        return []
+    return [os.path.join(folder, n) for n in sorted(os.listdir(folder))
+            if atomic.final_name(n) in names and os.path.isfile(os.path.join(folder, n))]
+
+
 def own_files(cache_dir: str) -> list[str]:
-    """Every file in ``cache_dir`` that Surge wrote (engine cache, job, log, flag, USD frames)."""
-    out = list(cache_mod.own_files(cache_dir))
+    """Every file in ``cache_dir`` that Surge wrote besides the engine's (job, log, flag, USD frames)."""
     jdir = job_dir(cache_dir)
-    for name in JOB_FILES + (LOG_FILE,):
-        for p in (os.path.join(jdir, name), os.path.join(jdir, name + ".tmp")):
-            if os.path.isfile(p):
-                out.append(p)
-    for path in (cancel_flag(cache_dir), os.path.join(cache_dir, TERMINAL_LOG), os.path.join(cache_dir, TERMINAL_COPY)):
-        if os.path.isfile(path):
-            out.append(path)
+    out = _own(jdir, JOB_FILES + (LOG_FILE,)) + _own(os.path.join(jdir, PENDING_JOB_DIR), JOB_FILES)
+    out += _own(cache_dir, (CANCEL_FLAG, TERMINAL_LOG, TERMINAL_COPY))
     for d in usd_bake_dirs(cache_dir):
-        out += [os.path.join(d, n) for n in sorted(os.listdir(d)) if USD_FRAME_RE.match(n)]
+        out += [os.path.join(d, n) for n in sorted(os.listdir(d)) if USD_FRAME_RE.match(atomic.final_name(n))]
     return out
 
 
@@ -134,47 +152,59 @@ def _remove_dir_if_empty(path: str) -> None:
         os.rmdir(path)
 
 
+def remove_usd_dir(path: str) -> bool:
+    """Delete one ``usd/bake_*`` folder's frame files and the folder if that empties it; False if a file
+    could not be deleted (on Windows a file Blender still has open)."""
+    try:
+        for n in os.listdir(path):
+            if USD_FRAME_RE.match(atomic.final_name(n)):
+                os.remove(os.path.join(path, n))
+        _remove_dir_if_empty(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
+
+
 def remove_usd_dirs(cache_dir: str, keep: str | None = None) -> list[str]:
     """Delete the USD frame files of every bake folder except ``keep``.
 
     Returns the folders that could not be emptied: on Windows a file Blender still has open cannot be
     deleted; it goes with the next bake or Free Bake instead of failing this one.
     """
-    left = []
     keep_path = os.path.normpath(keep) if keep else None
-    for d in usd_bake_dirs(cache_dir):
-        if keep_path and os.path.normpath(d) == keep_path:
-            continue
-        try:
-            for n in os.listdir(d):
-                if USD_FRAME_RE.match(n):
-                    os.remove(os.path.join(d, n))
-            _remove_dir_if_empty(d)
-        except OSError:
-            left.append(d)
+    left = [d for d in usd_bake_dirs(cache_dir)
+            if not (keep_path and os.path.normpath(d) == keep_path) and not remove_usd_dir(d)]
     if not left:
         _remove_dir_if_empty(os.path.join(cache_dir, USD_DIR))
     return left
 
 
+def usd_cache_folder(usd_file: str) -> str | None:
+    """The cache folder holding ``usd/bake_*/<usd_file>``, or None for a file elsewhere."""
+    bake_dir = os.path.dirname(usd_file)
+    usd_root = os.path.dirname(bake_dir)
+    if USD_BAKE_RE.match(os.path.basename(bake_dir)) and os.path.basename(usd_root) == USD_DIR:
+        return os.path.dirname(usd_root)
+    return None
+
+
 def free(cache_dir: str) -> int:
     """Delete Surge's files in ``cache_dir`` (collider grids included) and the sub-folders they leave
-    empty; returns the count.
+    empty; returns the count. Nothing is deleted unless ``cache_dir`` is a Surge cache folder.
 
     Raises
     ------
+    ForeignFolderError
+        If the folder holds files but no Surge cache.
     OSError
         If a file cannot be deleted (the message names it).
     """
-    count = cache_mod.clear(cache_dir, include_grids=True)
-    rest = own_files(cache_dir)
-    for p in rest:
-        try:
-            os.remove(p)
-        except OSError as exc:
-            raise OSError(f"Cannot delete '{p}': {exc.strerror or exc}") from exc
+    count = cache_mod.clear(cache_dir, include_grids=True, extra=tuple(own_files(cache_dir)))
     for d in usd_bake_dirs(cache_dir):
         _remove_dir_if_empty(d)
     _remove_dir_if_empty(os.path.join(cache_dir, USD_DIR))
+    _remove_dir_if_empty(os.path.join(job_dir(cache_dir), PENDING_JOB_DIR))
     _remove_dir_if_empty(job_dir(cache_dir))
-    return count + len(rest)
+    return count

@@ -206,6 +206,7 @@ def bake_surface_on_cluster(scheduler: str, workers: int, root: str, save: bool 
     ``root`` the repository folder as the workers see it. Progress lines ``Surge: Surface frame 12
     (worker tcp://...)``; the exit status as :func:`bake_surface_open_file`.
     """
+    from ..engine.cachelock import check_free
     from ..engine.errors import BakeCancelled
     from . import cluster_stage, surface_bake, usd
     from .bake import ADDON_ROOT
@@ -214,6 +215,7 @@ def bake_surface_on_cluster(scheduler: str, workers: int, root: str, save: bool 
     try:
         settings = surface_bake.surface_settings(scene)
         cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+        check_free(cache_dir)  # another process writing there keeps its cancel flag
         usd.import_pxr()
     except (EngineError, OSError) as exc:
         print(f"Surge: error: {exc}", file=sys.stderr, flush=True)
@@ -239,7 +241,7 @@ def bake_surface_on_cluster(scheduler: str, workers: int, root: str, save: bool 
     except (EngineError, OSError) as exc:
         print(f"Surge: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
-    surface_bake.show_surface(scene, cache_dir, scene.surge.cache_directory.strip().startswith("//"))
+    surface_bake.show_surface(scene, cache_dir, files.cache_dir_is_relative(scene))
     print(f"Surge: Surface meshed: {summary['processed']} frames on {len(summary['workers'])} workers, "
           f"{summary['kept']} kept, in {summary['elapsed']:.1f} s", flush=True)
     if save:

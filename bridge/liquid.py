@@ -12,7 +12,7 @@ import os
 import bpy
 from mathutils import Matrix
 
-from .usd import PRIM_PATH
+from .usd import PRIM_PATH, SURFACE_PRIM_PATH
 
 LIQUID_NAME = "Surge Liquid"
 MODIFIER_NAME = "Surge Cache"
@@ -87,29 +87,40 @@ def show_frames(scene, first_file: str, relative: bool, scale_length: float):
     -------
     bpy.types.Object
     """
-    obj = scene.surge.liquid_object
-    if obj is None or obj.type != "POINTCLOUD":
-        obj = bpy.data.objects.new(LIQUID_NAME, bpy.data.pointclouds.new(LIQUID_NAME))
-        scene.surge.liquid_object = obj
+    obj = _scene_object(scene, "liquid_object", "POINTCLOUD", LIQUID_NAME, bpy.data.pointclouds)
+    _play(obj, first_file, relative, scale_length, PRIM_PATH, CACHE_FILE_NAME)
+    return obj
+
+
+def _scene_object(scene, prop: str, obj_type: str, name: str, data_blocks):
+    """The object ``scene.surge.<prop>``, made (with new data from ``data_blocks``) if it is missing or of
+    another type, and linked to the scene if it is not."""
+    obj = getattr(scene.surge, prop)
+    if obj is None or obj.type != obj_type:
+        obj = bpy.data.objects.new(name, data_blocks.new(name))
+        setattr(scene.surge, prop, obj)
     if obj.name not in scene.objects:
         scene.collection.objects.link(obj)
+    return obj
 
+
+def _play(obj, first_file: str, relative: bool, scale_length: float, prim_path: str, cache_name: str) -> None:
+    """Point ``obj``'s cache modifier at the sequence of ``first_file`` (prim ``prim_path``), scale it from
+    metres to Blender units, and give it the water material unless it has one."""
     mod = _cache_modifier(obj)
-    path = _blend_path(first_file, relative)
     cache_file = mod.cache_file
     if cache_file is None:
         cache_file = _new_cache_file(first_file)
+        cache_file.name = cache_name
         mod.cache_file = cache_file
     # A new file name per bake is what makes Blender drop the readers of the previous bake's files.
-    cache_file.filepath = path
+    cache_file.filepath = _blend_path(first_file, relative)
     cache_file.is_sequence = True
     cache_file.scale = 1.0
-    mod.object_path = PRIM_PATH
-
+    mod.object_path = prim_path
     s = 1.0 / scale_length
     obj.matrix_world = Matrix.Diagonal((s, s, s, 1.0))
     _ensure_material(obj)
-    return obj
 
 
 def _ensure_material(obj) -> None:
@@ -135,7 +146,11 @@ def reread(scene) -> None:
 
     Measured: tagging the object does not retry a file that was missing; tagging the cache file does.
     """
-    obj = scene.surge.liquid_object
+    reread_object(scene.surge.liquid_object)
+
+
+def reread_object(obj) -> None:
+    """Make Blender read the current frame of ``obj``'s cache files again (None: nothing to do)."""
     if obj is None:
         return
     for mod in obj.modifiers:
@@ -145,7 +160,11 @@ def reread(scene) -> None:
 
 def release_files(scene) -> None:
     """Point the liquid's cache at nothing, so its files can be deleted (Windows keeps open files)."""
-    obj = scene.surge.liquid_object
+    release_object(scene.surge.liquid_object)
+
+
+def release_object(obj) -> None:
+    """Point ``obj``'s caches at nothing (None: nothing to do)."""
     if obj is None:
         return
     for mod in obj.modifiers:
@@ -193,29 +212,9 @@ def show_surface(scene, first_file: str, relative: bool, scale_length: float):
     -------
     bpy.types.Object
     """
-    from .usd import SURFACE_PRIM_PATH
-
-    obj = scene.surge.surface_object
-    if obj is None or obj.type != "MESH":
-        obj = bpy.data.objects.new(SURFACE_NAME, bpy.data.meshes.new(SURFACE_NAME))
-        scene.surge.surface_object = obj
-    if obj.name not in scene.objects:
-        scene.collection.objects.link(obj)
-    mod = _cache_modifier(obj)
-    path = _blend_path(first_file, relative)
-    cache_file = mod.cache_file
-    if cache_file is None:
-        cache_file = _new_cache_file(first_file)
-        cache_file.name = SURFACE_CACHE_FILE_NAME
-        mod.cache_file = cache_file
-    cache_file.filepath = path
-    cache_file.is_sequence = True
-    cache_file.scale = 1.0
-    mod.object_path = SURFACE_PRIM_PATH
-    mod.read_data = {"VERT", "POLY", "ATTRIBUTES"}
-    s = 1.0 / scale_length
-    obj.matrix_world = Matrix.Diagonal((s, s, s, 1.0))
-    _ensure_material(obj)
+    obj = _scene_object(scene, "surface_object", "MESH", SURFACE_NAME, bpy.data.meshes)
+    _play(obj, first_file, relative, scale_length, SURFACE_PRIM_PATH, SURFACE_CACHE_FILE_NAME)
+    _cache_modifier(obj).read_data = {"VERT", "POLY", "ATTRIBUTES"}
     apply_display(scene)
     return obj
 
@@ -235,11 +234,11 @@ def apply_display(scene) -> None:
             obj.hide_viewport = not shown
 
 
+def reread_surface(scene) -> None:
+    """Make Blender read the surface's current frame again (its file appeared after Blender last looked)."""
+    reread_object(scene.surge.surface_object)
+
+
 def release_surface_files(scene) -> None:
     """Point the surface's cache at nothing, so its files can be deleted (Windows keeps open files)."""
-    obj = scene.surge.surface_object
-    if obj is None:
-        return
-    for mod in obj.modifiers:
-        if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
-            mod.cache_file.filepath = ""
+    release_object(scene.surge.surface_object)

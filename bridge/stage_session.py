@@ -11,7 +11,7 @@ never Blender pointers; a subclass names the stage and says how its objects show
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import sys
 import time
@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import bpy
 
+from ..engine import atomic
 from ..engine import stages
-from ..engine.cache import CacheReader
+from ..engine.cache import CacheLock, CacheReader
 from ..engine.errors import EngineError, InvalidSceneError
 from . import bake_state, files, usd
 from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
@@ -55,21 +56,31 @@ def write_settings(cache_dir: str, name: str, values: dict) -> str:
     """Write a stage's settings file (``job/<name>``) for the child; returns its path."""
     path = os.path.join(files.job_dir(cache_dir), name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(values, fh, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    atomic.write_json(path, values)
     return path
 
 
+@contextlib.contextmanager
+def locked_for(cache_dir: str, purpose: str, held: bool = False):
+    """Hold the lock of ``cache_dir`` for ``purpose`` (a Free Surface, say) unless the caller already holds
+    it (``held``) or the folder does not exist; raises :class:`CacheLockedError` naming the holder."""
+    if held or not os.path.isdir(cache_dir):
+        yield
+        return
+    with CacheLock(cache_dir, purpose):
+        yield
+
+
 def free_job_files(cache_dir: str, names: tuple) -> int:
-    """Delete the named files (and their temporary names) of the job folder; returns how many went."""
+    """Delete the named files of the job folder (and temporary files of those names a killed writer
+    left, :func:`engine.atomic.is_temporary`); returns how many went."""
+    folder = files.job_dir(cache_dir)
     count = 0
-    for name in names:
-        for path in (os.path.join(files.job_dir(cache_dir), name), os.path.join(files.job_dir(cache_dir), name + ".tmp")):
-            if os.path.isfile(path):
-                os.remove(path)
-                count += 1
+    for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+        path = os.path.join(folder, entry)
+        if atomic.final_name(entry) in names and os.path.isfile(path):
+            os.remove(path)
+            count += 1
     return count
 
 
@@ -102,19 +113,26 @@ class StageSession:
                                     f"{self.title.lower()} from; bake the liquid first")
         self.scene_name = scene.name
         self.cache_dir = cache_dir
-        self.relative = scene.surge.cache_directory.strip().startswith("//")
+        self.relative = files.cache_dir_is_relative(scene)
         self.frame_start, self.frame_end = int(reader.frames[0]), int(reader.frames[-1])
-        path = write_settings(cache_dir, self.settings_file, settings)
         usd.import_pxr()  # puts Blender's pxr on sys.path, which the child inherits
-        flag = files.cancel_flag(cache_dir)
-        if os.path.exists(flag):
-            os.remove(flag)
-        command = [sys.executable, "-m", "engine.stages", "run", self.stage, cache_dir, "--settings", path,
-                   "--option", "usd=1", "--cancel-file", flag]
-        if restart:
-            command.append("--restart")
-        self.process = BakeProcess(files.job_dir(cache_dir), cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
-                                   os.path.join(files.job_dir(cache_dir), self.log_file), command=command)
+        # held before anything is written: a bake, Free Bake or another stage in the folder refuses
+        # this one (CacheLockedError names it), and this one refuses them until its child ends
+        self.lock = CacheLock(cache_dir, f"the {self.title.lower()} of scene '{scene.name}' in Blender").acquire()
+        try:
+            path = write_settings(cache_dir, self.settings_file, settings)
+            flag = files.cancel_flag(cache_dir)
+            if os.path.exists(flag):
+                os.remove(flag)
+            command = [sys.executable, "-m", "engine.stages", "run", self.stage, cache_dir, "--settings", path,
+                       "--option", "usd=1", "--cancel-file", flag, "--lock-token", self.lock.token]
+            if restart:
+                command.append("--restart")
+            self.process = BakeProcess(files.job_dir(cache_dir), cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
+                                       os.path.join(files.job_dir(cache_dir), self.log_file), command=command)
+        except BaseException:
+            self.lock.release()
+            raise
         self.started = time.monotonic()
         self.error: dict | None = None
         self.shown = False
@@ -204,11 +222,14 @@ class StageSession:
         StageFailedError (or the subclass's ``failed_error``)
             If the stage reported an error or its process died; the frames done before stay shown.
         """
-        code = self.process.wait()
-        self.poll()
-        flag = files.cancel_flag(self.cache_dir)
-        if os.path.exists(flag):
-            os.remove(flag)
+        try:
+            code = self.process.wait()
+            self.poll()
+            flag = files.cancel_flag(self.cache_dir)
+            if os.path.exists(flag):
+                os.remove(flag)
+        finally:
+            self.lock.release()
         scene = self.scene()
         state = bake_state.ensure(scene)
         state.is_baking = False
@@ -240,6 +261,7 @@ class StageSession:
         """Stop the child at once and clear the scene's state (Blender is cancelling the operator)."""
         self.process.kill()
         self.process.wait()
+        self.lock.release()
         scene = bpy.data.scenes.get(self.scene_name)
         if scene is not None:
             state = bake_state.ensure(scene)

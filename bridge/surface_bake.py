@@ -16,9 +16,10 @@ import os
 
 from ..engine import settings as settings_mod
 from ..engine import stages
+from ..engine.errors import EngineError
 from ..engine.surface import stage as surface_stage
 from . import bake_state, export, files, liquid
-from .stage_session import StageFailedError, StageSession, free_job_files
+from .stage_session import StageFailedError, StageSession, free_job_files, locked_for
 from .stage_session import write_settings as _write_job_settings
 
 #: Where the surface settings of a run are written for the child, and its log (inside the job folder).
@@ -54,6 +55,17 @@ def first_surface_file(cache_dir: str) -> str | None:
         return None
     path = os.path.join(folder, f"surface_{done[0]:06d}.usdc")
     return path if os.path.isfile(path) else None
+
+
+def has_surface(scene) -> bool:
+    """True if the scene's cache folder holds meshed surface frames."""
+    from .bake import ADDON_ROOT
+
+    try:
+        cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+    except (EngineError, OSError):
+        return False
+    return bool(os.path.isdir(cache_dir) and stages.done_frames(cache_dir, surface_stage.NAME))
 
 
 def show_surface(scene, cache_dir: str, relative: bool) -> bool:
@@ -99,21 +111,21 @@ class SurfaceSession(StageSession):
         return show_surface(scene, self.cache_dir, self.relative)
 
     def reread(self, scene) -> None:
-        obj = scene.surge.surface_object
-        if obj is not None:
-            for mod in obj.modifiers:
-                if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
-                    mod.cache_file.update_tag()
+        liquid.reread_surface(scene)
 
 
-def free_surface(scene) -> tuple[str, int]:
-    """Delete the surface files of the scene's cache (and nothing else); returns the folder and the count."""
+def free_surface(scene, locked: bool = False) -> tuple[str, int]:
+    """Delete the surface files of the scene's cache (and nothing else); returns the folder and the count.
+
+    Holds the folder's lock meanwhile (``locked``: the caller holds it); raises ``CacheLockedError``
+    while a bake or a stage writes there."""
     from .bake import ADDON_ROOT
 
     cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
-    liquid.release_surface_files(scene)  # first: Windows cannot delete a file Blender holds open
-    count = stages.clear_stage(cache_dir, surface_stage.NAME, surface_stage.FILE_RE) if os.path.isdir(cache_dir) else 0
-    count += free_job_files(cache_dir, (SETTINGS_FILE, LOG_FILE))
+    with locked_for(cache_dir, f"Free Surface of scene '{scene.name}'", held=locked):
+        liquid.release_surface_files(scene)  # first: Windows cannot delete a file Blender holds open
+        count = stages.clear_stage(cache_dir, surface_stage.NAME, surface_stage.FILE_RE) if os.path.isdir(cache_dir) else 0
+        count += free_job_files(cache_dir, (SETTINGS_FILE, LOG_FILE))
     obj = scene.surge.surface_object
     if obj is not None:
         obj.hide_render = obj.hide_viewport = True

@@ -12,7 +12,7 @@ import os
 import sys
 
 from ..engine import usd as _engine_usd
-from ..engine.usd import PRIM_PATH, SURFACE_PRIM_PATH, Births, read_mesh, write_frame, write_mesh  # noqa: F401
+from ..engine.usd import PRIM_PATH, SURFACE_PRIM_PATH, read_mesh, write_frame, write_mesh  # noqa: F401
 
 
 def _blender_site_packages() -> list[str]:

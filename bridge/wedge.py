@@ -19,9 +19,12 @@ it; the scheduler gives the task to another worker, which resumes the bake from 
 (the orphaned Blender notices its worker is gone and cancels itself, keeping its frames). Re-running
 the same wedge skips what completed and resumes the rest.
 
-This module imports neither ``bpy`` nor the engine, and is sent to the workers by value
+This module imports no ``bpy`` and of the engine only :mod:`engine.atomic`, :mod:`engine.cachelock`
+and :mod:`engine.errors` (plain Python), and is sent to the workers by value with them
 (``cloudpickle.register_pickle_by_value``): a worker needs dask, a Python that can run the bake
-command, and the shared file system where the shot and ``OUT`` live.
+command, and the shared file system where the shot and ``OUT`` live. Each combination's bake holds
+its cache folder's lock (:class:`engine.cachelock.CacheLock`); a retried task waits for a bake of
+the combination still holding it (an orphan on another host) before it starts its own.
 """
 
 from __future__ import annotations
@@ -36,6 +39,11 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+
+try:
+    from ..engine import atomic, cachelock, errors
+except ImportError:  # run as the top-level package 'bridge' (tools/wedge.py, python -m bridge.wedge)
+    from engine import atomic, cachelock, errors
 
 WEDGE_FILE = "wedge.json"
 WEDGE_FORMAT = "surge-wedge"
@@ -148,13 +156,8 @@ def combinations(blend: str, variations: list[Variation], out: str) -> list[Comb
 # --- wedge.json -------------------------------------------------------------------------------------
 
 def write_json_atomic(path: str, doc: dict) -> None:
-    """Write ``doc`` to ``path`` through a temporary file renamed into place."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write ``doc`` to ``path`` through a temporary file renamed into place (:mod:`engine.atomic`)."""
+    atomic.write_json(path, doc, sort_keys=False)
 
 
 def wedge_document(blend: str, variations: list[Variation], combos: list[Combination], scheduler: str) -> dict:
@@ -227,18 +230,6 @@ def merge_previous(doc: dict | None, blend: str, variations: list[Variation], co
 
 # --- the task that runs on a worker -----------------------------------------------------------------
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
-
-
 def _wait_for_orphan(folder: str, cache_dir: str, host: str, log) -> None:
     """A bake of this combination left running by a worker that died: ask it to cancel, wait, then stop it.
 
@@ -251,20 +242,37 @@ def _wait_for_orphan(folder: str, cache_dir: str, host: str, log) -> None:
     except (OSError, ValueError):
         return
     pid = task.get("pid")
-    if task.get("host") != host or not isinstance(pid, int) or pid == os.getpid() or not _pid_alive(pid):
+    if (task.get("host") != host or not isinstance(pid, int) or pid == os.getpid()
+            or not cachelock.pid_running(pid)):
         return
     log(f"an earlier bake of this combination (process {pid}) still runs; asking it to stop")
     deadline = time.monotonic() + ORPHAN_WAIT
-    while _pid_alive(pid) and time.monotonic() < deadline:
+    while cachelock.pid_running(pid) and time.monotonic() < deadline:
         os.makedirs(cache_dir, exist_ok=True)
         with open(os.path.join(cache_dir, CANCEL_FLAG), "w", encoding="utf-8"):
             pass
         time.sleep(0.5)
-    if _pid_alive(pid):
+    if cachelock.pid_running(pid):
         import signal
 
         os.kill(pid, signal.SIGKILL)
         time.sleep(0.5)
+
+
+def _wait_for_cache_lock(cache_dir: str, log) -> None:
+    """Wait (up to :data:`ORPHAN_WAIT`) while a live process holds the combination's cache folder: an
+    orphaned bake on another host stops by itself once it notices its worker is gone. A holder that
+    stays is not disturbed; the bake is then refused with a message naming it."""
+    holder = cachelock.read_holder(cache_dir)
+    if holder is None or not cachelock.holder_alive(holder):
+        return
+    log(f"the cache folder is held by {cachelock.describe_holder(holder)}; waiting for it to end")
+    deadline = time.monotonic() + ORPHAN_WAIT
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        holder = cachelock.read_holder(cache_dir)
+        if holder is None or not cachelock.holder_alive(holder):
+            return
 
 
 def bake_command(spec: dict) -> list[str]:
@@ -321,6 +329,7 @@ def bake_combination(spec: dict) -> dict:
         return result
     os.makedirs(spec["folder"], exist_ok=True)
     _wait_for_orphan(spec["folder"], spec["cache_dir"], host, send)
+    _wait_for_cache_lock(spec["cache_dir"], send)
     command = bake_command(spec)
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
@@ -407,12 +416,19 @@ def _spec(run: WedgeRun, c: Combination) -> dict:
             "threads": None if run.scheduler else max(1, (os.cpu_count() or 1) // max(1, run.workers))}
 
 
+def by_value_modules() -> tuple:
+    """The modules whose code goes to the workers with each task (a worker imports nothing of Surge)."""
+    return (sys.modules[__name__], atomic, cachelock, errors)
+
+
 def _start_client(run: WedgeRun):
     import cloudpickle
     from distributed import Client, LocalCluster
 
-    # the workers get this module's code with each task: they need not import the add-on
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    # the workers get this module's code with each task (and the engine's atomic writes and lock
+    # checks it uses): they need not import the add-on
+    for module in by_value_modules():
+        cloudpickle.register_pickle_by_value(module)
     if run.scheduler:
         return Client(run.scheduler, timeout="30s"), None
     cluster = LocalCluster(n_workers=run.workers, threads_per_worker=1, processes=True, dashboard_address=None)

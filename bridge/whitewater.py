@@ -34,7 +34,7 @@ from ..engine import settings as settings_mod
 from ..engine import stages
 from ..engine.whitewater import stage as ww_stage
 from . import bake_state, export, files, liquid
-from .stage_session import StageFailedError, StageSession, free_job_files
+from .stage_session import StageFailedError, StageSession, free_job_files, locked_for
 
 #: Where the whitewater settings of a run are written for the child, and its log (inside the job folder).
 SETTINGS_FILE = "whitewater.json"
@@ -235,14 +235,18 @@ class WhitewaterSession(StageSession):
         scene.surge.whitewater.summary = summary_text(self.cache_dir)
 
 
-def free_whitewater(scene) -> tuple[str, int]:
-    """Delete the whitewater files of the scene's cache (and nothing else); returns the folder and the count."""
+def free_whitewater(scene, locked: bool = False) -> tuple[str, int]:
+    """Delete the whitewater files of the scene's cache (and nothing else); returns the folder and the count.
+
+    Holds the folder's lock meanwhile (``locked``: the caller holds it); raises ``CacheLockedError``
+    while a bake or a stage writes there."""
     from .bake import ADDON_ROOT
 
     cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
-    release_files(scene)  # first: Windows cannot delete a file Blender holds open
-    count = stages.clear_stage(cache_dir, ww_stage.NAME, ww_stage.FILE_RE) if os.path.isdir(cache_dir) else 0
-    count += free_job_files(cache_dir, (SETTINGS_FILE, LOG_FILE))
+    with locked_for(cache_dir, f"Free Whitewater of scene '{scene.name}'", held=locked):
+        release_files(scene)  # first: Windows cannot delete a file Blender holds open
+        count = stages.clear_stage(cache_dir, ww_stage.NAME, ww_stage.FILE_RE) if os.path.isdir(cache_dir) else 0
+        count += free_job_files(cache_dir, (SETTINGS_FILE, LOG_FILE))
     for obj in _objects(scene):
         obj.hide_render = obj.hide_viewport = True
     scene.surge.whitewater.summary = ""

@@ -1,13 +1,16 @@
 """Checkpoints: the solver state at a frame, so a cancelled or crashed bake can resume from it.
 
 A checkpoint is ``checkpoints/checkpoint_NNNNNN.npz`` in the cache folder, written atomically
-(temporary name, flush, rename) like the frames. It holds every particle array in the solver's
+(:mod:`engine.atomic`) like the frames, and counts once the cache manifest lists it
+(``checkpoints``). It holds every particle array in the solver's
 current order (not sorted by id), so that a solver rebuilt from it takes exactly the substeps the
 uninterrupted bake took: in deterministic mode, resuming gives bit-identical frames.
 
 ==========  ===========  =======  =================================================
 name        shape        dtype    meaning
 ==========  ===========  =======  =================================================
+format      ()           str      'surge-checkpoint'
+format_v…   ()           int64    ``format_version``: :data:`FORMAT_VERSION`
 x           (N, 3)       float32  position, m
 v           (N, 3)       float32  velocity, m/s
 a           (N, 3)       float32  acceleration of the last force evaluation, m/s^2
@@ -31,6 +34,13 @@ frame       ()           int64    the frame this state ends
 solver      ()           str      solver name ('WCSPH', 'PBF', 'HYBRID')
 ==========  ===========  =======  =================================================
 
+Versions: 1 is the first versioned checkpoint (every array above but the solver's own is
+required); :func:`load` refuses files of any other format or version.
+
+A resume from the latest checkpoint (:func:`load_latest`) falls back to the one before it when
+the latest cannot be read (truncated by a full disk, or a crash of the machine while it was
+written), and says so.
+
 Resuming with changed settings is allowed (the cache manifest's ``segments`` records which
 settings produced which frames), except for settings the saved state cannot carry over: the
 particle spacing and the solver; and the frame rate and first frame must not change.
@@ -42,11 +52,19 @@ import os
 
 import numpy as np
 
+import zipfile
+
+from . import atomic
 from .cache import CHECKPOINT_DIR, CHECKPOINT_RE, CacheReader
 from .errors import CacheFormatError, InvalidSettingsError
 from .particles import Particles
 
+FORMAT_NAME = "surge-checkpoint"
+FORMAT_VERSION = 1
+
 _PARTICLE_ARRAYS = ("x", "v", "a", "rho", "p", "id")
+#: Arrays every checkpoint of this format version holds.
+_REQUIRED = _PARTICLE_ARRAYS + ("age", "next_id", "emitted", "removed", "time", "frame", "solver")
 
 
 def checkpoint_path(cache_dir: str, frame: int) -> str:
@@ -71,21 +89,19 @@ def save(cache_dir: str, frame: int, solver, sources=None) -> str:
         for k, e in enumerate(sources.emitters):
             if hasattr(e, "owed"):
                 arrays[f"owed_{k}"] = e.owed
-        arrays.update(emitted=np.int64(sources.emitted), removed=np.int64(sources.removed))
-    arrays.update(time=np.float64(solver.time), frame=np.int64(frame), solver=np.array(solver.name))
+    # without sources (a solver stepped on its own) nothing was emitted or removed
+    arrays.update(emitted=np.int64(0 if sources is None else sources.emitted),
+                  removed=np.int64(0 if sources is None else sources.removed))
+    arrays.update(time=np.float64(solver.time), frame=np.int64(frame), solver=np.array(solver.name),
+                  format=np.array(FORMAT_NAME), format_version=np.int64(FORMAT_VERSION))
     path = checkpoint_path(cache_dir, frame)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic.write_npz(path, arrays)
     return path
 
 
 def frames_on_disk(cache_dir: str) -> list[int]:
-    """Frames that have a checkpoint file, ascending."""
+    """Frames that have a checkpoint file, ascending (listed in the manifest or not)."""
     folder = os.path.join(cache_dir, CHECKPOINT_DIR)
     if not os.path.isdir(folder):
         return []
@@ -93,41 +109,69 @@ def frames_on_disk(cache_dir: str) -> list[int]:
 
 
 def resumable_frames(cache_dir: str) -> list[int]:
-    """Checkpoint frames a bake can resume from: those whose frame and every frame before it are in
-    the cache (a checkpoint is written after its frame, so a crash between the two leaves a frame
-    without a usable checkpoint, never the reverse)."""
+    """Checkpoint frames a bake can resume from: those the manifest lists, whose file exists, and
+    whose frame and every frame before it are in the cache (a checkpoint is listed after its
+    frame, so a crash between the two leaves a frame without a checkpoint, never the reverse)."""
     try:
         reader = CacheReader(cache_dir)
     except CacheFormatError:
         return []
     listed = set(reader.frames)
     start = int(reader.manifest.get("frame_start", min(listed, default=0)))
-    out = []
-    for frame in frames_on_disk(cache_dir):
-        if all(f in listed for f in range(start, frame + 1)):
-            out.append(frame)
-    return out
+    return [frame for frame in reader.checkpoints
+            if os.path.isfile(checkpoint_path(cache_dir, frame))
+            and all(f in listed for f in range(start, frame + 1))]
 
 
 def load(cache_dir: str, frame: int) -> dict:
-    """Arrays of the checkpoint at ``frame`` (see the module docstring)."""
+    """Arrays of the checkpoint at ``frame`` (see the module docstring).
+
+    Raises
+    ------
+    CacheFormatError
+        If the file is missing, truncated, of another format or version, or lacks an array; the
+        message names the file.
+    """
     path = checkpoint_path(cache_dir, frame)
     try:
         with np.load(path, allow_pickle=False) as z:
             state = {k: z[k] for k in z.files}
     except FileNotFoundError as exc:
         raise CacheFormatError(f"No checkpoint at frame {frame} in the cache '{cache_dir}'") from exc
-    except (OSError, ValueError) as exc:
-        raise CacheFormatError(f"The checkpoint at frame {frame} in '{cache_dir}' cannot be read: {exc}") from exc
-    missing = [k for k in _PARTICLE_ARRAYS + ("time", "frame", "solver") if k not in state]
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise CacheFormatError(f"The checkpoint '{path}' cannot be read: {exc}") from exc
+    fmt = str(state.get("format", "")) if "format" in state else None
+    version = int(state["format_version"]) if "format_version" in state else None
+    if fmt != FORMAT_NAME or version != FORMAT_VERSION:
+        raise CacheFormatError(f"The checkpoint '{path}' has format {fmt!r} version {version!r}; this version of "
+                               f"Surge reads {FORMAT_NAME} version {FORMAT_VERSION}. Bake again from the start.")
+    missing = [k for k in _REQUIRED if k not in state]
     if missing:
         raise CacheFormatError(f"The checkpoint '{path}' lacks {', '.join(missing)}")
     return state
 
 
+def load_latest(cache_dir: str, frames: list[int]) -> tuple[int, dict, list[str]]:
+    """The newest of the checkpoints at ``frames`` that can be read: ``(frame, state, skipped)``,
+    ``skipped`` saying which newer ones could not be read and why.
+
+    Raises
+    ------
+    CacheFormatError
+        If none can be read (the message lists each).
+    """
+    skipped = []
+    for frame in sorted(frames, reverse=True):
+        try:
+            return frame, load(cache_dir, frame), skipped
+        except CacheFormatError as exc:
+            skipped.append(str(exc))
+    raise CacheFormatError("No checkpoint of the cache can be read: " + "; ".join(skipped) if skipped else
+                           f"The cache '{cache_dir}' has no checkpoint to resume from; bake it again")
+
+
 def particles_of(state: dict, rest_density: float) -> Particles:
     """The particles a checkpoint holds, in its order."""
-    n = state["x"].shape[0]
     pt = Particles.create(state["x"], state["v"], rest_density)
     for name in _PARTICLE_ARRAYS + ("age",):
         if name in state:
@@ -135,7 +179,7 @@ def particles_of(state: dict, rest_density: float) -> Particles:
     for key in state:
         if key.startswith("channel_"):
             pt.add_channel(key[len("channel_"):])[:] = state[key]
-    pt.next_id = int(state["next_id"]) if "next_id" in state else (int(state["id"].max()) + 1 if n else 0)
+    pt.next_id = int(state["next_id"])
     return pt
 
 
@@ -170,8 +214,8 @@ def restore_sources(sources, state: dict) -> None:
     for k, e in enumerate(sources.emitters):
         if f"owed_{k}" in state and hasattr(e, "owed"):
             e.owed = np.array(state[f"owed_{k}"], dtype=np.float64)
-    sources.emitted = int(state.get("emitted", 0))
-    sources.removed = int(state.get("removed", 0))
+    sources.emitted = int(state["emitted"])
+    sources.removed = int(state["removed"])
 
 
 #: Settings a saved state cannot carry over to: (name, label).
@@ -202,13 +246,3 @@ def changed_settings(manifest: dict, settings: dict) -> list[str]:
     """Names of the settings that differ from those that baked the cache's last frames."""
     old = manifest.get("settings", {})
     return sorted(k for k in settings if old.get(k) != settings[k])
-
-
-def remove_after(cache_dir: str, frame: int) -> int:
-    """Delete the checkpoints after ``frame`` (a resume from ``frame`` replaces that future)."""
-    count = 0
-    for f in frames_on_disk(cache_dir):
-        if f > frame:
-            os.remove(checkpoint_path(cache_dir, f))
-            count += 1
-    return count

@@ -3,7 +3,8 @@
 Usage (from the add-on folder, or with it on ``PYTHONPATH``)::
 
     python -m engine.cli bake JOB_DIR CACHE_DIR [--cancel-file PATH] [--checkpoint-every N]
-                             [--resume-from FRAME|latest] [--usd-dir DIR] [--surface FILE.json] [--quiet]
+                             [--resume-from FRAME|latest] [--accept-scene-change] [--usd-dir DIR]
+                             [--surface FILE.json] [--run-id ID] [--lock-token TOKEN] [--quiet]
 
 Prints one JSON object per line on stdout:
 
@@ -11,14 +12,22 @@ Prints one JSON object per line on stdout:
 * ``{"event": "frame", "frame": f, "frame_start": a, "frame_end": b, "substeps": n,
   "particles": N, "elapsed": s, "eta": s, "memory": bytes}`` (memory: the bake process's resident memory)
 * ``{"event": "done", "status": "complete" | "cancelled", "frames": k, "particles": N, "elapsed": s}``
+* ``{"event": "warning", "message": "..."}`` (a corrupt latest checkpoint skipped, for instance)
 * ``{"event": "error", "error": "<exception class>", "message": "..."}``
 
 Exit status: 0 complete, 1 engine error (message in the error event), 2 bad usage,
 3 cancelled (frames written so far stay valid). Creating the file named by ``--cancel-file``
 asks the bake to stop after the current substep. ``--checkpoint-every N`` saves the solver state
 every N frames (``checkpoints/`` in the cache folder); ``--resume-from`` continues the bake in
-CACHE_DIR from one of them (``latest``: the last one every earlier frame is baked for) with the
-job's settings, replacing the frames after it.
+CACHE_DIR from one of them (``latest``: the last one every earlier frame is baked for that can be
+read) with the job's settings, replacing the frames after it; a scene whose objects changed since
+the cached frames were baked is refused unless ``--accept-scene-change`` is given.
+
+The bake holds the cache folder's lock (:class:`engine.cache.CacheLock`) and writes only into a
+new folder, an empty one or a Surge cache folder; the previous bake in it stays as it was until
+the new one has simulated its first frame. ``--lock-token`` joins the lock of the process that
+started this one (Blender) instead; ``--run-id`` is recorded in the manifest once the bake
+replaces the previous one, so that process can tell the new frames from the old.
 
 Work on each frame as it is cached, in this process (see :func:`engine.stages.follow_bake`):
 ``--usd-dir DIR`` writes the frame's particles to ``DIR/liquid_NNNNNN.usdc`` (:mod:`engine.usd`), and
@@ -54,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="save the solver state every N frames so the bake can resume (0: never)")
     b.add_argument("--resume-from", default=None, metavar="FRAME",
                    help="continue the bake in CACHE_DIR from its checkpoint at FRAME, or 'latest'")
+    b.add_argument("--accept-scene-change", action="store_true",
+                   help="resume even though the scene's objects changed since the cached frames were baked")
+    b.add_argument("--run-id", default=None, help="id recorded in the manifest for this bake")
+    b.add_argument("--lock-token", default=None,
+                   help="the cache folder is locked by the process that started this one, with this token")
     b.add_argument("--usd-dir", default=None, metavar="DIR",
                    help="write each frame's particles as a USD file into DIR as it is cached")
     b.add_argument("--surface", default=None, metavar="FILE.json",
@@ -62,22 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.checkpoint_every < 0:
         parser.error("--checkpoint-every must be 0 or more")
-    resume_from = None
-    if args.resume_from is not None:
-        from .checkpoint import resumable_frames
-
-        if args.resume_from == "latest":
-            frames = resumable_frames(args.cache_dir)
-            if not frames:
-                _emit({"event": "error", "error": "CacheFormatError",
-                       "message": f"The cache '{args.cache_dir}' has no checkpoint to resume from; bake it again"})
-                return 1
-            resume_from = frames[-1]
-        else:
-            try:
-                resume_from = int(args.resume_from)
-            except ValueError:
-                parser.error("--resume-from takes a frame number or 'latest'")
+    resume_from = args.resume_from
+    if resume_from is not None and resume_from != "latest":
+        try:
+            resume_from = int(resume_from)
+        except ValueError:
+            parser.error("--resume-from takes a frame number or 'latest'")
 
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -90,12 +94,23 @@ def main(argv: list[str] | None = None) -> int:
         def cancel() -> bool:
             return os.path.exists(flag)
 
+    from .cache import CacheLock
+
+    try:
+        job_inside = os.path.relpath(os.path.abspath(args.job_dir), os.path.abspath(args.cache_dir))
+    except ValueError:  # Windows: on another drive
+        job_inside = os.pardir
+    # a job folder inside a new cache folder is not a foreign file there
+    ignore = (job_inside.split(os.sep)[0],) if not job_inside.startswith(os.pardir) else ()
     progress = _emit
     try:
         if args.usd_dir or args.surface:
             progress = _following(args, resume_from is not None)
+        lock = CacheLock.join(args.cache_dir, args.lock_token) if args.lock_token else None
         summary = driver.bake_job(args.job_dir, args.cache_dir, progress=progress, cancel=cancel,
-                                  checkpoint_every=args.checkpoint_every, resume_from=resume_from)
+                                  checkpoint_every=args.checkpoint_every, resume_from=resume_from,
+                                  run_id=args.run_id, accept_scene_change=args.accept_scene_change, lock=lock,
+                                  ignore=ignore)
     except BakeCancelled as exc:
         getattr(progress, "finish", lambda *a: None)("cancelled", str(exc))
         _emit({"event": "done", "status": "cancelled", "message": str(exc)})
@@ -112,25 +127,20 @@ def main(argv: list[str] | None = None) -> int:
 def _following(args, resumed: bool):
     """The progress callback that writes the points' USD files and runs the surface on each cached frame."""
     from . import stages
-    from .scene import load_job
+    from .scene import channel_names, load_job
 
-    _scene, settings = load_job(args.job_dir)
+    scene, settings = load_job(args.job_dir)
     writers = []
     if args.usd_dir:
         from .usd import PointsWriter
 
-        writers.append(PointsWriter(args.usd_dir, 0.5 * settings.particle_spacing, _scene.fps))
+        writers.append(PointsWriter(args.usd_dir, 0.5 * settings.particle_spacing))
     followers = []
     if args.surface:
-        with open(args.surface, encoding="utf-8") as fh:
-            surface_settings = json.load(fh)
-        manifest = {"particle_spacing": settings.particle_spacing, "settings": {"rest_density": settings.rest_density},
-                    "attributes": {"density": {"dtype": "float32"}, "age": {"dtype": "float32"}}}
-        from .scene import channel_names
+        from .surface.stage import for_bake
 
-        manifest["attributes"].update({name: {"dtype": "float32"} for name in channel_names(_scene)})
-        followers.append(stages.make_stage("surface", manifest, surface_settings,
-                                           {"usd": "1" if args.usd_dir else "0"}))
+        with open(args.surface, encoding="utf-8") as fh:
+            followers.append(for_bake(settings, channel_names(scene), json.load(fh), use_usd=bool(args.usd_dir)))
     # a new bake meshes every frame again; a resumed one keeps the frames meshed before its checkpoint
     return stages.follow_bake(args.cache_dir, followers, _emit, restart=not resumed, writers=tuple(writers))
 

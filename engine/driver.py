@@ -17,10 +17,10 @@ from typing import Callable
 import numpy as np
 
 from . import __version__
-from . import budget, checkpoint
+from . import budget, checkpoint, jobcheck
 from . import settings as settings_mod
-from .cache import SDF_DIR, CacheReader, CacheWriter, check_writable, clear
-from .errors import BakeCancelled, InvalidSceneError, SimulationDivergedError
+from .cache import SDF_DIR, CacheLock, CacheReader, CacheWriter, check_writable, claim_folder, mark_ended
+from .errors import BakeCancelled, CacheFormatError, InvalidSceneError, SimulationDivergedError
 from .memory import resident_bytes
 from .particles import Particles
 from .scene import SceneDescription, channel_names, load_job, scene_hash
@@ -379,9 +379,11 @@ class Simulation:
 
         return cls(scene, settings, solver, sources, SceneAnimation(scene, solver), Forces(scene))
 
-    def advance_frame(self, frame: int, frame_dt: float, cancel: Cancel | None = None) -> int:
+    def advance_frame(self, frame: int, frame_dt: float, cancel: Cancel | None = None,
+                      cancelled: str | None = None) -> int:
         """Advance by ``frame_dt`` seconds in equal substeps that land exactly on the frame's end;
-        returns the substeps taken. ``frame`` names the frame in messages.
+        returns the substeps taken. ``frame`` names the frame in messages; ``cancelled`` replaces the
+        message of the cancel.
 
         Raises
         ------
@@ -395,7 +397,7 @@ class Simulation:
         substeps = 0
         while remaining > 1e-12 * frame_dt:
             if cancel is not None and cancel():
-                raise BakeCancelled(f"Bake cancelled at frame {frame}; frames up to {frame - 1} are kept")
+                raise BakeCancelled(cancelled or f"Bake cancelled at frame {frame}; frames up to {frame - 1} are kept")
             dt = min(solver.stable_dt(), sources.dt_limit(solver.time), remaining)
             n_left = math.ceil(remaining / dt - 1e-9)
             dt = remaining / n_left  # equal substeps that land exactly on the frame time
@@ -424,6 +426,7 @@ def cache_header(scene: SceneDescription, settings: settings_mod.SimulationSetti
         "settings": settings_mod.to_dict(settings),
         "settings_hash": settings_mod.settings_hash(settings),
         "scene_hash": scene_hash(scene),
+        "scene_objects": jobcheck.scene_object_hashes(scene),
         "frame_start": int(scene.frame_start),
         "frame_end": int(scene.frame_end),
         "fps": float(scene.fps),
@@ -433,30 +436,78 @@ def cache_header(scene: SceneDescription, settings: settings_mod.SimulationSetti
 
 
 def extra_attributes(scene: SceneDescription) -> dict:
-    """The attributes a cache of ``scene`` holds beyond position, velocity, density and id."""
-    extra = {"age": ("float32", (), "s", "time since the particle was emitted")}
-    extra.update({name: ("float32", (), "", "particle channel set by the scene's objects")
-                  for name in channel_names(scene)})
-    return extra
+    """The attributes a cache of ``scene`` holds beyond the built-in ones (see :mod:`engine.cache`)."""
+    return {name: ("float32", (), "", "particle channel set by the scene's objects") for name in channel_names(scene)}
+
+
+def _resume_state(scene: SceneDescription, settings: settings_mod.SimulationSettings, cache_dir: str,
+                  resume_from, accept_scene_change: bool, emit_: Progress) -> tuple[int, dict, dict]:
+    """Every check of a resume, before the cache changes: ``(frame, checkpoint state, manifest)``.
+
+    ``resume_from`` is a frame or 'latest' (the newest checkpoint that can be read: a truncated or
+    corrupt one is skipped with a warning event). The frames the resume keeps must all be readable,
+    and a changed scene is refused unless ``accept_scene_change``.
+    """
+    reader = CacheReader(cache_dir)
+    manifest = reader.manifest
+    frames = checkpoint.resumable_frames(cache_dir)
+    if resume_from == "latest":
+        if not frames:
+            raise CacheFormatError(f"The cache '{cache_dir}' has no checkpoint to resume from; bake it again")
+        frame, state, skipped = checkpoint.load_latest(cache_dir, frames)
+        for why in skipped:
+            emit_({"event": "warning", "message": f"{why}; resuming from the checkpoint at frame {frame} instead"})
+    else:
+        frame = int(resume_from)
+        if frame not in frames:
+            raise InvalidSceneError(f"The cache '{cache_dir}' has no checkpoint at frame {frame} with every frame "
+                                    f"before it; checkpoints: {frames or 'none'}")
+        state = checkpoint.load(cache_dir, frame)
+    checkpoint.check_resume(manifest, frame, settings_mod.to_dict(settings), scene.frame_start, scene.fps, "Scene")
+    changes = jobcheck.scene_changes(manifest.get("scene_objects"), jobcheck.scene_object_hashes(scene))
+    if changes and not accept_scene_change:
+        raise InvalidSceneError([f"Scene: {c} since the cached frames were baked" for c in changes]
+                                + ["resume only if the change should apply from the checkpoint on, or bake again"])
+    try:
+        reader.check_frames(f for f in reader.frames if f <= frame)
+    except CacheFormatError as exc:
+        raise CacheFormatError(f"{exc}. The resume keeps that frame, so it cannot resume from frame {frame}; bake "
+                               f"again from the start (the cache was left as it was)") from exc
+    return frame, state, manifest
 
 
 def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cache_dir: str,
          progress: Progress | None = None, cancel: Cancel | None = None, checkpoint_every: int = 0,
-         resume_from: int | None = None) -> dict:
+         resume_from: int | str | None = None, *, run_id: str | None = None, accept_scene_change: bool = False,
+         lock: CacheLock | None = None, job_dir: str | None = None, ignore: tuple = ()) -> dict:
     """Bake ``scene`` into ``cache_dir``; the frame at ``scene.frame_start`` is the initial state.
 
     Every frame is in the cache as soon as it is simulated, so a failure or cancel keeps all
-    frames before it.
+    frames before it. The cache folder's previous bake stays as it was until this one has simulated
+    its first frame (:class:`engine.cache.CacheWriter`): a bake refused, failed or cancelled before
+    that leaves it untouched. From then on the manifest says how the bake ended ('complete',
+    'cancelled' or 'failed') whatever stops it.
 
     Parameters
     ----------
     checkpoint_every : int
         Save the solver state every this many frames (:mod:`engine.checkpoint`); 0 saves none.
-    resume_from : int, optional
+    resume_from : int or 'latest', optional
         Continue the bake already in ``cache_dir`` from its checkpoint at this frame, with
         ``settings`` (which may differ from the earlier ones, see :func:`checkpoint.check_resume`);
         the frames after it are replaced. The manifest's ``segments`` lists which settings baked
         which frames.
+    run_id : str, optional
+        Id recorded as the manifest's ``run_id`` once this bake replaces the previous one.
+    accept_scene_change : bool
+        Resume even though the scene's objects changed since the cached frames were baked.
+    lock : CacheLock, optional
+        The folder's lock, held by the caller; without it the bake takes the lock itself.
+    job_dir : str, optional
+        The job folder the scene was read from, copied into the cache's ``job/`` once this bake
+        replaces the previous one.
+    ignore : tuple of str
+        Names in a new cache folder that are not foreign (see :func:`engine.cache.check_folder`).
 
     Returns
     -------
@@ -466,23 +517,35 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
     Raises
     ------
     BakeCancelled
-        When ``cancel()`` returned True (the manifest says 'cancelled').
-    SimulationDivergedError, InvalidSceneError, InvalidSettingsError, OSError
+        When ``cancel()`` returned True.
+    SimulationDivergedError, InvalidSceneError, InvalidSettingsError, CacheFormatError, CacheLockedError,
+    ForeignFolderError, OSError
     """
     emit_ = progress or (lambda event: None)
-    t0 = time.perf_counter()
     check_job(scene, settings)
     check_writable(cache_dir)
-    resumed = None
+    own_lock = lock is None
+    if own_lock:
+        lock = CacheLock(cache_dir, "bake").acquire()
+    try:
+        if lock.took_over is not None:
+            mark_ended(cache_dir, None, "failed", "The bake stopped unexpectedly: its process ended without finishing")
+        claim_folder(cache_dir, ignore)
+        return _bake_locked(scene, settings, cache_dir, emit_, cancel, checkpoint_every, resume_from,
+                            run_id, accept_scene_change, job_dir)
+    finally:
+        if own_lock:
+            lock.release()
+
+
+def _bake_locked(scene, settings, cache_dir, emit_, cancel, checkpoint_every, resume_from, run_id,
+                 accept_scene_change, job_dir) -> dict:
+    t0 = time.perf_counter()
+    resumed = manifest = None
     if resume_from is not None:
         # every check before the cache changes: a refused resume leaves it as it was
-        manifest = CacheReader(cache_dir).manifest
-        if resume_from not in checkpoint.resumable_frames(cache_dir):
-            raise InvalidSceneError(f"The cache '{cache_dir}' has no checkpoint at frame {resume_from} with every "
-                                    f"frame before it; checkpoints: {checkpoint.resumable_frames(cache_dir) or 'none'}")
-        checkpoint.check_resume(manifest, resume_from, settings_mod.to_dict(settings), scene.frame_start, scene.fps,
-                                "Scene")
-        resumed = checkpoint.load(cache_dir, resume_from)
+        resume_from, resumed, manifest = _resume_state(scene, settings, cache_dir, resume_from, accept_scene_change,
+                                                       emit_)
 
     sim = Simulation.start(scene, settings, os.path.join(cache_dir, SDF_DIR), emit_, t0)
     solver, sources = sim.solver, sim.sources
@@ -497,28 +560,39 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
     segment = {"from_frame": int(scene.frame_start if resumed is None else resume_from + 1),
                "settings_hash": header["settings_hash"], "scene_hash": header["scene_hash"],
                "settings": header["settings"]}
-    if resumed is None:
-        clear(cache_dir)  # only now: a bake refused above leaves the previous cache untouched
-        writer = CacheWriter(cache_dir, dict(header, segments=[segment]), extra)
-        writer.write_frame(scene.frame_start, solver.particles.frame_arrays())
-        first = scene.frame_start + 1
-    else:
-        earlier = [g for g in manifest.get("segments", []) if g["from_frame"] <= resume_from]
-        checkpoint.remove_after(cache_dir, resume_from)
-        writer = CacheWriter.resume(cache_dir, resume_from, dict(header, segments=earlier + [segment]))
-        first = resume_from + 1
-    emit_({"event": "stage", "stage": "simulate", "elapsed": time.perf_counter() - t0})
+    first_arrays = solver.particles.frame_arrays() if resumed is None else None
+    first = scene.frame_start + 1 if resumed is None else resume_from + 1
+
+    def replace_previous_bake() -> CacheWriter:
+        """The first frame is simulated: from here on this bake is the cache folder's."""
+        if resumed is None:
+            w = CacheWriter(cache_dir, dict(header, segments=[segment]), extra, run_id=run_id)
+            w.write_frame(scene.frame_start, first_arrays)
+        else:
+            earlier = [g for g in manifest.get("segments", []) if g["from_frame"] <= resume_from]
+            w = CacheWriter.resume(cache_dir, resume_from, dict(header, segments=earlier + [segment]), run_id=run_id)
+        if job_dir is not None:
+            jobcheck.record_job(job_dir, cache_dir)
+        # the cache now holds this bake's first frames (the initial one, or those a resume keeps):
+        # what follows the bake (engine.stages.follow_bake) starts on them here
+        emit_({"event": "stage", "stage": "simulate", "elapsed": time.perf_counter() - t0})
+        return w
 
     frame_dt = 1.0 / scene.fps
     total_substeps = 0
     sim_start = time.perf_counter()
     n_frames = scene.frame_end - first + 1
+    writer = None
     try:
         for k, frame in enumerate(range(first, scene.frame_end + 1)):
-            substeps = sim.advance_frame(frame, frame_dt, cancel)
+            substeps = sim.advance_frame(frame, frame_dt, cancel, None if writer is not None else
+                                         "Bake cancelled before its first frame; the previous bake is kept")
+            if writer is None:
+                writer = replace_previous_bake()
             writer.write_frame(frame, solver.particles.frame_arrays())
             if checkpoint.is_due(frame, scene.frame_start, checkpoint_every):
                 checkpoint.save(cache_dir, frame, solver, sources)
+                writer.add_checkpoint(frame)
             total_substeps += substeps
             elapsed = time.perf_counter() - t0
             done = k + 1
@@ -526,11 +600,12 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
             emit_({"event": "frame", "frame": frame, "frame_start": scene.frame_start,
                    "frame_end": scene.frame_end, "substeps": substeps, "particles": len(solver.particles),
                    "elapsed": round(elapsed, 3), "eta": round(eta, 3), "memory": resident_bytes()})
-    except BakeCancelled as exc:
-        writer.finish("cancelled", str(exc))
-        raise
-    except SimulationDivergedError as exc:
-        writer.finish("failed", str(exc))
+        if writer is None:  # nothing left to simulate (a resume from the last frame)
+            writer = replace_previous_bake()
+    except BaseException as exc:
+        if writer is not None:
+            status = "cancelled" if isinstance(exc, (BakeCancelled, KeyboardInterrupt)) else "failed"
+            writer.finish(status, str(exc) or type(exc).__name__)
         raise
     elapsed = time.perf_counter() - t0
     writer.finish("complete", "", elapsed=round(elapsed, 3), substeps=total_substeps)
@@ -539,8 +614,10 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
 
 
 def bake_job(job_dir: str, cache_dir: str, progress: Progress | None = None, cancel: Cancel | None = None,
-             checkpoint_every: int = 0, resume_from: int | None = None) -> dict:
-    """Read a job folder (see :func:`engine.scene.save_job`) and :func:`bake` it into ``cache_dir``."""
+             checkpoint_every: int = 0, resume_from: int | str | None = None, **options) -> dict:
+    """Read a job folder (see :func:`engine.scene.save_job`) and :func:`bake` it into ``cache_dir``; the
+    job is copied into the cache's ``job/`` once the bake replaces the previous one. ``options`` go
+    to :func:`bake`."""
     scene, settings = load_job(job_dir)
     return bake(scene, settings, cache_dir, progress=progress, cancel=cancel, checkpoint_every=checkpoint_every,
-                resume_from=resume_from)
+                resume_from=resume_from, job_dir=job_dir, **options)

@@ -43,3 +43,11 @@ class CacheFormatError(EngineError):
 
 class BakeCancelled(EngineError):
     """The bake was stopped by the cancel callback; every frame written before stays valid."""
+
+
+class CacheLockedError(EngineError):
+    """Another live process (a bake, a live session, a surface or whitewater stage) holds the cache folder."""
+
+
+class ForeignFolderError(EngineError):
+    """A folder chosen as a cache folder holds files that are not Surge's; nothing in it was touched."""

@@ -38,6 +38,16 @@ def cubic_w(r, h):
 
 
 @njit(inline="always", cache=True)
+def cubic_w_scaled(r, inv_h, sigma):
+    """:func:`cubic_w` with 1/h and sigma = 1/(pi h^3) computed once by the caller: no division in a hot
+    loop (equal to it within rounding)."""
+    q = r * inv_h
+    t = max(2.0 - q, 0.0)
+    s = max(1.0 - q, 0.0)
+    return sigma * (0.25 * t * t * t - s * s * s)
+
+
+@njit(inline="always", cache=True)
 def cubic_dwdr(r, h):
     """dW/dr of :func:`cubic_w` (negative inside the support), branch-free like it."""
     q = r / h

@@ -188,6 +188,7 @@ class LiveSimulation:
             checkpoint.save(cache_dir, scene.frame_start, solver, self.sim.sources)
         finally:
             solver.time = clock
+        writer.add_checkpoint(scene.frame_start)
         writer.finish("cancelled", "The state of a live session; a bake continues from it")
         return int(scene.frame_start)
 

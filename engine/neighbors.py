@@ -239,12 +239,18 @@ NBR_BLOCK = 16
 
 
 @njit(inline="always", cache=True)
-def _gather_candidates(c, x, hsup, cell_start, cell_nbr, cx, cy, cz, ch, ci):
-    """Copy the particles of cell c's 27 neighbour cells into contiguous buffers; returns their count."""
+def _gather_candidates(c, x, hsup, cell_start, cell_nbr, half, cx, cy, cz, ch, ci):
+    """Copy the particles of cell c's 27 neighbour cells into contiguous buffers; returns their count.
+
+    For a half list (``half`` > 0) an earlier cell (whose particles all come before cell c's) is left
+    out unless it reaches into an earlier block than the last of cell c's particles: only a
+    neighbour in another block would be listed from it.
+    """
+    first = ((cell_start[c + 1] - 1) // half) * half if half > 0 else 0
     k = 0
     for q in range(27):
         nc = cell_nbr[c, q]
-        if nc < 0:
+        if nc < 0 or (half > 0 and nc < c and cell_start[nc] >= first):
             continue
         for j in range(cell_start[nc], cell_start[nc + 1]):
             cx[k] = x[j, 0]
@@ -276,9 +282,27 @@ def _chunk_width(c0, c1, cell_start, cell_nbr):
     return width
 
 
+@njit(inline="always", cache=True)
+def _block_end(i, half):
+    """End of the block of ``half`` particles holding particle i (its start is the end minus ``half``);
+    n/a for a full list (``half`` = 0)."""
+    return (i // half + 1) * half if half > 0 else 0
+
+
+@njit(inline="always", cache=True)
+def _listed(i, j, half, end):
+    """Whether the list of particle i holds its neighbour j: in a full list (``half`` = 0) every
+    j != i; in a half list only j in another block of ``half`` particles, or in i's own block (which
+    ends at ``end``) after i (see :class:`NeighbourList`)."""
+    if half == 0:
+        return j != i
+    return j > i or j < end - half  # j >= end is another block too
+
+
 @njit(parallel=True, cache=True)
-def _list_counts(x, hsup, cell_start, cell_nbr, counts):
-    """Neighbours j != i with |x_i - x_j| < h_i + h_j, per particle (see :func:`neighbour_list`).
+def _list_counts(x, hsup, cell_start, cell_nbr, half, counts):
+    """Entries of every particle's list (see :class:`NeighbourList`): its neighbours j != i with
+    |x_i - x_j| < h_i + h_j, or with ``half`` > 0 those of them :func:`_listed` keeps.
 
     Exact IEEE arithmetic (no fastmath): :func:`_list_fill` must find exactly the same pairs.
     """
@@ -289,20 +313,21 @@ def _list_counts(x, hsup, cell_start, cell_nbr, counts):
         width = _chunk_width(c0, c1, cell_start, cell_nbr)
         cx, cy, cz, ch, ci = _candidate_buffers(width)
         for c in range(c0, c1):
-            k = _gather_candidates(c, x, hsup, cell_start, cell_nbr, cx, cy, cz, ch, ci)
+            k = _gather_candidates(c, x, hsup, cell_start, cell_nbr, half, cx, cy, cz, ch, ci)
             for i in range(cell_start[c], cell_start[c + 1]):
                 xi = np.float32(x[i, 0])
                 yi = np.float32(x[i, 1])
                 zi = np.float32(x[i, 2])
                 hi = np.float32(hsup[i])
+                end = _block_end(i, half)
                 n = 0
                 for t in range(k):
                     dx = xi - cx[t]
                     dy = yi - cy[t]
                     dz = zi - cz[t]
                     s = hi + ch[t]
-                    n += np.int32(dx * dx + dy * dy + dz * dz < s * s)
-                counts[i] = n - 1  # i itself is always within reach
+                    n += np.int32(dx * dx + dy * dy + dz * dz < s * s and _listed(i, ci[t], half, end))
+                counts[i] = n - (1 if half == 0 else 0)  # i itself is always within reach
 
 
 @intrinsic
@@ -319,14 +344,16 @@ def _cttz64(typingctx, v):
 
 
 @njit(parallel=True, cache=True)
-def _list_fill(x, hsup, cell_start, cell_nbr, chunk_base, chunk_cap, block,
+def _list_fill(x, hsup, cell_start, cell_nbr, chunk_base, chunk_cap, block, half,
                # outputs
-               nbr_start, nbr_count, nbr, overflow):
+               nbr_start, nbr_count, nbr_local, nbr, overflow):
     """Fill each chunk's neighbours into its own slice ``chunk_base[b] : chunk_base[b] + chunk_cap[b]``.
 
     Particles of a chunk are consecutive, so their ranges follow each other inside the slice; each
     range is padded with the particle's own index to a multiple of ``block`` entries (see
-    :class:`NeighbourList`). A chunk whose neighbours do not fit sets ``overflow[b]``; its counts are
+    :class:`NeighbourList`). With ``half`` > 0 a range holds the particle's later neighbours of its
+    own block of ``half`` particles first (``nbr_local[i]`` of them), then its neighbours in other
+    blocks. A chunk whose neighbours do not fit sets ``overflow[b]``; its counts are
     still exact (the caller sizes the slices from them and fills again).
     """
     m = cell_nbr.shape[0]
@@ -337,11 +364,12 @@ def _list_fill(x, hsup, cell_start, cell_nbr, chunk_base, chunk_cap, block,
         words = (width + 63) // 64
         cx, cy, cz, ch, ci = _candidate_buffers(words * 64)
         row = np.empty(width + 1, dtype=np.int32)
+        rem = np.empty(width + 1, dtype=np.int32)
         cursor = chunk_base[b]
         limit = chunk_base[b] + chunk_cap[b]
         over = False
         for c in range(c0, c1):
-            k = _gather_candidates(c, x, hsup, cell_start, cell_nbr, cx, cy, cz, ch, ci)
+            k = _gather_candidates(c, x, hsup, cell_start, cell_nbr, half, cx, cy, cz, ch, ci)
             kw = (k + 63) // 64
             for t in range(k, kw * 64):  # fill the last word with candidates out of anyone's reach
                 cx[t] = np.inf
@@ -357,10 +385,12 @@ def _list_fill(x, hsup, cell_start, cell_nbr, chunk_base, chunk_cap, block,
                 # 64 tests at a time into one bit mask (a loop the compiler vectorises), then a walk
                 # over the set bits only: about 27 of the ~216 candidates are neighbours
                 # straight into the list when even every candidate would fit, else through ``row``
+                end = _block_end(i, half)
                 direct = cursor + k + block <= limit
                 dst = nbr if direct else row
                 off = cursor if direct else 0
                 n = 0
+                nrem = 0
                 for w in range(kw):
                     mask = np.uint64(0)
                     for u in range(64):
@@ -370,12 +400,25 @@ def _list_fill(x, hsup, cell_start, cell_nbr, chunk_base, chunk_cap, block,
                         dz = zi - cz[t]
                         s = hi + ch[t]
                         mask |= np.uint64(dx * dx + dy * dy + dz * dz < s * s) << np.uint64(u)
+                    # branch-free: every set bit is written to both lists, and each count moves on
+                    # only where the neighbour belongs (own-block/other-block is not predictable)
                     while mask != np.uint64(0):
                         j = ci[w * 64 + np.int64(_cttz64(mask))]
                         mask &= mask - np.uint64(1)
-                        if j != i:
-                            dst[off + n] = j
-                            n += 1
+                        if half == 0:
+                            mine = j != i
+                            other = False
+                        else:
+                            mine = (j > i) & (j < end)  # later in i's own block
+                            other = (j >= end) | (j < end - half)  # another block
+                        dst[off + n] = j
+                        n += np.int64(mine)
+                        rem[nrem] = j
+                        nrem += np.int64(other)
+                nbr_local[i] = n
+                for t in range(nrem):  # a half list's neighbours in other blocks follow those of its own
+                    dst[off + n + t] = rem[t]
+                n += nrem
                 padded = (n + block - 1) // block * block
                 nbr_start[i] = cursor
                 nbr_count[i] = n
@@ -437,31 +480,48 @@ class NeighbourList:
     to a sum over (x_i - x_j) or (v_j - v_i). Loops over ``start[i] : start[i] + count[i]`` see exactly
     the real neighbours whatever the block.
 
+    With ``half`` > 0 the list is a *half list* over blocks of ``half`` consecutive particles: a pair
+    of one block is listed once, under its first particle, and a pair across two blocks under both.
+    The range of i holds first its neighbours j > i of its own block (``local[i]`` of them), then
+    all its neighbours in other blocks. A kernel that walks one block in one thread, in order, visits
+    each pair of the block once and adds its share to both particles (the later one's sums are
+    complete once the walk reaches it: every earlier particle of the block has added its part), and
+    never writes to another block's particles: no race, and the sums do not depend on the number of
+    threads. A full list has ``local`` equal to ``count``.
+
     Attributes
     ----------
     start : ndarray, shape (N,), int64
     count : ndarray, shape (N,), uint16
+    local : ndarray, shape (N,), uint16
     nbr : ndarray, int32 (slack between chunks is unused)
     block : int
+    half : int
     """
 
-    def __init__(self, block: int = 1):
+    def __init__(self, block: int = 1, half: int = 0):
         if block < 1:
             raise ValueError(f"block must be at least 1, got {block}")
+        if half < 0:
+            raise ValueError(f"half must be 0 (full lists) or a block of particles, got {half}")
         self.block = int(block)
+        self.half = int(half)
         self.start = np.zeros(0, dtype=np.int64)
         self.count = np.zeros(0, dtype=np.uint16)
+        self.local = np.zeros(0, dtype=np.uint16)
         self.nbr = np.zeros(0, dtype=np.int32)
         #: extra counting passes so far (first builds, count changes, overflows)
         self.recounts = 0
 
     @property
     def pairs(self) -> int:
-        """Number of (ordered) neighbour pairs."""
-        return int(self.count.sum(dtype=np.int64))
+        """Number of ordered neighbour pairs (i, j), i != j (a half list's pairs within a block count
+        both ways)."""
+        total = int(self.count.sum(dtype=np.int64))
+        return total + int(self.local.sum(dtype=np.int64)) if self.half else total
 
     def nbytes(self) -> int:
-        return self.start.nbytes + self.count.nbytes + self.nbr.nbytes
+        return self.start.nbytes + self.count.nbytes + self.local.nbytes + self.nbr.nbytes
 
     def build(self, x_sorted: np.ndarray, hsup: np.ndarray, grid: CellGrid,
               counts_hint: np.ndarray | None = None) -> None:
@@ -493,21 +553,22 @@ class NeighbourList:
             counts = self.count[grid.order].astype(np.int64)
         else:
             counts = np.empty(n, dtype=np.int64)
-            _list_counts(x_sorted, hsup, grid.cell_start, grid.cell_nbr, counts)
+            _list_counts(x_sorted, hsup, grid.cell_start, grid.cell_nbr, self.half, counts)
             self.recounts += 1
         start = np.empty(n, dtype=np.int64)
         count = np.empty(n, dtype=np.uint16)
+        local = np.empty(n, dtype=np.uint16)
         for _attempt in range(2):
             total = _chunk_slices(grid.cell_start, counts, self.block, 1.05, 8, chunk_base, chunk_cap)
             if total > self.nbr.shape[0] or total < self.nbr.shape[0] // 2:
                 self.nbr = np.empty(total, dtype=np.int32)
-            _list_fill(x_sorted, hsup, grid.cell_start, grid.cell_nbr, chunk_base, chunk_cap, self.block, start,
-                       count, self.nbr, overflow)
+            _list_fill(x_sorted, hsup, grid.cell_start, grid.cell_nbr, chunk_base, chunk_cap, self.block, self.half,
+                       start, count, local, self.nbr, overflow)
             if not overflow.any():
                 break
             counts = count.astype(np.int64)  # exact: slices sized from these always fit
             self.recounts += 1
-        self.start, self.count = start, count
+        self.start, self.count, self.local = start, count, local
 
 
 @njit(cache=True)

@@ -17,20 +17,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import animation, atomic, jobcheck
 from .errors import InvalidSceneError
-from . import animation
 from . import settings as settings_mod
 from .particles import check_channel_name
 
+#: The job format this engine writes and reads (4: moving inflows and outflows, animated settings,
+#: force fields and the initial velocity gradient of fluids). A job folder is written for each bake,
+#: so no other version is read.
 JOB_FORMAT_VERSION = 4
-
-#: Job versions this engine reads (version 4 adds moving inflows and outflows, animated settings,
-#: force fields and the initial velocity gradient of fluids; a version 3 job has none of them).
-READABLE_JOB_VERSIONS = (3, 4)
 
 
 @dataclass(frozen=True)
@@ -593,26 +593,13 @@ def scene_hash(scene: SceneDescription) -> str:
     return h.hexdigest()
 
 
-def _write_atomic(path: str, data: bytes) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def save_job(job_dir: str, scene: SceneDescription, settings: settings_mod.SimulationSettings) -> None:
     """Write settings and scene into ``job_dir`` (created if missing)."""
     os.makedirs(job_dir, exist_ok=True)
     doc, arrays = _arrays_and_json(scene)
-    tmp = os.path.join(job_dir, "scene.npz.tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-    os.replace(tmp, os.path.join(job_dir, "scene.npz"))
-    _write_atomic(os.path.join(job_dir, "scene.json"), json.dumps(doc, indent=1).encode("utf-8"))
-    _write_atomic(os.path.join(job_dir, "settings.json"),
-                  json.dumps(settings_mod.to_dict(settings), indent=1, sort_keys=True).encode("utf-8"))
+    atomic.write_npz(os.path.join(job_dir, "scene.npz"), arrays)
+    atomic.write_json(os.path.join(job_dir, "scene.json"), doc, sort_keys=False)
+    atomic.write_json(os.path.join(job_dir, "settings.json"), settings_mod.to_dict(settings))
 
 
 def load_job(job_dir: str) -> tuple[SceneDescription, settings_mod.SimulationSettings]:
@@ -632,12 +619,14 @@ def load_job(job_dir: str) -> tuple[SceneDescription, settings_mod.SimulationSet
             sdict = json.load(fh)
         with np.load(os.path.join(job_dir, "scene.npz"), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         raise InvalidSceneError(f"Job folder '{job_dir}' cannot be read: {exc}") from exc
-    if doc.get("format") != "surge-job" or doc.get("format_version") not in READABLE_JOB_VERSIONS:
+    doc = doc if isinstance(doc, dict) else {"format": f"a JSON {type(doc).__name__}"}
+    if doc.get("format") != "surge-job" or doc.get("format_version") != JOB_FORMAT_VERSION:
         raise InvalidSceneError(f"Job folder '{job_dir}' has format {doc.get('format')!r} version "
-                                f"{doc.get('format_version')!r}; this engine reads surge-job versions "
-                                f"{', '.join(map(str, READABLE_JOB_VERSIONS))}")
+                                f"{doc.get('format_version')!r}; this engine reads surge-job version "
+                                f"{JOB_FORMAT_VERSION}")
+    jobcheck.check_job_files(job_dir, doc, sdict, arrays)  # every array checked before one is used
     try:
         fluids = [FluidObject(f["name"], TriangleMesh(arrays[f["vertices"]], arrays[f["triangles"]]),
                               arrays[f["velocity"]],
@@ -654,7 +643,7 @@ def load_job(job_dir: str) -> tuple[SceneDescription, settings_mod.SimulationSet
                     for f in doc["outflows"]]
         force_fields = [ForceField(f["name"], f["kind"], f["shape"], arrays[f["matrices"]],
                                    {k: arrays[v] for k, v in f["values"].items()}, f["flags"], float(f["unit"]))
-                        for f in doc.get("force_fields", [])]
+                        for f in doc["force_fields"]]
         containers = []
         for c in doc["containers"]:
             if c.get("type") != "BOX":
@@ -663,7 +652,7 @@ def load_job(job_dir: str) -> tuple[SceneDescription, settings_mod.SimulationSet
                                            settings_mod.collider_from_dict(c["settings"], f"Container '{c['name']}'"),
                                            **_get_motion(c, arrays, with_motion=False)))
         colliders = []
-        for c in doc.get("colliders", []):
+        for c in doc["colliders"]:
             colliders.append(MeshCollider(
                 c["name"], TriangleMesh(arrays[c["vertices"]], arrays[c["triangles"]]),
                 settings_mod.collider_from_dict(c["settings"], f"Collider '{c['name']}'"), **_get_motion(c, arrays)))

@@ -28,7 +28,12 @@ Writing a stage: subclass :class:`Stage` (``name``, ``settings``, ``frame_files`
 Command line (JSON lines on stdout, as ``engine.cli bake``)::
 
     python -m engine.stages run STAGE CACHE_DIR [--settings FILE.json] [--cancel-file PATH]
-                                [--restart] [--frames A-B] [--option KEY=VALUE ...]
+                                [--restart] [--frames A-B] [--option KEY=VALUE ...] [--lock-token TOKEN]
+
+A run holds the cache folder's lock (:class:`engine.cachelock.CacheLock`) while it writes, as a
+bake does: a stage over a folder another process is baking into, or running another stage in, is
+refused with an error event naming that process. ``--lock-token`` joins the lock of the process
+that started this one (Blender, which took it before writing the stage's settings) instead.
 
 * ``{"event": "stage", "stage": "<stage>", "frames": k, "kept": j, "elapsed": s}`` at the start,
 * ``{"event": "frame", "stage": "<stage>", "frame": f, "frame_start": a, "frame_end": b,
@@ -54,7 +59,8 @@ import sys
 import time
 from typing import Callable, Iterable
 
-from .cache import CacheReader, _write_json_atomic
+from . import atomic
+from .cache import CacheLock, CacheReader
 from .errors import BakeCancelled, CacheFormatError, EngineError
 from .memory import resident_bytes
 
@@ -129,23 +135,14 @@ def settings_hash(settings: dict) -> str:
 def write_atomic(path: str):
     """Context manager giving a temporary path to write ``path`` through; renamed into place on success.
 
-    The temporary name keeps the extension (``surface_000001.tmp.usdc``: USD picks the format from it)
+    The temporary name (engine.atomic) keeps the extension (``surface_000001.<id>.tmp.usdc``: USD picks the format from it)
     and is removed if the block raises.
     """
-    head, ext = os.path.splitext(path)
-    tmp = f"{head}.tmp{ext}"
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    try:
+    with atomic.replacing(path, keep_extension=True) as tmp:
         yield tmp
         if not os.path.exists(tmp):
             raise OSError(f"Nothing was written to '{tmp}'")
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 def stage_dir(cache_dir: str, name: str) -> str:
@@ -200,7 +197,7 @@ def own_files(cache_dir: str, name: str, file_re: re.Pattern) -> list[str]:
         for n in sorted(names):
             path = os.path.join(root, n)
             rel = os.path.relpath(path, folder).replace(os.sep, "/")
-            if rel in (MANIFEST, MANIFEST + ".tmp") or file_re.match(rel):
+            if atomic.final_name(rel) == MANIFEST or file_re.match(atomic.final_name(rel)):
                 out.append(path)
     return out
 
@@ -256,7 +253,7 @@ class StageRunner:
     # -- manifest ------------------------------------------------------------------------------
 
     def _flush(self) -> None:
-        _write_json_atomic(os.path.join(self.folder, MANIFEST), self.manifest)
+        atomic.write_json(os.path.join(self.folder, MANIFEST), self.manifest)
 
     def open(self, reader: CacheReader) -> list[int]:
         """Read or create the stage's manifest; returns the frames kept from an earlier run."""
@@ -480,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--frames", default=None, metavar="A-B", help="only these frames")
     r.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="host option for the stage")
     r.add_argument("--quiet", action="store_true", help="log warnings only (stderr)")
+    r.add_argument("--lock-token", default=None,
+                   help="the cache folder is locked by the process that started this one, with this token")
     args = parser.parse_args(argv)
     if args.stage not in STAGE_TYPES:
         parser.error(f"unknown stage '{args.stage}'; stages: {', '.join(sorted(STAGE_TYPES))}")
@@ -502,12 +501,15 @@ def main(argv: list[str] | None = None) -> int:
         def cancel() -> bool:
             return os.path.exists(flag)
 
+    lock = None
     try:
         settings = {}
         if args.settings:
             with open(args.settings, encoding="utf-8") as fh:
                 settings = json.load(fh)
-        reader = CacheReader(args.cache_dir)
+        reader = CacheReader(args.cache_dir)  # first: no lock file is left in a folder that holds no cache
+        lock = (CacheLock.join(args.cache_dir, args.lock_token) if args.lock_token else
+                CacheLock(args.cache_dir, f"the {args.stage} stage").acquire())
         stage = make_stage(args.stage, reader.manifest, settings, options)
         summary = StageRunner(args.cache_dir, stage, progress=_emit, cancel=cancel, restart=args.restart).run(frames)
     except BakeCancelled as exc:
@@ -516,6 +518,9 @@ def main(argv: list[str] | None = None) -> int:
     except (EngineError, OSError, ValueError) as exc:
         _emit({"event": "error", "error": type(exc).__name__, "message": str(exc)})
         return EXIT_ENGINE_ERROR
+    finally:
+        if lock is not None:
+            lock.release()
     _emit({"event": "done", "stage": args.stage, "status": "complete", **summary})
     return EXIT_COMPLETE
 

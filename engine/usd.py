@@ -38,6 +38,8 @@ import os
 
 import numpy as np
 
+from . import atomic
+
 PRIM_PATH = "/SurgeLiquid"
 SURFACE_PRIM_PATH = "/SurgeSurface"
 
@@ -60,16 +62,26 @@ def import_pxr():
     return Sdf, Usd, UsdGeom, Vt
 
 
+def _new_stage(frame: int, fmt: str):
+    """An anonymous .usdc layer and its stage: Z up, metres, the frame and format in the layer's data."""
+    Sdf, Usd, UsdGeom, _Vt = import_pxr()
+    layer = Sdf.Layer.CreateAnonymous(".usdc")
+    stage = Usd.Stage.Open(layer)
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    layer.customLayerData = {"surge:frame": int(frame), "surge:format": fmt, "surge:format_version": 1}
+    return layer, stage
+
+
 def _export(layer, path: str) -> None:
     # the temporary name keeps the .usdc extension: USD picks the file format from it
-    tmp = path[:-len(".usdc")] + ".tmp.usdc"
-    try:
-        written = layer.Export(tmp)
-    except RuntimeError as exc:  # pxr.Tf.ErrorException: USD reports I/O failures this way
-        raise OSError(f"Cannot write the USD file '{tmp}': {str(exc).strip()}") from exc
-    if not written:
-        raise OSError(f"Cannot write the USD file '{tmp}'")
-    os.replace(tmp, path)
+    with atomic.replacing(path, keep_extension=True) as tmp:
+        try:
+            written = layer.Export(tmp)
+        except RuntimeError as exc:  # pxr.Tf.ErrorException: USD reports I/O failures this way
+            raise OSError(f"Cannot write the USD file '{path}': {str(exc).strip()}") from exc
+        if not written:
+            raise OSError(f"Cannot write the USD file '{path}'")
 
 
 def write_frame(path: str, arrays: dict, frame: int, radius: float) -> None:
@@ -95,11 +107,7 @@ def write_frame(path: str, arrays: dict, frame: int, radius: float) -> None:
     rho = np.ascontiguousarray(arrays["density"], dtype=np.float32).reshape(-1)
     ids = np.ascontiguousarray(arrays["id"], dtype=np.int32).reshape(-1)
 
-    layer = Sdf.Layer.CreateAnonymous(".usdc")
-    stage = Usd.Stage.Open(layer)
-    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
-    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
-    layer.customLayerData = {"surge:frame": int(frame), "surge:format": "surge-points", "surge:format_version": 1}
+    layer, stage = _new_stage(frame, "surge-points")
     points = UsdGeom.Points.Define(stage, PRIM_PATH)
     stage.SetDefaultPrim(points.GetPrim())
     points.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(x))
@@ -144,11 +152,7 @@ def write_mesh(path: str, vertices: np.ndarray, triangles: np.ndarray, attribute
     Sdf, Usd, UsdGeom, Vt = import_pxr()
     v = np.ascontiguousarray(vertices, dtype=np.float32).reshape(-1, 3)
     t = np.ascontiguousarray(triangles, dtype=np.int32).reshape(-1)
-    layer = Sdf.Layer.CreateAnonymous(".usdc")
-    stage = Usd.Stage.Open(layer)
-    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
-    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
-    layer.customLayerData = {"surge:frame": int(frame), "surge:format": "surge-surface", "surge:format_version": 1}
+    layer, stage = _new_stage(frame, "surge-surface")
     mesh = UsdGeom.Mesh.Define(stage, SURFACE_PRIM_PATH)
     stage.SetDefaultPrim(mesh.GetPrim())
     mesh.CreateSubdivisionSchemeAttr(UsdGeom.Tokens.none)
@@ -191,27 +195,6 @@ def read_mesh(path: str) -> dict:
     return out
 
 
-class Births:
-    """First frame each particle id was seen, for the ``age`` attribute; fed frames in ascending order."""
-
-    def __init__(self, fps: float):
-        self.fps = float(fps)
-        self.ids = np.zeros(0, dtype=np.int64)     # ascending
-        self.frames = np.zeros(0, dtype=np.int64)  # first frame of each id
-
-    def ages(self, frame: int, ids: np.ndarray) -> np.ndarray:
-        """Seconds since each of ``ids`` first appeared (0 for those first seen at ``frame``), float32."""
-        ids = np.asarray(ids, dtype=np.int64)
-        new = np.setdiff1d(ids, self.ids, assume_unique=False)
-        if len(new):
-            merged = np.concatenate([self.ids, new])
-            order = np.argsort(merged, kind="stable")
-            self.ids = merged[order]
-            self.frames = np.concatenate([self.frames, np.full(len(new), frame, dtype=np.int64)])[order]
-        born = self.frames[np.searchsorted(self.ids, ids)]
-        return ((frame - born) / self.fps).astype(np.float32)
-
-
 def points_path(usd_dir: str, frame: int) -> str:
     """Path of one frame's point file in ``usd_dir``; the number is the frame, as Blender's sequence reader
     expects."""
@@ -229,19 +212,14 @@ class PointsWriter:
     usd_dir : str
     radius : float
         Particle radius, m.
-    fps : float
-        For the ``age`` of caches that do not hold it (time since each id was first seen).
     """
 
-    def __init__(self, usd_dir: str, radius: float, fps: float):
+    def __init__(self, usd_dir: str, radius: float):
         self.usd_dir = usd_dir
         self.radius = float(radius)
-        self.births = Births(fps)
 
     def __call__(self, frame: int, arrays: dict) -> None:
         os.makedirs(self.usd_dir, exist_ok=True)
-        if "age" not in arrays:
-            arrays = dict(arrays, age=self.births.ages(frame, arrays["id"]))
         write_frame(points_path(self.usd_dir, frame), arrays, frame, self.radius)
 
 

@@ -13,25 +13,14 @@ import bpy
 from bpy.app.handlers import persistent
 from bpy.props import BoolProperty, EnumProperty, IntProperty
 
-from .common import SceneIdle
+from .common import SceneIdle, StageOperator
 from ..bridge import bake_state, export, files
-from ..bridge.bake import (ADDON_ROOT, IF_SETTINGS_CHANGED, BakeSession, describe, free_bake, resume_state,
-                           setting_labels)
+from ..bridge.bake import (ADDON_ROOT, IF_SETTINGS_CHANGED, BakeSession, describe, free_bake, remove_unused_usd,
+                           resume_state, setting_labels)
 from ..engine.errors import EngineError
 
-#: Seconds between two polls of a modal bake: often enough for a smooth progress bar, rare enough
-#: to cost nothing while the child process does the work.
-POLL_INTERVAL = 0.1
 
-
-def _redraw_sidebars(context) -> None:
-    for window in context.window_manager.windows:
-        for area in window.screen.areas:
-            if area.type == "VIEW_3D":
-                area.tag_redraw()
-
-
-class SURGE_OT_bake(SceneIdle, bpy.types.Operator):
+class SURGE_OT_bake(StageOperator, bpy.types.Operator):
     """Simulate the liquid over the scene's frame range and play the result as the Surge Liquid object"""
 
     bl_idname = "surge.bake"
@@ -55,79 +44,12 @@ class SURGE_OT_bake(SceneIdle, bpy.types.Operator):
         description="Bake the first frames at twice the particle spacing into a preview folder of the cache, "
                     "to check the set-up in seconds; the full bake's cache is left alone")
 
-    def _start(self, context) -> BakeSession:
+    describe = staticmethod(describe)
+
+    def make_session(self, context) -> BakeSession:
         return BakeSession(context.scene, context.evaluated_depsgraph_get(), resume=self.resume and not self.preview,
                            resume_frame=self.resume_frame, if_settings_changed=self.if_settings_changed,
                            preview=self.preview)
-
-    def _report_result(self, result) -> set:
-        self.report({"INFO"} if result.status == "complete" else {"WARNING"}, result.message)
-        return {"FINISHED"}
-
-    def execute(self, context):
-        try:
-            session = self._start(context)
-        except (EngineError, OSError) as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        try:
-            while not session.finished:
-                for event in session.poll(timeout=0.5):
-                    text = describe(event)
-                    if text and bpy.app.background:
-                        print(f"Surge: {text}", flush=True)
-            result = session.finish()
-        except (EngineError, OSError) as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        finally:
-            if not session.finished:  # an error above or Ctrl+C in a terminal: leave no process behind
-                session.abort()
-        if bpy.app.background:
-            print(f"Surge: {result.message}", flush=True)
-        return self._report_result(result)
-
-    def invoke(self, context, event):
-        if bpy.app.background:
-            return self.execute(context)
-        try:
-            self._session = self._start(context)
-        except (EngineError, OSError) as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        wm = context.window_manager
-        self._timer = wm.event_timer_add(POLL_INTERVAL, window=context.window)
-        wm.modal_handler_add(self)
-        return {"RUNNING_MODAL"}
-
-    def modal(self, context, event):
-        if event.type == "ESC" and event.value == "PRESS":
-            self._session.cancel()
-            return {"RUNNING_MODAL"}
-        if event.type != "TIMER":
-            return {"PASS_THROUGH"}
-        try:
-            self._session.poll()
-            _redraw_sidebars(context)
-            if not self._session.finished:
-                return {"PASS_THROUGH"}
-            result = self._session.finish()
-        except (EngineError, OSError) as exc:
-            self._stop(context)
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        self._stop(context)
-        return self._report_result(result)
-
-    def cancel(self, context):
-        # Blender ends the operator (a file is loaded, the window closes): stop the child with it
-        self._stop(context)
-
-    def _stop(self, context) -> None:
-        if not self._session.finished:
-            self._session.abort()
-        context.window_manager.event_timer_remove(self._timer)
-        _redraw_sidebars(context)
 
 
 class SURGE_OT_free_bake(SceneIdle, bpy.types.Operator):
@@ -137,8 +59,31 @@ class SURGE_OT_free_bake(SceneIdle, bpy.types.Operator):
     bl_label = "Free Bake"
     bl_options = {"REGISTER"}
 
+    what: EnumProperty(
+        name="Free", default="ALL", options={"SKIP_SAVE"},
+        items=(("ALL", "Everything", "The baked particles and everything made from them (surface, whitewater)"),
+               ("SURFACE", "Surface Only", "The baked surface mesh only; the particles stay and play")),
+        description="What to delete")
+
+    def invoke(self, context, event):
+        # with a baked surface, offer to free it alone (re-meshing is cheap, re-simulating is not)
+        from ..bridge import surface_bake
+
+        if surface_bake.has_surface(context.scene):
+            return context.window_manager.invoke_props_dialog(self, title="Free Bake", confirm_text="Free")
+        return self.execute(context)
+
+    def draw(self, context):
+        self.layout.prop(self, "what", expand=True)
+
     def execute(self, context):
+        from ..bridge.surface_bake import free_surface
+
         try:
+            if self.what == "SURFACE":
+                cache_dir, count = free_surface(context.scene)
+                self.report({"INFO"}, f"Removed {count} surface files from '{cache_dir}'")
+                return {"FINISHED"}
             cache_dir, count = free_bake(context.scene)
         except (EngineError, OSError) as exc:
             self.report({"ERROR"}, str(exc))
@@ -170,22 +115,28 @@ class SURGE_OT_resume_bake(SceneIdle, bpy.types.Operator):
         # a modal bake is running: this operator's part is done
         return {"FINISHED"} if result & {"FINISHED", "RUNNING_MODAL"} else {"CANCELLED"}
 
+    def _find_checkpoints(self, context) -> bool:
+        """Set ``_frames`` (checkpoints to resume from) and ``_changed`` (what changed since the cached
+        frames were baked); False once the reason there is nothing to resume is reported."""
+        try:
+            description, settings = export.export_scene(context.scene, context.evaluated_depsgraph_get())
+            self._frames, self._changed = resume_state(files.resolve_cache_dir(context.scene, ADDON_ROOT), settings,
+                                                       description)
+        except (EngineError, OSError) as exc:
+            self.report({"ERROR"}, str(exc))
+            return False
+        if not self._frames:
+            self.report({"ERROR"}, "Nothing to resume: the cache holds no checkpoint; bake from the start")
+        return bool(self._frames)
+
     def invoke(self, context, event):
         if bpy.app.background:
             return self.execute(context)
-        try:
-            frames, self._changed = resume_state(files.resolve_cache_dir(context.scene, ADDON_ROOT),
-                                                 export.settings_from_scene(context.scene))
-        except (EngineError, OSError) as exc:
-            self.report({"ERROR"}, str(exc))
+        if not self._find_checkpoints(context):
             return {"CANCELLED"}
-        if not frames:
-            self.report({"ERROR"}, "Nothing to resume: the cache holds no checkpoint; bake from the start")
-            return {"CANCELLED"}
-        self._frames = frames
         if not self._changed:
             return self._bake(context, "INVOKE_DEFAULT")
-        self.frame = frames[-1]
+        self.frame = self._frames[-1]
         return context.window_manager.invoke_props_dialog(self, title="Settings Changed", confirm_text="Continue")
 
     def draw(self, context):
@@ -228,6 +179,12 @@ class SURGE_OT_cancel_bake(bpy.types.Operator):
 
 
 @persistent
+def remove_replaced_bakes(_filepath) -> None:
+    """The saved file now points at the newest bakes: the USD files of the ones they replaced can go."""
+    remove_unused_usd()
+
+
+@persistent
 def clear_interrupted_bakes(_filepath) -> None:
     """No bake survives loading a file: forget the bake state of the scenes of the previous one."""
     bake_state.clear_all()
@@ -236,4 +193,4 @@ def clear_interrupted_bakes(_filepath) -> None:
 CLASSES = (SURGE_OT_bake, SURGE_OT_free_bake, SURGE_OT_resume_bake, SURGE_OT_cancel_bake)
 
 #: (handler list name in bpy.app.handlers, function) pairs that register() adds and unregister() removes.
-HANDLERS = (("load_post", clear_interrupted_bakes),)
+HANDLERS = (("load_post", clear_interrupted_bakes), ("save_post", remove_replaced_bakes))

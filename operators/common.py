@@ -32,12 +32,14 @@ def redraw_sidebars(context) -> None:
 
 
 class StageOperator(SceneIdle):
-    """An operator running a session over the baked cache in a child process (whitewater, ...).
+    """An operator running a session in a child process: the particle bake, or a stage over the baked
+    cache (surface, whitewater).
 
     ``execute`` blocks and prints progress (scripts and ``blender -b``, where an ERROR report makes the
     call raise); ``invoke`` (a button) runs modal on a timer, and Esc cancels, keeping the frames done.
-    A subclass sets ``session_class`` (with ``poll``, ``finished``, ``cancel``, ``finish``, ``abort``),
-    ``describe`` (event -> line) and :meth:`make_session`.
+    A subclass implements :meth:`make_session` (a session with ``poll``, ``finished``, ``cancel``,
+    ``finish`` and ``abort``; ``finish`` and ``abort`` give the cache folder's lock back) and
+    ``describe`` (event -> line). The result's ``warnings`` (if any) are reported before its message.
     """
 
     busy_message = "This scene is baking; wait for it to end or press Esc to cancel it"
@@ -56,6 +58,8 @@ class StageOperator(SceneIdle):
         result = session.finish()
         if bpy.app.background:
             print(f"Surge: {result.message}", flush=True)
+        for text in getattr(result, "warnings", ()):
+            self.report({"WARNING"}, text)
         self.report({"INFO"} if result.status == "complete" and not getattr(result, "cap_message", "")
                     else {"WARNING"}, result.message)
         return {"FINISHED"}
@@ -81,7 +85,7 @@ class StageOperator(SceneIdle):
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
         finally:
-            if not session.finished:
+            if not session.finished:  # an error above or Ctrl+C in a terminal: leave no process behind
                 session.abort()
 
     def invoke(self, context, event):
@@ -123,6 +127,7 @@ class StageOperator(SceneIdle):
         return result
 
     def cancel(self, context):
+        # Blender ends the operator (a file is loaded, the window closes): stop the child with it
         self._stop(context)
 
     def _stop(self, context) -> None:

@@ -57,6 +57,9 @@ class SURGE_OT_bake_in_terminal(_Idle, bpy.types.Operator):
         scene = context.scene
         try:
             cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+            # nothing is written into a folder that is not Surge's or that another bake is writing into
+            cache_mod.check_folder(cache_dir, files.NOT_FOREIGN)
+            cache_mod.check_free(cache_dir)
             cache_mod.check_writable(cache_dir)
             copy = save_copy(cache_dir)
         except (EngineError, OSError) as exc:
@@ -116,6 +119,9 @@ class SURGE_OT_load_baked(_Idle, bpy.types.Operator):
         liquid.show_frames(scene, os.path.join(usd_dir, frames[0]), files.cache_dir_is_relative(scene),
                            export.unit_scale(scene))
         surface.sync(scene, export.unit_scale(scene))
+        from ..bridge import surface_bake
+
+        surface_bake.show_surface(scene, cache_dir, files.cache_dir_is_relative(scene))  # a baked surface, if the bake meshed one
         self.report({"INFO"}, f"Showing {len(frames)} baked frames from '{usd_dir}'")
         return {"FINISHED"}
 

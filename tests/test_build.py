@@ -57,8 +57,9 @@ def test_zip_holds_the_add_on_and_this_platforms_wheels(built):
         assert required in names, f"{required} missing from the zip"
     wheel_names = sorted(n for n in names if n.endswith(".whl"))
     assert wheel_names == sorted(os.path.normpath(w) for w in wheels)
-    assert len(wheel_names) == 2
+    assert len(wheel_names) == 3
     assert any(os.path.basename(n).startswith("numba-0.68.1-cp311-") for n in wheel_names)
+    assert any(os.path.basename(n).startswith("pysplashsurf-0.14.1.0-cp310-abi3-") for n in wheel_names)
     assert any(os.path.basename(n).startswith("llvmlite-0.50.0-cp311-") for n in wheel_names)
     assert not any(os.path.basename(n).startswith("numpy-") for n in wheel_names)
 

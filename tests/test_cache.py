@@ -15,7 +15,8 @@ def _frame(n, seed):
     return {"position": rng.normal(size=(n, 3)).astype(np.float32),
             "velocity": rng.normal(size=(n, 3)).astype(np.float32),
             "density": rng.uniform(900, 1100, n).astype(np.float32),
-            "id": rng.permutation(n).astype(np.int32)}
+            "id": rng.permutation(n).astype(np.int32),
+            "age": rng.uniform(0, 2, n).astype(np.float32)}
 
 
 def test_round_trip_is_bit_exact(tmp_path):

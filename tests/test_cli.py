@@ -118,3 +118,22 @@ def test_pre_bake_checks_do_not_load_numba():
     code = "import sys, engine.driver; sys.exit(1 if 'numba' in sys.modules else 0)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
     assert out.returncode == 0
+
+
+def test_cli_meshes_the_surface_inside_the_bake(tmp_path):
+    from engine import stages
+    from engine.surface import stage as surface_stage
+
+    sc.save_job(str(tmp_path / "job"), column_scene(frames=(1, 3)), SimulationSettings(particle_spacing=0.02))
+    settings = tmp_path / "surface.json"
+    settings.write_text(json.dumps({"surface_vertex_attributes": True}))
+    out = _run("bake", str(tmp_path / "job"), str(tmp_path / "cache"), "--surface", str(settings))
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    frames = [e for e in events if e["event"] == "frame"]
+    assert [e["frame"] for e in frames] == [2, 3] and all(e["surface_triangles"] > 0 for e in frames)
+    cache = str(tmp_path / "cache")
+    assert stages.done_frames(cache, "surface") == [1, 2, 3]
+    mesh = surface_stage.read_frame(cache, 3)
+    assert {"vertices", "triangles", "velocity", "density", "age"} <= set(mesh)
+    assert stages.read_manifest(cache, "surface")["status"] == "complete"

@@ -96,6 +96,45 @@ def test_neighbour_list_equals_brute_force_and_pads_with_self(block):
         np.testing.assert_array_equal(nl.nbr[nl.start[i] + nl.count[i]:nl.start[i] + padded], i)
 
 
+@pytest.mark.parametrize("half", [64, 700, 5000])
+def test_half_list_holds_each_pair_of_a_block_once_and_every_pair_across_blocks(half):
+    """A half list over blocks of ``half`` particles (mixed smoothing lengths): the range of i holds
+    its neighbours j > i of its own block first (``local[i]`` of them), then every neighbour in
+    another block; together with the mirrored pairs of the blocks that is exactly the brute-force
+    set. Built after a counting pass, then again sized from the last counts (the same particles)."""
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-0.5, 0.5, (2000, 3)).astype(np.float32)
+    h = rng.choice(np.float32([0.03, 0.045]), size=2000)
+    grid = neighbors.build_grid(x, 2.0 * float(h.max()))
+    xs, hs = x[grid.order], h[grid.order]
+    d2 = ((xs[:, None, :].astype(np.float64) - xs[None, :, :]) ** 2).sum(-1)
+    reach = hs[:, None].astype(np.float64) + hs[None, :]
+    want = d2 < reach * reach
+    np.fill_diagonal(want, False)
+    blk = np.arange(len(xs)) // half
+    nl = neighbors.NeighbourList(half=half)
+    for sized_from_last in (False, True):
+        g = grid._replace(order=np.arange(len(xs))) if sized_from_last else grid._replace(order=None)
+        nl.build(xs, hs, g)
+        found = np.zeros_like(want)
+        for i in range(len(xs)):
+            row = nl.nbr[nl.start[i]:nl.start[i] + nl.count[i]]
+            local, other = row[:nl.local[i]], row[nl.local[i]:]
+            js = np.nonzero(want[i])[0]
+            np.testing.assert_array_equal(np.sort(local), js[(blk[js] == blk[i]) & (js > i)])
+            np.testing.assert_array_equal(np.sort(other), js[blk[js] != blk[i]])
+            found[i, row] = True
+            found[local, i] = True
+        np.testing.assert_array_equal(found, want)
+        assert nl.pairs == int(want.sum())
+    assert nl.recounts == 1  # the second build was sized from the first one's counts
+
+
+def test_neighbour_list_rejects_a_bad_half_block():
+    with pytest.raises(ValueError):
+        neighbors.NeighbourList(half=-1)
+
+
 @pytest.mark.parametrize("guess", ["low", "exact", "high"])
 def test_neighbour_list_from_a_count_guess_equals_the_counted_one(guess):
     """A count guess (the hybrid's, for a particle set that is not a reordering of the last) only

@@ -71,15 +71,19 @@ def _brute_force_neighbours(s):
     d2 = ((xs[:, None, :] - xs[None, :, :]) ** 2).sum(-1)
     want = d2 < (2 * s.model.h) ** 2
     np.fill_diagonal(want, False)
-    block = nl.block
-    assert block == 16  # the PBF kernels walk the list in blocks of 16
+    # a half list over blocks of nl.half particles: a pair inside a block is listed once, under its
+    # first particle (first in the range), a pair across blocks under both
+    half = nl.half
+    assert half == pbf.half_block(len(xs)) and nl.block == 1
+    blk = np.arange(len(xs)) // half
     for i in range(len(xs)):
-        got = np.sort(nl.nbr[nl.start[i]:nl.start[i] + nl.count[i]])
-        np.testing.assert_array_equal(got, np.nonzero(want[i])[0])
-        # padded to a whole number of blocks with the particle itself (it adds nothing to the sums)
-        padded = -(-int(nl.count[i]) // block) * block
-        np.testing.assert_array_equal(nl.nbr[nl.start[i] + nl.count[i]:nl.start[i] + padded], i)
-    ends = nl.start + -(-nl.count.astype(np.int64) // block) * block
+        row = nl.nbr[nl.start[i]:nl.start[i] + nl.count[i]]
+        local, other = row[:nl.local[i]], row[nl.local[i]:]
+        js = np.nonzero(want[i])[0]
+        np.testing.assert_array_equal(np.sort(local), js[(blk[js] == blk[i]) & (js > i)])
+        np.testing.assert_array_equal(np.sort(other), js[blk[js] != blk[i]])
+    assert nl.pairs == int(want.sum())
+    ends = nl.start + nl.count.astype(np.int64)
     assert np.all(ends[:-1] <= nl.start[1:])  # no range overlaps the next one
 
 

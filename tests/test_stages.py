@@ -27,8 +27,7 @@ def _write_cache(path, frames=4, n=12):
     """A block of n^3 particles at spacing DX sliding along x by one spacing a frame."""
     g = np.stack(np.meshgrid(*[np.arange(n) * DX] * 3, indexing="ij"), -1).reshape(-1, 3).astype(np.float32)
     w = CacheWriter(str(path), {"frame_start": 1, "frame_end": frames, "fps": 24.0, "particle_spacing": DX,
-                                "settings": {"particle_spacing": DX, "rest_density": 1000.0}},
-                    {"age": ("float32", (), "s", "age")})
+                                "settings": {"particle_spacing": DX, "rest_density": 1000.0}})
     for f in range(1, frames + 1):
         x = g + np.float32([DX * (f - 1), 0, 0])
         w.write_frame(f, {"position": x, "velocity": np.tile(np.float32([0.24, 0, 0]), (len(g), 1)),

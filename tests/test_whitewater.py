@@ -30,7 +30,8 @@ def write_cache(path, frames, fps=24.0, dx=DX):
     w = CacheWriter(str(path), header)
     for f, (x, v) in enumerate(frames, start=1):
         n = len(x)
-        w.write_frame(f, {"position": x, "velocity": v, "density": np.full(n, 1000.0), "id": np.arange(n)})
+        w.write_frame(f, {"position": x, "velocity": v, "density": np.full(n, 1000.0), "id": np.arange(n),
+                          "age": np.zeros(n)})
     w.finish("complete")
     return str(path)
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import zipfile
 
 import numpy as np
 
+from .. import atomic
 from ..errors import CacheFormatError
 from ..scene import TriangleMesh
 from .grid import _ARRAY_DTYPES, _ARRAY_FIELDS, BLOCK, SDF_FORMAT_VERSION, SignedDistanceGrid
@@ -40,12 +40,7 @@ def save_sdf(grid: SignedDistanceGrid, path: str) -> None:
                   cell_size=np.array(grid.cell_size, dtype=np.float64), band=np.array(grid.band, dtype=np.float64),
                   thickness=np.array(grid.thickness, dtype=np.float64),
                   outside_sign=np.array(grid.outside_sign, dtype=np.float64))
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic.write_npz(path, arrays)
 
 
 def load_sdf(path: str) -> SignedDistanceGrid:

@@ -5,7 +5,11 @@ length dt:
 
 1. predict: v += g dt, x* = x + v dt (projected into box containers);
 2. neighbour grid on x* (cells of edge 2h, Morton order), then a compact per-step neighbour list
-   (CSR of int32) so the iterations never rescan the 27 cells;
+   (CSR of int32) so the iterations never rescan the 27 cells. It is a *half list* over blocks of
+   consecutive particles (:func:`half_block`): a pair inside a block is listed once and each pass
+   visits it once, adding its share to both particles (W_ij = W_ji for the density and XSPH,
+   grad_j W_ji = -grad_i W_ij for the correction); one thread walks a block in order, so there is no
+   race and the sums do not depend on the number of threads;
 3. Jacobi iterations of the density constraint, until the mean compression is below the
    tolerance or the iteration budget is spent:
 
@@ -41,7 +45,15 @@ length dt:
 Kernel: cubic spline (Monaghan 1992) with h = dx and support 2h, 27-29 neighbours in the bulk
 (``bench/bench_step.py`` prints the count). At h = dx the lattice sum of the cubic spline is
 0.99997 of the integral (mass m = rho0 dx^3 within 3e-5), and the regularised stiffness needs no
-per-particle gradient sums, so the two passes per iteration touch each neighbour once. h = 1.2 dx
+per-particle gradient sums, so the two passes per iteration touch each pair once (twice across
+blocks: about a tenth of the pairs in blocks of 4096).
+
+Cost (a 2-core AVX-512 machine, whose gathers run at about 2.4 cycles per element): a pass is
+bound by the arithmetic of each pair (square root or its reciprocal, the cubic spline, about 20-35
+scalar instructions); vector code gathering the neighbours' values was no faster than scalar code,
+so the pair loops are plain loops over unsigned, flattened row indices, and the half list halves
+the pairs they walk. Positions travel with lambda (the iterations) or 1 / rho (XSPH) in one
+(N, 4) float32 row. h = 1.2 dx
 would cost 1.7x more neighbour work per iteration and lowers the Jacobi bound below (k mu_max =
 3.9, so beta < 0.51); it was not pursued further. The corrections use the cubic spline's own
 gradient: a spiky gradient (MM13) was tried for the surface-tension case and did not help.
@@ -65,7 +77,7 @@ from numba import njit, prange
 
 from ..collision import CollisionWorld, SWEEP_STEP, collider_free, collider_near, empty_world_args, project
 from ..kernels import cubic_dshape32 as _dw32, cubic_dwdr, cubic_shape32 as _w32, cubic_w, half_space_tables, lattice_sum
-from ..neighbors import NBR_BLOCK, CellGrid, NeighbourList, build_grid
+from ..neighbors import CellGrid, NeighbourList, build_grid
 from ..walls import clamp_into_boxes, clamp_point_into_boxes, near_box, near_walls, wall_gradient, wall_mass
 from ..particles import Particles
 from ..state_check import max_speed
@@ -95,16 +107,32 @@ MAX_MOVE = 0.25
 #: within them only flagged particles can feel or reach a wall.
 FLAG_ITERATIONS = 4
 
-#: Neighbours per block of the density pass (:func:`constraint`), a divisor of ``NBR_BLOCK``: the
-#: list is padded to 16 entries for the correction and viscosity passes, but the density pass ran
-#: 20-25 % faster over blocks of 8 (less padding walked, 8-lane gathers; a 2-core AVX-512 machine),
-#: where the correction pass ran 5-10 % slower.
-DENSITY_BLOCK = 8
-if NBR_BLOCK % DENSITY_BLOCK:
-    raise ImportError(f"DENSITY_BLOCK ({DENSITY_BLOCK}) must divide the neighbour lists' padding ({NBR_BLOCK})")
+#: Most particles in one block of the half neighbour list (see :func:`half_block`).
+HALF_BLOCK = 4096
 
-#: Particles per block of the deterministic error reduction.
-BLOCK = 4096
+#: The blocks of a substep number a multiple of this (at least this many), so that a small scene
+#: still spreads over the threads and 2, 4 or 8 threads get equal shares.
+BLOCK_MULTIPLE = 8
+
+#: Fewest particles in a block.
+MIN_HALF_BLOCK = 256
+
+
+def half_block(n: int) -> int:
+    """Particles per block of the half neighbour list for n particles.
+
+    One thread walks a block in order and visits each pair inside it once (see
+    :class:`engine.neighbors.NeighbourList`); a pair across two blocks is visited from both sides.
+    Larger blocks leave fewer such pairs (blocks of about 4,000 Morton-ordered particles of the
+    benchmark's dam break: a tenth of the pairs), smaller ones spread a small scene over more
+    threads. The blocks are of equal size, their number a multiple of :data:`BLOCK_MULTIPLE` (at
+    64,000 particles 16 blocks of 4,000: with 4,096 the last block held 2,560 and the two threads'
+    shares of the pairs differed by 11 %). The block depends on n only, never on the number of
+    threads, so a substep's sums are the same on any machine.
+    """
+    blocks = -(-max(n, 1) // HALF_BLOCK)
+    blocks = -(-blocks // BLOCK_MULTIPLE) * BLOCK_MULTIPLE
+    return max(MIN_HALF_BLOCK, -(-n // blocks))
 
 _SIGMA = 1.0 / math.pi  # cubic spline normalisation in 3D, times h^3
 
@@ -322,70 +350,162 @@ def boundary_walls(x, bidx, level, level_h, boxes, table_q0, table_step, psi, dp
         wall_grad[s, 2] = free_col * w2 - free_box * g2
 
 
+@njit(inline="always", cache=True)
+def _offset(xf, nbr, t, xi, yi, zi):
+    """Neighbour j = nbr[t] of a particle at (xi, yi, zi): j, the start r = 4 j of its row in the
+    flattened (4 N,) ``xf``, x_i - x_j and |x_i - x_j|^2.
+
+    Unsigned, flattened indices: a signed one costs a negative-index test per value read, a 2-D one a
+    multiplication by the run-time row stride (together about a third of a pass's instructions)."""
+    j = np.uintp(nbr[t])
+    r = j * np.uintp(4)
+    dx = xi - xf[r]
+    dy = yi - xf[r + np.uintp(1)]
+    dz = zi - xf[r + np.uintp(2)]
+    return j, r, dx, dy, dz, dx * dx + dy * dy + dz * dz
+
+
+@njit(inline="always", cache=True)
+def _pair_level(level, lh, lmass, j, hi_):
+    """Neighbour j's level, 1 / h_ij with h_ij = (h_i + h_j) / 2 (so that W_ij = W_ji), and m_j / m_0."""
+    lj = level[j]
+    return lj, np.float32(2.0) / (hi_ + lh[lj]), lmass[lj]
+
+
+@njit(inline="always", cache=True)
+def _open_block(b, block, n, acc):
+    """Particles i0:i1 of block b of the half list, with the first three columns of their rows of
+    ``acc`` (the shares of the block's earlier particles, added during the walk) set to zero."""
+    i0 = b * block
+    i1 = min(n, i0 + block)
+    for i in range(i0, i1):
+        acc[i, 0] = np.float32(0.0)
+        acc[i, 1] = np.float32(0.0)
+        acc[i, 2] = np.float32(0.0)
+    return i0, i1
+
+
+@njit(inline="always", cache=True)
+def _vec3(a, i):
+    """The first three values of row i of ``a``."""
+    return a[i, 0], a[i, 1], a[i, 2]
+
+
+@njit(inline="always", cache=True)
+def _row(xq, i):
+    """Position and fourth value (lambda or 1 / rho) of particle i."""
+    return xq[i, 0], xq[i, 1], xq[i, 2], xq[i, 3]
+
+
+@njit(inline="always", cache=True)
+def _push(xf, nbr, t, xi, yi, zi, lami, inv_h0):
+    """Single level, no cohesion: the pair term of eq. 5 for neighbour nbr[t], (lambda_i + lambda_j)
+    w'(q) (x_i - x_j) / r (the constant factors applied by the caller), and the row r of j in ``xf``.
+    Coincident particles (r = 0) get no push: w'(0) = 0."""
+    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
+    r2 = max(r2, np.float32(1e-30))
+    ir = np.float32(1.0) / math.sqrt(r2)
+    f = (lami + xf[r + np.uintp(3)]) * _dw32(r2 * ir * inv_h0) * ir
+    return r, f * dx, f * dy, f * dz
+
+
+@njit(inline="always", cache=True)
+def _velocity_change(vf, j, v0, v1, v2):
+    """v_j - v_i from the flattened (3 N,) velocities ``vf`` (``j`` unsigned, see :func:`_offset`)."""
+    r = j * np.uintp(3)
+    return vf[r] - v0, vf[r + np.uintp(1)] - v1, vf[r + np.uintp(2)] - v2
+
+
+@njit(inline="always", cache=True)
+def _add_share(af, j, w, e0, e1, e2):
+    """Add w (e0, e1, e2) to row j of the flattened (3 N,) ``af`` (``j`` unsigned)."""
+    r = j * np.uintp(3)
+    af[r] += w * e0
+    af[r + np.uintp(1)] += w * e1
+    af[r + np.uintp(2)] += w * e2
+
+
+@njit(inline="always", cache=True)
+def _walk(nbr_start, nbr_count, nbr_local, i):
+    """Particle i's half list (see :class:`engine.neighbors.NeighbourList`): its later neighbours of
+    its own block are ``nbr[p0:mid]`` (a pair there is visited once, for both), the others
+    ``nbr[mid:end]`` (visited for i only)."""
+    p0 = nbr_start[i]
+    return p0, p0 + np.int64(nbr_local[i]), p0 + np.int64(nbr_count[i])
+
+
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def constraint(x, level, nbr_start, nbr_count, nbr, lh, lmass, level_k, lam_max, uniform, rho_unit, rho0, beta, wall_free,
-               block,
+def constraint(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, level_k, lam_max, uniform, rho_unit, rho0,
+               beta, wall_free, block,
                # outputs
-               rho, lam, block_err, block_max):
+               rho, block_err, block_max):
     """Density, constraint and multiplier of every particle: eq. 1 and eq. 4 with the clamp of eq. 7.
 
-    rho_i = sum_j m_j W_ij + rho0 (1 - F_i); C_i = rho_i / rho0 - 1; lambda_i = min(-beta k C_i, f).
+    rho_i = sum_j m_j W_ij + rho0 (1 - F_i); C_i = rho_i / rho0 - 1; lambda_i = min(-beta k C_i, f),
+    written into ``xq[i, 3]`` (``xq`` (N, 4) float32: position and lambda, so that :func:`correct`
+    reads a neighbour's four values from one 16-byte row).
+    The neighbour list is a half list over blocks of ``block`` particles; one thread walks a block in
+    order and adds W_ij to both particles of a pair of the block (``rho`` holds the partial sums until
+    each particle's turn).
     Single precision: ``lh`` (smoothing lengths) and ``lmass`` (masses relative to level 0) per level,
     float32; ``rho_unit`` = sigma m_0 (so that m_j W_ij = rho_unit * lmass_j * w(q) / h^3); ``wall_free``
     is F_i of :func:`boundary_walls` (1 away from walls). ``block_err[b]`` / ``block_max[b]`` are the sum
-    / largest of max(C_i, 0) over particles ``b*block .. (b+1)*block - 1``: a fixed partition, so the
-    mean error is the same whatever the number of threads.
+    / largest of max(C_i, 0) over block b: a fixed partition, so the sums are the same whatever the
+    number of threads.
     """
-    n = x.shape[0]
-    h0 = lh[0]
-    inv_h0 = np.float32(1.0) / h0
+    n = xq.shape[0]
+    xf = xq.reshape(-1)
+    inv_h0 = np.float32(1.0) / lh[0]
     unit0 = np.float32(rho_unit) * inv_h0 * inv_h0 * inv_h0
     unit = np.float32(rho_unit)
     rho0_ = np.float32(rho0)
+    zero = np.float32(0.0)
     for b in prange(block_err.shape[0]):
+        i0 = b * block
+        i1 = min(n, i0 + block)
+        for i in range(i0, i1):
+            rho[i] = zero
         s_err = 0.0
         m_err = 0.0
-        for i in range(b * block, min(n, (b + 1) * block)):
+        for i in range(i0, i1):
             li = level[i]
-            xi = x[i, 0]
-            yi = x[i, 1]
-            zi = x[i, 2]
-            cnt = np.int64(nbr_count[i])
-            # blocks of DENSITY_BLOCK entries (a divisor of the list's NBR_BLOCK padding): less padding walked
-            blocks = (cnt + DENSITY_BLOCK - 1) // DENSITY_BLOCK
-            pads = np.float32(blocks * DENSITY_BLOCK - cnt)  # padding entries: the particle itself, w(0) = 1 each
-            p0 = nbr_start[i]
+            xi = xq[i, 0]
+            yi = xq[i, 1]
+            zi = xq[i, 2]
+            p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
             if uniform:
-                acc = np.float32(1.0)  # w(0) = 1: the particle itself
-                for bb in range(blocks):
-                    for u in range(DENSITY_BLOCK):
-                        j = nbr[p0 + bb * DENSITY_BLOCK + u]
-                        dx = xi - x[j, 0]
-                        dy = yi - x[j, 1]
-                        dz = zi - x[j, 2]
-                        acc += _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h0)
-                dens = unit0 * (acc - pads)
+                acc = np.float32(1.0) + rho[i]  # w(0) = 1: the particle itself
+                for t in range(p0, mid):
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
+                    w = _w32(math.sqrt(r2) * inv_h0)
+                    acc += w
+                    rho[j] += w
+                for t in range(mid, end):
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
+                    acc += _w32(math.sqrt(r2) * inv_h0)
+                dens = unit0 * acc
             else:
                 hi_ = lh[li]
-                self_w = lmass[li] / (hi_ * hi_ * hi_)
-                acc = self_w
-                for bb in range(blocks):
-                    for u in range(DENSITY_BLOCK):
-                        j = nbr[p0 + bb * DENSITY_BLOCK + u]
-                        lj = level[j]
-                        inv_h = np.float32(2.0) / (hi_ + lh[lj])
-                        dx = xi - x[j, 0]
-                        dy = yi - x[j, 1]
-                        dz = zi - x[j, 2]
-                        acc += lmass[lj] * _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h) * inv_h * inv_h * inv_h
-                dens = unit * (acc - pads * self_w)
+                mi = lmass[li]
+                acc = mi / (hi_ * hi_ * hi_) + rho[i]
+                for t in range(p0, mid):
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
+                    lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
+                    w = _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
+                    acc += mj * w
+                    rho[j] += mi * w
+                for t in range(mid, end):
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
+                    lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
+                    acc += mj * _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
+                dens = unit * acc
             r = dens + rho0_ * (np.float32(1.0) - wall_free[i])
             rho[i] = r
             c = r / rho0_ - np.float32(1.0)
             lm = -np.float32(beta) * np.float32(level_k[li]) * c
             if lm > lam_max[li]:
                 lm = np.float32(lam_max[li])
-            lam[i] = lm
+            xq[i, 3] = lm
             if c > 0.0:
                 s_err += c
                 if c > m_err:
@@ -395,8 +515,8 @@ def constraint(x, level, nbr_start, nbr_count, nbr, lh, lmass, level_k, lam_max,
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def correct(x, lam, level, nbr_start, nbr_count, nbr, lh, lmass, cohesion, uniform, scale, slot, wall_grad, wall_factor,
-            max_move, boxes32, margin, test_all, inv_dt,
+def correct(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, cohesion, uniform, scale, slot, wall_grad,
+            wall_factor, max_move, boxes32, margin, test_all, inv_dt, block,
             # outputs
             x_out, v):
     """Eq. 5 with the tensile term of eq. 7 and the wall push; x_out = x + dx, v += dx / dt.
@@ -404,165 +524,163 @@ def correct(x, lam, level, nbr_start, nbr_count, nbr, lh, lmass, cohesion, unifo
     dx_i = 1/rho0 sum_j m_j (lambda_i + lambda_j + g_ij W_ij / W(h_ij)) grad W_ij
            + wall_factor min(lambda_i, 0) grad psi_walls,
     limited to ``max_move h_i`` in length, then projected into every box container x_i was near
-    (no leak, even mid-iteration; :func:`engine.walls.clamp_point_into_boxes`); with ``test_all`` False only particles with ``slot`` >= 0 are tested. ``scale`` = sigma m_0 / rho0; ``slot[i]`` >= 0 indexes ``wall_grad``
-    for particles near a wall (:func:`boundary_walls`).
+    (no leak, even mid-iteration; :func:`engine.walls.clamp_point_into_boxes`); with ``test_all``
+    False only particles with ``slot`` >= 0 are tested. ``xq`` (N, 4) float32 holds positions and
+    lambda (:func:`constraint`); ``x_out`` (N, 4) receives the positions (its fourth column is left
+    alone). A pair of one block of the half list is visited once: the pair term is antisymmetric
+    (grad_j W_ji = -grad_i W_ij), so the later particle gets its share with the opposite sign, kept in
+    ``x_out`` until its turn. ``scale`` = sigma m_0 / rho0; ``slot[i]`` >= 0 indexes ``wall_grad`` for
+    particles near a wall (:func:`boundary_walls`).
     """
-    h0 = lh[0]
-    inv_h0 = np.float32(1.0) / h0
+    n = xq.shape[0]
+    xf = xq.reshape(-1)
+    of = x_out.reshape(-1)
+    inv_h0 = np.float32(1.0) / lh[0]
     inv_h0_4 = inv_h0 * inv_h0 * inv_h0 * inv_h0
     inv_w_dq = np.float32(4.0)  # 1 / w(1): W(dq) of eq. 7 with dq = h = the rest spacing (shape only)
-    zero = np.float32(0.0)
     tiny = np.float32(1e-30)
     sc = np.float32(scale)
     idt = np.float32(inv_dt)
     margin32 = np.float32(margin)
-    for i in prange(x.shape[0]):
-        li = level[i]
-        hi_ = lh[li]
-        xi = x[i, 0]
-        yi = x[i, 1]
-        zi = x[i, 2]
-        lami = lam[i]
-        gi = cohesion[li] * inv_w_dq
-        d0 = zero
-        d1 = zero
-        d2 = zero
-        # padded neighbour blocks (NeighbourList): a padding entry is i itself, dx = 0 and dW/dr(0) = 0
-        blocks = (np.int64(nbr_count[i]) + NBR_BLOCK - 1) // NBR_BLOCK
-        p0 = nbr_start[i]
-        if uniform and gi == 0.0:
-            for bb in range(blocks):
-                for u in range(NBR_BLOCK):
-                    j = nbr[p0 + bb * NBR_BLOCK + u]
-                    dx = xi - x[j, 0]
-                    dy = yi - x[j, 1]
-                    dz = zi - x[j, 2]
-                    # coincident particles (r = 0) get no push: dW/dr vanishes at q = 0
-                    r2 = max(dx * dx + dy * dy + dz * dz, tiny)
-                    ir = np.float32(1.0) / math.sqrt(r2)
-                    f = (lami + lam[j]) * _dw32(r2 * ir * inv_h0) * ir
-                    d0 += f * dx
-                    d1 += f * dy
-                    d2 += f * dz
-            d0 *= inv_h0_4
-            d1 *= inv_h0_4
-            d2 *= inv_h0_4
-        else:
-            for bb in range(blocks):
-                for u in range(NBR_BLOCK):
-                    j = nbr[p0 + bb * NBR_BLOCK + u]
-                    lj = level[j]
-                    inv_h = np.float32(2.0) / (hi_ + lh[lj])
-                    dx = xi - x[j, 0]
-                    dy = yi - x[j, 1]
-                    dz = zi - x[j, 2]
-                    r2 = max(dx * dx + dy * dy + dz * dz, tiny)
+    for b in prange((n + block - 1) // block):
+        i0, i1 = _open_block(b, block, n, x_out)
+        for i in range(i0, i1):
+            li = level[i]
+            hi_ = lh[li]
+            xi, yi, zi, lami = _row(xq, i)
+            gi = cohesion[li] * inv_w_dq
+            d0, d1, d2 = _vec3(x_out, i)  # the shares of the block's earlier particles
+            p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
+            if uniform and gi == 0.0:
+                for t in range(p0, mid):  # pairs of i's block: i's share and j's (opposite sign)
+                    r, f0, f1, f2 = _push(xf, nbr, t, xi, yi, zi, lami, inv_h0)
+                    d0 += f0
+                    d1 += f1
+                    d2 += f2
+                    of[r] -= f0
+                    of[r + np.uintp(1)] -= f1
+                    of[r + np.uintp(2)] -= f2
+                for t in range(mid, end):
+                    r, f0, f1, f2 = _push(xf, nbr, t, xi, yi, zi, lami, inv_h0)
+                    d0 += f0
+                    d1 += f1
+                    d2 += f2
+                d0 *= inv_h0_4
+                d1 *= inv_h0_4
+                d2 *= inv_h0_4
+            else:
+                mi = lmass[li]
+                for t in range(p0, end):
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
+                    lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
+                    r2 = max(r2, tiny)
                     ir = np.float32(1.0) / math.sqrt(r2)
                     q = r2 * ir * inv_h
-                    coef = lami + lam[j] + np.float32(0.5) * (gi + cohesion[lj] * inv_w_dq) * _w32(q)
+                    coef = lami + xf[r + np.uintp(3)] + np.float32(0.5) * (gi + cohesion[lj] * inv_w_dq) * _w32(q)
                     ih2 = inv_h * inv_h
-                    f = lmass[lj] * coef * _dw32(q) * ir * ih2 * ih2
-                    d0 += f * dx
-                    d1 += f * dy
-                    d2 += f * dz
-        d0 *= sc
-        d1 *= sc
-        d2 *= sc
-        s = slot[i]
-        if s >= 0 and lami < 0.0:
-            wf = np.float32(wall_factor) * lami
-            d0 += wf * wall_grad[s, 0]
-            d1 += wf * wall_grad[s, 1]
-            d2 += wf * wall_grad[s, 2]
-        # Robustness clamp: one correction moves a particle at most max_move h. It only acts on
-        # pathological neighbourhoods (two particles nearly on top of each other after a violent
-        # impact), where the linearised constraint asks for a jump of several h.
-        lim = np.float32(max_move) * hi_
-        dd = d0 * d0 + d1 * d1 + d2 * d2
-        if dd > lim * lim:
-            k = lim / math.sqrt(dd)
-            d0 *= k
-            d1 *= k
-            d2 *= k
-        n0 = xi + d0
-        n1 = yi + d1
-        n2 = zi + d2
-        # Only particles flagged near a wall (slot >= 0) can reach one in the first FLAG_ITERATIONS
-        # iterations (see PBFSolver._boundary); later iterations test every particle.
-        # boxes32: the box corners rounded to float32, as the float64 clamp's result was when stored.
-        if s >= 0 or test_all:
-            n0, n1, n2 = clamp_point_into_boxes(n0, n1, n2, boxes32, margin32)
-        x_out[i, 0] = n0
-        x_out[i, 1] = n1
-        x_out[i, 2] = n2
-        v[i, 0] += (n0 - xi) * idt
-        v[i, 1] += (n1 - yi) * idt
-        v[i, 2] += (n2 - zi) * idt
+                    g = coef * _dw32(q) * ir * ih2 * ih2
+                    d0 += mj * g * dx
+                    d1 += mj * g * dy
+                    d2 += mj * g * dz
+                    if t < mid:
+                        of[r] -= mi * g * dx
+                        of[r + np.uintp(1)] -= mi * g * dy
+                        of[r + np.uintp(2)] -= mi * g * dz
+            d0 *= sc
+            d1 *= sc
+            d2 *= sc
+            s = slot[i]
+            if s >= 0 and lami < 0.0:
+                wf = np.float32(wall_factor) * lami
+                d0 += wf * wall_grad[s, 0]
+                d1 += wf * wall_grad[s, 1]
+                d2 += wf * wall_grad[s, 2]
+            # Robustness clamp: one correction moves a particle at most max_move h. It only acts on
+            # pathological neighbourhoods (two particles nearly on top of each other after a violent
+            # impact), where the linearised constraint asks for a jump of several h.
+            lim = np.float32(max_move) * hi_
+            dd = d0 * d0 + d1 * d1 + d2 * d2
+            if dd > lim * lim:
+                k = lim / math.sqrt(dd)
+                d0 *= k
+                d1 *= k
+                d2 *= k
+            n0 = xi + d0
+            n1 = yi + d1
+            n2 = zi + d2
+            # Only particles flagged near a wall (slot >= 0) can reach one in the first FLAG_ITERATIONS
+            # iterations (see PBFSolver._boundary); later iterations test every particle.
+            # boxes32: the box corners rounded to float32, as the float64 clamp's result was when stored.
+            if s >= 0 or test_all:
+                n0, n1, n2 = clamp_point_into_boxes(n0, n1, n2, boxes32, margin32)
+            x_out[i, 0] = n0
+            x_out[i, 1] = n1
+            x_out[i, 2] = n2
+            v[i, 0] += (n0 - xi) * idt
+            v[i, 1] += (n1 - yi) * idt
+            v[i, 2] += (n2 - zi) * idt
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def xsph_pass(x, v, inv_rho, level, nbr_start, nbr_count, nbr, lh, lmass, uniform, c_unit,
-              is_last, level_h, boxes, friction, inv_dt,
+def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uniform, c_unit,
+              is_last, level_h, boxes, friction, inv_dt, block,
               # outputs
               v_out, a):
     """One XSPH pass, eq. 6: v_out_i = v_i + c sum_j m_j / rho_j (v_j - v_i) W_ij.
 
-    ``c_unit`` = c sigma m_0 (the pass's coefficient times the kernel and mass constants);
-    ``inv_rho`` = 1 / rho (a product per pair instead of a division). With ``is_last`` the pass
-    also does :func:`finish`'s work on v_out and ``a`` (the same particle's own values: one pass
-    over the particles fewer).
+    ``xq`` (N, 4) float32 holds positions and 1 / rho (a product per pair instead of a division, read
+    with the position from one row); ``c_unit`` = c sigma m_0 (the pass's coefficient times the
+    kernel and mass constants). A pair of one block of the half list is visited once; the later
+    particle's share, m_i / rho_i (v_i - v_j) W_ij, waits in ``v_out`` until its turn. With ``is_last``
+    the pass also does :func:`finish`'s work on v_out and ``a`` (the same particle's own values: one
+    pass over the particles fewer).
     """
-    h0 = lh[0]
-    inv_h0 = np.float32(1.0) / h0
+    n = xq.shape[0]
+    xf = xq.reshape(-1)
+    vf = v.reshape(-1)
+    af = v_out.reshape(-1)
+    inv_h0 = np.float32(1.0) / lh[0]
     cu = np.float32(c_unit)
-    zero = np.float32(0.0)
-    for i in prange(x.shape[0]):
-        li = level[i]
-        hi_ = lh[li]
-        xi = x[i, 0]
-        yi = x[i, 1]
-        zi = x[i, 2]
-        v0 = v[i, 0]
-        v1 = v[i, 1]
-        v2 = v[i, 2]
-        a0 = zero
-        a1 = zero
-        a2 = zero
-        # padded neighbour blocks (NeighbourList): a padding entry is i itself, v_j - v_i = 0
-        blocks = (np.int64(nbr_count[i]) + NBR_BLOCK - 1) // NBR_BLOCK
-        p0 = nbr_start[i]
-        if uniform:
-            for bb in range(blocks):
-                for u in range(NBR_BLOCK):
-                    j = nbr[p0 + bb * NBR_BLOCK + u]
-                    dx = xi - x[j, 0]
-                    dy = yi - x[j, 1]
-                    dz = zi - x[j, 2]
-                    w = _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h0) * inv_rho[j]
-                    a0 += w * (v[j, 0] - v0)
-                    a1 += w * (v[j, 1] - v1)
-                    a2 += w * (v[j, 2] - v2)
-            k = cu * inv_h0 * inv_h0 * inv_h0
-        else:
-            for bb in range(blocks):
-                for u in range(NBR_BLOCK):
-                    j = nbr[p0 + bb * NBR_BLOCK + u]
-                    lj = level[j]
-                    inv_h = np.float32(2.0) / (hi_ + lh[lj])
-                    dx = xi - x[j, 0]
-                    dy = yi - x[j, 1]
-                    dz = zi - x[j, 2]
-                    w = (lmass[lj] * _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h) * inv_h * inv_h * inv_h
-                         * inv_rho[j])
-                    a0 += w * (v[j, 0] - v0)
-                    a1 += w * (v[j, 1] - v1)
-                    a2 += w * (v[j, 2] - v2)
-            k = cu
-        v_out[i, 0] = v0 + k * a0
-        v_out[i, 1] = v1 + k * a1
-        v_out[i, 2] = v2 + k * a2
-        if is_last:
-            _finish_particle(i, x, level, level_h, boxes, friction, inv_dt, v_out, a)
+    for b in prange((n + block - 1) // block):
+        i0, i1 = _open_block(b, block, n, v_out)
+        for i in range(i0, i1):
+            li = level[i]
+            hi_ = lh[li]
+            xi, yi, zi, inv_rho_i = _row(xq, i)
+            v0, v1, v2 = _vec3(v, i)
+            a0, a1, a2 = _vec3(v_out, i)  # the shares of the block's earlier particles
+            p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
+            if uniform:
+                for t in range(p0, end):
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
+                    w = _w32(math.sqrt(r2) * inv_h0)
+                    e0, e1, e2 = _velocity_change(vf, j, v0, v1, v2)
+                    wi = w * xf[r + np.uintp(3)]
+                    a0 += wi * e0
+                    a1 += wi * e1
+                    a2 += wi * e2
+                    if t < mid:
+                        _add_share(af, j, -w * inv_rho_i, e0, e1, e2)
+                k = cu * inv_h0 * inv_h0 * inv_h0
+            else:
+                mi = lmass[li]
+                for t in range(p0, end):
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
+                    lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
+                    w = _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
+                    e0, e1, e2 = _velocity_change(vf, j, v0, v1, v2)
+                    wi = mj * w * xf[r + np.uintp(3)]
+                    a0 += wi * e0
+                    a1 += wi * e1
+                    a2 += wi * e2
+                    if t < mid:
+                        _add_share(af, j, -mi * w * inv_rho_i, e0, e1, e2)
+                k = cu
+            v_out[i, 0] = v0 + k * a0
+            v_out[i, 1] = v1 + k * a1
+            v_out[i, 2] = v2 + k * a2
+            if is_last:
+                _finish_particle(i, xq, level, level_h, boxes, friction, inv_dt, v_out, a)
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
@@ -673,10 +791,12 @@ class PBFSolver:
         self._boxes32 = model.boxes.astype(np.float32)
         self._no_friction = np.zeros(model.boxes.shape[0], dtype=np.float64)
         #: neighbour list of the last substep (sorted order)
-        self.neighbours = NeighbourList(block=NBR_BLOCK)
+        self.neighbours = NeighbourList(half=HALF_BLOCK)
         self._changed = True
         self._bidx = np.zeros(0, dtype=np.int32)
         self._x_buf = np.empty((0, 3), dtype=np.float32)
+        self._xq = np.empty((0, 4), dtype=np.float32)
+        self._xq_out = np.empty((0, 4), dtype=np.float32)
         self._ensure_capacity()
         #: seconds spent in the last substep, by phase (the benchmark reads it)
         self.timings = {"predict": 0.0, "grid": 0.0, "neighbours": 0.0, "solve": 0.0, "viscosity": 0.0}
@@ -715,11 +835,16 @@ class PBFSolver:
                              f"{n}; add and remove particles through the solver")
         if self._x_buf.shape[0] == n:
             return
-        self._x_buf = np.empty((n, 3), dtype=np.float32)  # Jacobi double buffer, then XSPH's
-        self._lam = np.zeros(n, dtype=np.float32)
+        self._x_buf = np.empty((n, 3), dtype=np.float32)  # start of the collider sweep, then XSPH's double buffer
+        # positions with lambda (the iterations) or 1 / rho (XSPH) beside them: one 16-byte row per
+        # neighbour; two of them for the Jacobi iterations (read one, write the other)
+        self._xq = np.zeros((n, 4), dtype=np.float32)
+        self._xq_out = np.zeros((n, 4), dtype=np.float32)
         self._wall_free = np.ones(n, dtype=np.float32)
         self._slot = np.full(n, -1, dtype=np.int32)
-        self._block_err = np.zeros((n + BLOCK - 1) // BLOCK, dtype=np.float64)
+        # blocks of the half neighbour list: also the fixed partition of the error sums
+        self.neighbours.half = half_block(n)
+        self._block_err = np.zeros(-(-n // self.neighbours.half), dtype=np.float64)
         self._block_max = np.zeros_like(self._block_err)
 
     def add_particles(self, x: np.ndarray, v: np.ndarray, level: int | np.ndarray = 0, **kwargs) -> np.ndarray:
@@ -828,39 +953,42 @@ class PBFSolver:
         scale = _SIGMA * float(m.level_mass[0]) / m.rho0
         level_k = m.level_k.astype(np.float32)
         used = 0
+        xq, xq_out = self._xq, self._xq_out
+        xq[:, :3] = pt.x
         for it in range(m.iterations):
             if self._bidx.shape[0]:
-                boundary_walls(pt.x, self._bidx, self.level, m.level_h, m.boxes, m.table_q0, m.table_step, m.psi,
+                boundary_walls(xq, self._bidx, self.level, m.level_h, m.boxes, m.table_q0, m.table_step, m.psi,
                                m.dpsi, cset, self._wall_free, wall_grad)
-            constraint(pt.x, self.level, nl.start, nl.count, nl.nbr, self._lh, self._lmass, level_k, lam_max,
-                       self._uniform, rho_unit, m.rho0, m.beta, self._wall_free, BLOCK, pt.rho, self._lam,
-                       self._block_err, self._block_max)
+            constraint(xq, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass, level_k, lam_max,
+                       self._uniform, rho_unit, m.rho0, m.beta, self._wall_free, nl.half, pt.rho, self._block_err,
+                       self._block_max)
             self.density_error = float(np.sum(self._block_err)) / n
             self.density_error_max = float(np.max(self._block_max))
             # At least one correction per substep: skipping it lets gravity build momentum in a
             # liquid whose mean error is small only because the compressed layer is thin.
             if it > 0 and self.density_error <= m.tolerance:
                 break
-            correct(pt.x, self._lam, self.level, nl.start, nl.count, nl.nbr, self._lh, self._lmass, cohesion,
+            correct(xq, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass, cohesion,
                     self._uniform, scale, self._slot, wall_grad, WALL_FACTOR, MAX_MOVE, self._boxes32, margin,
-                    it >= FLAG_ITERATIONS, inv_dt,
-                    self._x_buf, pt.v)
+                    it >= FLAG_ITERATIONS, inv_dt, nl.half,
+                    xq_out, pt.v)
             if self.collision is not None:
                 # keep every iterate out of the colliders; the push moves the velocity with it
-                project(pt.x, self._x_buf, pt.v, 0.0, 0.0, inv_dt, False, cset)
-            pt.x, self._x_buf = self._x_buf, pt.x
+                project(xq, xq_out, pt.v, 0.0, 0.0, inv_dt, False, cset)
+            xq, xq_out = xq_out, xq
             used += 1
+        pt.x[:] = xq[:, :3]
         self.iterations = used
         t3 = time.perf_counter()
         passes = m.xsph_passes
         # collider friction acts between the viscosity and the box walls' friction: then finish alone
         fused = not (self.collision is not None and self.collision.has_friction)
         if passes:
-            np.divide(np.float32(1.0), pt.rho, out=self._lam)  # lambda is spent: 1 / rho in its place
+            np.divide(np.float32(1.0), pt.rho, out=xq[:, 3])  # lambda is spent: 1 / rho in its place
         for k in range(passes):
-            xsph_pass(pt.x, pt.v, self._lam, self.level, nl.start, nl.count, nl.nbr, self._lh, self._lmass,
+            xsph_pass(xq, pt.v, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass,
                       self._uniform, m.xsph / passes * rho_unit, fused and k == passes - 1, m.level_h, m.boxes,
-                      m.box_friction, inv_dt, self._x_buf, pt.a)
+                      m.box_friction, inv_dt, nl.half, self._x_buf, pt.a)
             pt.v, self._x_buf = self._x_buf, pt.v
         if not fused:
             # friction (relative to the moving surface) within h/4 of a collider, as for box walls
@@ -875,7 +1003,7 @@ class PBFSolver:
     def memory_bytes(self) -> int:
         """Bytes held by the particle state (every channel at its capacity), the solver's buffers and
         the last grid."""
-        arrays = [self.level, self._x_buf, self._lam, self._block_err,
+        arrays = [self.level, self._x_buf, self._xq, self._xq_out, self._block_err,
                    self._block_max, self._wall_free, self._slot, self._bidx]
         if self.grid is not None:
             g = self.grid

@@ -1,11 +1,14 @@
 """The liquid's surface: a closed, smoothed triangle mesh per baked frame, with per-vertex velocity.
 
-* :mod:`.reconstruct` -- one frame of particles to one mesh (pysplashsurf's reconstruction, Surge's
+* :mod:`.reconstruction` -- one frame of particles to one mesh (splashsurf's pipeline with Surge's own
+  particle volumes, colour field and smoothing weights, pysplashsurf's marching cubes and smoothing;
   thin-sheet bridges and kernel-weighted vertex attributes);
+* :mod:`.field` -- the numba kernels behind it: kernel sums at any points over the engine's neighbour
+  grid, the colour field on a dense grid, the bridges' pairs;
 * :mod:`.stage` -- the surface as a stage over a particle cache (:mod:`engine.stages`): one mesh file
   per frame in ``<cache>/surface/``, re-meshed without simulating again when its settings change.
 """
 
-from .reconstruct import SurfaceMesh, SurfaceParameters, reconstruct
+from .reconstruction import SurfaceMesh, SurfaceParameters, reconstruct
 
 __all__ = ["SurfaceMesh", "SurfaceParameters", "reconstruct"]

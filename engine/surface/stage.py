@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import settings as settings_mod
 from ..stages import Stage, write_atomic
-from .reconstruct import SurfaceParameters, reconstruct
+from .reconstruction import SurfaceParameters, reconstruct
 
 NAME = "surface"
 FILE_RE = re.compile(r"^(frames/surface_\d{6}(\.tmp)?\.npz|usd_[0-9a-f]{12}/surface_\d{6}(\.tmp)?\.usdc)$")
@@ -125,6 +125,15 @@ def make_stage(cache_manifest: dict, settings: dict, options: dict) -> SurfaceSt
     rest_density = float(cache_manifest.get("settings", {}).get("rest_density", 1000.0))
     attributes = vertex_attributes(cache_manifest, surface.surface_vertex_attributes)
     return SurfaceStage(surface, spacing, rest_density, attributes, use_usd=options.get("usd") == "1")
+
+
+def for_bake(simulation: settings_mod.SimulationSettings, channels, settings: dict, use_usd: bool) -> SurfaceStage:
+    """The surface stage for a bake that has not written its manifest yet: the particle spacing, rest density
+    and attributes (density, age, the scene's named ``channels``) come from the bake's settings."""
+    attributes = {name: {"dtype": "float32"} for name in ("density", "age", *channels)}
+    manifest = {"particle_spacing": simulation.particle_spacing,
+                "settings": {"rest_density": simulation.rest_density}, "attributes": attributes}
+    return make_stage(manifest, settings, {"usd": "1" if use_usd else "0"})
 
 
 def read_frame(cache_dir: str, frame: int) -> dict:

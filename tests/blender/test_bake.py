@@ -235,6 +235,13 @@ def test_free_bake_removes_only_surge_files(earlier_bake):
     # the liquid stays, pointing at nothing, so a new bake reuses it
     liquid = bpy.context.scene.surge.liquid_object
     assert liquid is not None and liquid.modifiers["Surge Cache"].cache_file.filepath == ""
+    # without its manifest the folder is no longer provably Surge's: a bake there is refused until
+    # the user's files are gone
+    with pytest.raises(RuntimeError, match="holds files that are not Surge's"):
+        bpy.ops.surge.bake()
+    assert snapshot(cache_dir) == foreign
+    for rel in foreign:
+        os.remove(os.path.join(cache_dir, rel))
     assert bpy.ops.surge.bake() == {"FINISHED"}
     assert _liquids() == [liquid] and evaluated_points(liquid, 2)["count"] == 250
 
@@ -260,19 +267,14 @@ def test_cancel_keeps_the_frames_baked_so_far(scene, surge, tmp_path):
 
 
 def _conversion_only(bake, files, scene, cache_dir):
-    """A BakeSession reduced to its playback half (no export, no process)."""
-    session = bake.BakeSession.__new__(bake.BakeSession)
-    session.scene_name, session.cache_dir, session.relative = scene.name, cache_dir, False
-    session.scale_length, session.radius, session.converted, session.shown = 1.0, 0.01, set(), False
-    session.usd_dir = files.new_usd_dir(cache_dir)
-    session.with_surface, session.surface_shown = False, False
-    return session
+    """A BakeSession reduced to its cache-to-USD half (no export, no process)."""
+    return bake.BakeSession.playback(scene, cache_dir, radius=0.01)
 
 
 def _child_writes(surge, session, frames, radius=0.01, fps=24.0):
     """What the bake process does as it caches ``frames``: write their USD point files."""
     reader = submodule(surge, "engine.cache").CacheReader(session.cache_dir)
-    writer = submodule(surge, "engine.usd").PointsWriter(session.usd_dir, radius, fps)
+    writer = submodule(surge, "engine.usd").PointsWriter(session.usd_dir, radius)
     for frame in frames:
         writer(frame, reader.read_frame(frame))
 
@@ -288,7 +290,8 @@ def test_particle_counts_may_change_from_frame_to_frame(scene, surge, tmp_path):
     rng = np.random.default_rng(7)
     for frame, n in ((1, 10), (2, 7), (3, 12)):
         writer.write_frame(frame, {"position": rng.random((n, 3)), "velocity": np.full((n, 3), frame),
-                                   "density": np.full(n, 1000.0 + frame), "id": np.arange(n) + 100 * frame})
+                                   "density": np.full(n, 1000.0 + frame), "id": np.arange(n) + 100 * frame,
+                                   "age": np.zeros(n)})
     writer.finish("complete")
 
     session = _conversion_only(bake, files, scene, str(tmp_path / "cache"))
@@ -313,7 +316,7 @@ def test_a_frame_baked_while_it_is_shown_replaces_what_was_shown(scene, surge, t
 
     def frame(n, value):
         return {"position": np.full((n, 3), value), "velocity": np.zeros((n, 3)), "density": np.ones(n),
-                "id": np.arange(n)}
+                "id": np.arange(n), "age": np.zeros(n)}
 
     writer.write_frame(1, frame(4, 0.1))
     session = _conversion_only(bake, files, scene, cache_dir)
@@ -368,7 +371,7 @@ def test_modal_bake_cancels_on_escape_and_keeps_frames(scene, surge, tmp_path):
     op = types.SimpleNamespace(_session=bake.BakeSession(scene, bpy.context.evaluated_depsgraph_get()),
                                _timer=object(), report=lambda kind, text: reports.append((kind, text)))
     op._stop = types.MethodType(op_cls._stop, op)
-    op._report_result = types.MethodType(op_cls._report_result, op)
+    op._finish = types.MethodType(op_cls._finish, op)
     context = types.SimpleNamespace(window_manager=_FakeWindowManager(), scene=scene)
     timer = types.SimpleNamespace(type="TIMER", value="NOTHING")
     assert op_cls.modal(op, context, types.SimpleNamespace(type="MOUSEMOVE", value="NOTHING")) == {"PASS_THROUGH"}

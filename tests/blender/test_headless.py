@@ -99,3 +99,27 @@ def test_load_baked_without_a_bake_is_refused(scene, surge, tmp_path):
     scene.surge.cache_directory = ""  # the default folder is named after the file, which has no name yet
     with pytest.raises(RuntimeError, match="has not been saved yet"):
         bpy.ops.surge.bake_in_terminal()
+
+
+@pytest.mark.slow  # bakes and meshes in child processes
+def test_tool_meshes_the_surface_of_a_baked_file_and_refuses_an_unbaked_one(scene, surge, tmp_path):
+    blend = _saved_scene(scene, tmp_path)
+    out = _tool(blend, "--surface")
+    assert out.returncode == 1 and "Surge: error:" in out.stderr and "No Surge cache" in out.stderr
+    out = _tool(blend, "--with-surface", "--save")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    stages = submodule(surge, "engine.stages")
+    cache = str(tmp_path / "surge_cache")
+    assert stages.done_frames(cache, "surface") == [1, 2, 3]
+    before = stages.read_manifest(cache, "surface")["settings_hash"]
+    # re-mesh the baked file with other surface settings, without simulating
+    bpy.ops.wm.open_mainfile(filepath=blend)
+    bpy.context.scene.surge.surface_iso = 0.5
+    bpy.ops.wm.save_mainfile()
+    out = _tool(blend, "--surface", "--save")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert any(line.startswith("Surge: Surface of 3 frames ready") for line in out.stdout.splitlines())
+    manifest = stages.read_manifest(cache, "surface")
+    assert manifest["settings_hash"] != before and manifest["frames"] == [1, 2, 3]
+    bpy.ops.wm.open_mainfile(filepath=blend)
+    assert bpy.context.scene.surge.surface_object is not None

@@ -24,7 +24,7 @@ def _write_cache(surge, cache_dir, present=PRESENT, seed=3):
     for frame, ids in present.items():
         n = len(ids)
         writer.write_frame(frame, {"position": rng.random((n, 3)), "velocity": np.zeros((n, 3)),
-                                   "density": np.full(n, 1000.0), "id": np.array(ids)})
+                                   "density": np.full(n, 1000.0), "id": np.array(ids), "age": np.zeros(n)})
     writer.finish("complete")
     return cache_mod.CacheReader(cache_dir)
 

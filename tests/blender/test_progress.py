@@ -69,7 +69,7 @@ def test_modal_bake_reports_figures_and_the_cancel_button_keeps_frames(scene, su
     op = types.SimpleNamespace(_session=bake.BakeSession(scene, bpy.context.evaluated_depsgraph_get()),
                                _timer=object(), report=lambda kind, text: reports.append((kind, text)))
     op._stop = types.MethodType(op_cls._stop, op)
-    op._report_result = types.MethodType(op_cls._report_result, op)
+    op._finish = types.MethodType(op_cls._finish, op)
     context = types.SimpleNamespace(window_manager=_WindowManager(), scene=scene)
     timer = types.SimpleNamespace(type="TIMER", value="NOTHING")
     assert bpy.ops.surge.cancel_bake.poll()  # the button is live while the scene bakes

@@ -13,24 +13,22 @@ from blender_helpers import evaluated_points, run_fresh_blender, submodule
 pytestmark = pytest.mark.blender
 
 
-def _show(surge, scene, cache_dir, frames: dict, radius=0.01, fps=24.0):
-    """Write ``frames`` ({frame: (ids, positions, velocities)}) as a cache and play it on the liquid."""
+def _show(surge, scene, cache_dir, frames: dict, radius=0.01, fps=24.0, ages: dict | None = None):
+    """Write ``frames`` ({frame: (ids, positions, velocities)}) as a cache, with the particle ages
+    ``ages`` ({frame: (N,) seconds}, zero if not given), and play it on the liquid."""
     cache_mod = submodule(surge, "engine.cache")
     bake, files = submodule(surge, "bridge.bake"), submodule(surge, "bridge.files")
     writer = cache_mod.CacheWriter(cache_dir, {"particle_radius": radius, "fps": fps,
                                                "frame_start": min(frames), "frame_end": max(frames)})
     for frame, (ids, x, v) in frames.items():
+        age = ages[frame] if ages else np.zeros(len(ids))
         writer.write_frame(frame, {"position": x, "velocity": v, "density": np.full(len(ids), 1000.0),
-                                   "id": np.asarray(ids)})
+                                   "id": np.asarray(ids), "age": age})
     writer.finish("complete")
     scene.surge.cache_directory = cache_dir
-    session = bake.BakeSession.__new__(bake.BakeSession)
-    session.scene_name, session.cache_dir, session.relative = scene.name, cache_dir, False
-    session.scale_length, session.radius, session.converted, session.shown = 1.0, radius, set(), False
-    session.usd_dir = files.new_usd_dir(cache_dir)
-    session.with_surface, session.surface_shown = False, False
+    session = bake.BakeSession.playback(scene, cache_dir, radius=radius)
     # what the bake process does as it caches the frames: write their USD point files
-    points = submodule(surge, "engine.usd").PointsWriter(session.usd_dir, radius, fps)
+    points = submodule(surge, "engine.usd").PointsWriter(session.usd_dir, radius)
     reader = cache_mod.CacheReader(cache_dir)
     for frame in sorted(frames):
         points(frame, reader.read_frame(frame))
@@ -38,13 +36,14 @@ def _show(surge, scene, cache_dir, frames: dict, radius=0.01, fps=24.0):
     return scene.surge.liquid_object
 
 
-def test_age_counts_seconds_since_each_particle_appeared(scene, surge, tmp_path):
+def test_age_reaches_the_liquid_as_baked(scene, surge, tmp_path):
     rng = np.random.default_rng(5)
     present = {1: [0, 1, 2], 2: [0, 1, 2, 7], 3: [1, 2, 7, 8]}
+    born = {0: 1, 1: 1, 2: 1, 7: 2, 8: 3}
+    ages = {f: np.array([(f - born[i]) / 12.0 for i in ids], dtype=np.float32) for f, ids in present.items()}
     liquid = _show(surge, scene, str(tmp_path / "cache"),
                    {f: (ids, rng.random((len(ids), 3)), np.zeros((len(ids), 3))) for f, ids in present.items()},
-                   fps=12.0)
-    born = {0: 1, 1: 1, 2: 1, 7: 2, 8: 3}
+                   fps=12.0, ages=ages)
     for frame, ids in present.items():
         points = evaluated_points(liquid, frame)
         assert {"velocity", "density", "id", "age"} <= set(points)

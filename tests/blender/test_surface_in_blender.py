@@ -50,8 +50,8 @@ def test_bake_surface_over_a_bake_and_free_it_alone(scene, surge, tmp_path):
     scene.surge.surface_cell_size = 1.0
     assert bpy.ops.surge.bake_surface() == {"FINISHED"}
     assert _particle_files(cache_dir) == particles
-    # Free Surface deletes the surface alone: the particles stay and play
-    assert bpy.ops.surge.free_surface() == {"FINISHED"}
+    # Free Bake offers to free the surface alone (the dialog's choice): the particles stay and play
+    assert bpy.ops.surge.free_bake(what="SURFACE") == {"FINISHED"}
     assert not os.path.exists(os.path.join(cache_dir, "surface"))
     assert _particle_files(cache_dir) == particles
     assert not liquid.hide_render
@@ -70,9 +70,15 @@ def test_surface_meshed_inside_the_bake_and_a_nothing_baked_refusal(scene, surge
     # the points' USD files come from the bake process: one per frame
     usd_dir = submodule(surge, "bridge.files").usd_bake_dirs(cache_dir)
     assert len(usd_dir) == 1 and len(os.listdir(usd_dir[0])) == 3
-    # Free Bake deletes everything Surge wrote, the surface included
+    # Free Surface deletes the surface alone; Free Bake deletes everything Surge wrote
+    particles = _particle_files(cache_dir)
+    assert bpy.ops.surge.free_surface() == {"FINISHED"}
+    assert not os.path.exists(os.path.join(cache_dir, "surface"))
+    assert _particle_files(cache_dir) == particles
+    assert bpy.ops.surge.bake_surface() == {"FINISHED"}
     assert bpy.ops.surge.free_bake() == {"FINISHED"}
     assert not os.path.exists(os.path.join(cache_dir, "surface"))
+    assert _particle_files(cache_dir) == {}
 
 
 @pytest.mark.slow

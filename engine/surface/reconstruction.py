@@ -1,11 +1,28 @@
 """One frame of particles -> one closed, smoothed triangle mesh with per-vertex attributes.
 
-The mesh comes from ``pysplashsurf`` (Python bindings of splashsurf, Löschner et al.): the SPH
-"colour field" c(x) = sum_j (m_j / rho_j) W(x - x_j, h) of the particles, with the particles' own
-densities found by splashsurf, on a sparse grid of dense blocks; marching cubes at c = iso; weighted
-Laplacian smoothing of the vertices (Löschner, Böttcher, Jeske & Bender 2023, "Weighted Laplacian
-Smoothing for Surface Reconstruction of Particle-based Fluids", eq. 5-7: vertices near the
-bulk are smoothed, vertices over sparse particles are not, so the volume is kept).
+The pipeline is splashsurf's (Löschner et al., the field's reference reconstruction; Python bindings
+``pysplashsurf``, kept as the reference in ``bench/bench_surface.py``), in Surge's own parallel kernels
+over the engine's neighbour grid, because they measure faster (:mod:`.field`, :mod:`.marching`,
+:mod:`.smoothing`):
+
+1. **Particle volumes.** V_j = m_j / rho_j with rho_j = m_j sum_k W(|x_j - x_k|), the SPH number
+   density with the cubic spline of support ``kernel_radius`` (the mass cancels: V_j = 1 / sum_k W_jk),
+   exactly splashsurf's definition, from one gather over :func:`engine.neighbors.build_grid`'s cells.
+   (The cache's own densities come from the solver's kernel and spacing, not this one: used for the
+   colour field they would move the surface where the sums are truncated, at the free surface.)
+2. **Colour field** c(p) = sum_j V_j W(|p - x_j|) (Löschner, Böttcher, Jeske & Bender 2023, "Weighted
+   Laplacian Smoothing for Surface Reconstruction of Particle-based Fluids", eq. 1) on a dense grid of
+   cell ``cell_size`` over the particles' bounding box (:func:`.field.colour_field`, parallel over
+   slabs). A frame whose box would hold more than :func:`dense_limit` grid points (drops flung far
+   apart) is meshed by splashsurf's sparse pipeline instead (``reconstruction_pipeline``, its
+   subdomain grid), which gives the same surface.
+3. **Marching cubes** at c = iso (:func:`.marching.marching_cubes`, parallel over slabs). The field is
+   zero on the grid's border, so the mesh is closed.
+4. **Weighted Laplacian smoothing** (ibid., eq. 5-7; :func:`.smoothing.smooth`): each vertex moves
+   towards the mean of its neighbours by a weight w_v = smootherstep(n_v / 13), n_v the particles'
+   distance-weighted neighbour counts averaged at the vertex (:func:`smoothing_weights`): vertices over
+   the bulk are smoothed, vertices over sparse particles are not, so the volume is kept. The counts
+   come with the volumes of step 1.
 
 What Surge adds:
 
@@ -20,7 +37,7 @@ What Surge adds:
   particles drift apart beyond the kernel support and an isotropic colour field tears into holes
   and beads. Yu & Turk (2013, "Reconstructing Surfaces of Particle-Based Fluids Using Anisotropic
   Kernels") stretch each sparse particle's kernel along the directions of its neighbours; Surge gets
-  the same effect with splashsurf's isotropic kernel by adding, for the reconstruction only, a point
+  the same effect with the isotropic kernel by adding, for the reconstruction only, a point
   half-way between every two *sparse* particles (fewer than :data:`SPARSE_NEIGHBOURS` neighbours
   within the support) that are between :data:`BRIDGE_MIN` and :data:`BRIDGE_MAX` spacings apart. The
   bridges lie along the neighbour directions and never across the sheet, so a sheet stays as thin as
@@ -29,20 +46,20 @@ What Surge adds:
 
 Result for degenerate input: no particles, or particles too sparse to reach the iso level anywhere,
 give an empty mesh (zero vertices, zero triangles); a single particle gives a small closed blob or
-nothing, depending on the iso level (splashsurf's answer); particles far apart give one blob each.
+nothing, depending on the iso level; particles far apart give one blob each.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
 
-from ..kernels import cubic_w
-from ..neighbors import build_grid
+from .field import DenseGrid, ParticleGrid, colour_field, kernel_sums, pair_midpoints
+from .marching import marching_cubes
+from .smoothing import smooth
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +72,15 @@ SPARSE_NEIGHBOURS = 16
 BRIDGE_MIN = 1.2
 #: ... and less than this (further apart, they are separate drops).
 BRIDGE_MAX = 2.6
+
+#: Vertex smoothing weights (Löschner et al. 2023): w = smootherstep(n_v / WEIGHT_NORMALISATION);
+#: splashsurf's default normalisation.
+WEIGHT_NORMALISATION = 13.0
+
+#: A frame's dense colour-field grid may hold up to DENSE_POINTS_MIN points, or DENSE_POINTS_PER_PARTICLE
+#: per particle if that is more (4 bytes each); beyond, the frame goes to splashsurf's sparse grid.
+DENSE_POINTS_MIN = 1 << 24
+DENSE_POINTS_PER_PARTICLE = 48
 
 
 @dataclass
@@ -98,54 +124,26 @@ class SurfaceMesh:
         return SurfaceMesh(np.zeros((0, 3), np.float32), np.zeros((0, 3), np.int32), attrs)
 
 
-# -- thin-sheet bridges ------------------------------------------------------------------------------
+# -- the steps ---------------------------------------------------------------------------------------
 
-@njit(cache=True, parallel=True)
-def _neighbour_counts(x, radius, cell_start, cell_nbr, particle_cell, counts):
-    r2 = radius * radius
-    for i in prange(x.shape[0]):
-        c = particle_cell[i]
-        k = 0
-        for q in range(27):
-            nc = cell_nbr[c, q]
-            if nc < 0:
-                continue
-            for j in range(cell_start[nc], cell_start[nc + 1]):
-                d0 = x[i, 0] - x[j, 0]
-                d1 = x[i, 1] - x[j, 1]
-                d2 = x[i, 2] - x[j, 2]
-                if d0 * d0 + d1 * d1 + d2 * d2 < r2:
-                    k += 1
-        counts[i] = k - 1  # not itself
+class ParticleSums(NamedTuple):
+    """Step 1's per-particle figures, in the grid's order, shape (N,).
+
+    volume : float64, m^3 -- V_j = 1 / sum_k W_jk
+    count : int32 -- neighbours within the support (itself not counted)
+    weighted_count : float64 -- sum_k (1 - r_jk^2 / support^2) over those neighbours
+    """
+
+    volume: np.ndarray
+    count: np.ndarray
+    weighted_count: np.ndarray
 
 
-@njit(cache=True)
-def _bridges(x, sparse, rmin, rmax, cell_start, cell_nbr, particle_cell, out, count_only):
-    """Mid-points of sparse pairs i < j with rmin <= |x_i - x_j| < rmax; returns how many."""
-    lo2, hi2 = rmin * rmin, rmax * rmax
-    k = 0
-    for i in range(x.shape[0]):
-        if not sparse[i]:
-            continue
-        c = particle_cell[i]
-        for q in range(27):
-            nc = cell_nbr[c, q]
-            if nc < 0:
-                continue
-            for j in range(max(i + 1, cell_start[nc]), cell_start[nc + 1]):
-                if not sparse[j]:
-                    continue
-                d0 = x[j, 0] - x[i, 0]
-                d1 = x[j, 1] - x[i, 1]
-                d2 = x[j, 2] - x[i, 2]
-                d = d0 * d0 + d1 * d1 + d2 * d2
-                if lo2 <= d < hi2:
-                    if not count_only:
-                        out[k, 0] = x[i, 0] + 0.5 * d0
-                        out[k, 1] = x[i, 1] + 0.5 * d1
-                        out[k, 2] = x[i, 2] + 0.5 * d2
-                    k += 1
-    return k
+def particle_sums(particles: ParticleGrid) -> ParticleSums:
+    """Step 1: volumes and neighbour counts of the particles (see :class:`ParticleSums`)."""
+    sums = kernel_sums(particles, particles.x, query_cells=particles.grid.particle_cell)
+    # each particle is within its own support: wsum >= W(0) > 0, and it adds 1 to both counts
+    return ParticleSums(1.0 / sums.wsum, sums.count - 1, sums.wcount - 1.0)
 
 
 def bridge_points(x: np.ndarray, spacing: float, kernel_radius: float) -> np.ndarray:
@@ -163,69 +161,11 @@ def bridge_points(x: np.ndarray, spacing: float, kernel_radius: float) -> np.nda
     if len(x) < 2:
         return np.zeros((0, 3), np.float32)
     rmax = BRIDGE_MAX * spacing
-    cell = max(kernel_radius, rmax)
-    grid = build_grid(x, cell)
-    xs = np.ascontiguousarray(x[grid.order], dtype=np.float32)
-    counts = np.empty(len(xs), np.int64)
-    _neighbour_counts(xs, np.float32(kernel_radius), grid.cell_start, grid.cell_nbr, grid.particle_cell, counts)
+    particles = ParticleGrid.build(x, kernel_radius, cell_size=rmax)
+    counts = particle_sums(particles).count
     # the neighbour count that marks a sparse particle scales with the kernel's volume in spacings
     threshold = SPARSE_NEIGHBOURS * (kernel_radius / (2.0 * spacing)) ** 3
-    sparse = counts < threshold
-    dummy = np.zeros((0, 3), np.float32)
-    args = (xs, sparse, np.float32(BRIDGE_MIN * spacing), np.float32(rmax), grid.cell_start, grid.cell_nbr,
-            grid.particle_cell)
-    n = _bridges(*args, dummy, True)
-    out = np.empty((n, 3), np.float32)
-    _bridges(*args, out, False)
-    return out
-
-
-# -- vertex attributes -------------------------------------------------------------------------------
-
-@njit(cache=True, parallel=True)
-def _shepard(points, is_vertex, values, h, cell_start, cell_nbr, particle_cell, out):
-    """Normalised kernel average of ``values`` (rows of the particles) at every vertex row.
-
-    ``points`` holds particles and vertices together in grid order; ``values`` is indexed like
-    ``points`` (vertex rows unused). A vertex without a particle in its support takes the nearest
-    particle of its 27 cells (or zeros if none).
-    """
-    n, k = points.shape[0], values.shape[1]
-    support2 = (2.0 * h) * (2.0 * h)
-    for i in prange(n):
-        if not is_vertex[i]:
-            continue
-        c = particle_cell[i]
-        acc = np.zeros(k, np.float64)
-        wsum = 0.0
-        best, best_d = -1, np.inf
-        for q in range(27):
-            nc = cell_nbr[c, q]
-            if nc < 0:
-                continue
-            for j in range(cell_start[nc], cell_start[nc + 1]):
-                if is_vertex[j]:
-                    continue
-                d0 = points[i, 0] - points[j, 0]
-                d1 = points[i, 1] - points[j, 1]
-                d2 = points[i, 2] - points[j, 2]
-                d = d0 * d0 + d1 * d1 + d2 * d2
-                if d < best_d:
-                    best, best_d = j, d
-                if d < support2:
-                    w = cubic_w(math.sqrt(d), h)
-                    wsum += w
-                    for a in range(k):
-                        acc[a] += w * values[j, a]
-        if wsum > 0.0:
-            for a in range(k):
-                out[i, a] = acc[a] / wsum
-        elif best >= 0:
-            for a in range(k):
-                out[i, a] = values[best, a]
-        else:
-            for a in range(k):
-                out[i, a] = 0.0
+    return pair_midpoints(particles, counts < threshold, BRIDGE_MIN * spacing, rmax)
 
 
 def interpolate(particle_x: np.ndarray, values: np.ndarray, vertices: np.ndarray, kernel_radius: float) -> np.ndarray:
@@ -243,25 +183,34 @@ def interpolate(particle_x: np.ndarray, values: np.ndarray, vertices: np.ndarray
     -------
     ndarray, shape (V, K), float32
     """
-    n, v = len(particle_x), len(vertices)
-    k = values.shape[1]
-    if v == 0 or n == 0:
-        return np.zeros((v, k), np.float32)
-    points = np.concatenate([np.asarray(particle_x, np.float32), np.asarray(vertices, np.float32)])
-    grid = build_grid(points, kernel_radius)
-    is_vertex = grid.order >= n
-    vals = np.zeros((n + v, k), np.float32)
-    vals[:n] = values
-    vals = vals[grid.order]
-    out = np.zeros((n + v, k), np.float32)
-    _shepard(np.ascontiguousarray(points[grid.order]), is_vertex, vals, np.float32(0.5 * kernel_radius),
-             grid.cell_start, grid.cell_nbr, grid.particle_cell, out)
-    result = np.empty((v, k), np.float32)
-    result[grid.order[is_vertex] - n] = out[is_vertex]
-    return result
+    k = np.asarray(values).reshape(len(particle_x), -1).shape[1]
+    if len(vertices) == 0 or len(particle_x) == 0:
+        return np.zeros((len(vertices), k), np.float32)
+    particles = ParticleGrid.build(particle_x, kernel_radius)
+    vals = particles.sorted(values)
+    return kernel_sums(particles, vertices, vals).shepard(vals)
 
 
-# -- the reconstruction ------------------------------------------------------------------------------
+def smoothing_weights(particles: ParticleGrid, sums: ParticleSums, vertices: np.ndarray) -> np.ndarray:
+    """Step 4's per-vertex weights w_v = smootherstep(n_v / 13), n_v the particles' distance-weighted
+    neighbour counts averaged at the vertex with their volumes as weights (splashsurf's definition):
+    n_v = sum_j V_j n_j W(|x_v - x_j|) / sum_j V_j W(|x_v - x_j|), 0 where no particle reaches.
+
+    Returns
+    -------
+    ndarray, shape (V,), float32, in [0, 1]
+    """
+    vals = np.ascontiguousarray(np.stack([sums.volume * sums.weighted_count, sums.volume], axis=1), np.float32)
+    acc = kernel_sums(particles, vertices, vals).acc
+    n_v = np.divide(acc[:, 0], acc[:, 1], out=np.zeros(len(acc)), where=acc[:, 1] > 0)
+    t = np.clip(n_v / WEIGHT_NORMALISATION, 0.0, 1.0)
+    return (t * t * t * (t * (6.0 * t - 15.0) + 10.0)).astype(np.float32)
+
+
+def dense_limit(particles: int) -> int:
+    """Most points of a frame's dense colour-field grid (see :data:`DENSE_POINTS_MIN`)."""
+    return max(DENSE_POINTS_MIN, DENSE_POINTS_PER_PARTICLE * int(particles))
+
 
 def _import_splashsurf():
     try:
@@ -270,6 +219,27 @@ def _import_splashsurf():
         raise ImportError("Surface reconstruction needs the 'pysplashsurf' package (pip install "
                           "pysplashsurf==0.14.1)") from exc
     return pysplashsurf
+
+
+def raw_mesh(points: np.ndarray, particles: ParticleGrid, volume: np.ndarray, params: SurfaceParameters
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Steps 2 and 3: the unsmoothed iso-surface, ``(vertices (V, 3) float32, triangles (T, 3) int32)``."""
+    grid = DenseGrid.around(particles.x, params.cell_size, params.kernel_radius)
+    if grid.points <= dense_limit(len(points)):
+        field = colour_field(particles.x, volume, grid, params.kernel_radius)
+        return marching_cubes(field.values, params.iso, grid.origin, params.cell_size, field.row_lo, field.row_hi)
+    log.info("surface: %d particles over a box of %d grid points; splashsurf's sparse grid meshes them",
+             len(points), grid.points)
+    ps = _import_splashsurf()
+    r = params.particle_radius
+    # splashsurf's lengths are in particle radii; its smoothing length is half the kernel support
+    mesh, _rec = ps.reconstruction_pipeline(
+        points, particle_radius=r, rest_density=params.rest_density,
+        smoothing_length=0.5 * params.kernel_radius / r, cube_size=params.cell_size / r,
+        iso_surface_threshold=params.iso, mesh_smoothing_iters=None, mesh_smoothing_weights=False,
+        subdomain_grid=True)
+    return (np.ascontiguousarray(mesh.mesh.vertices, dtype=np.float32).reshape(-1, 3),
+            np.ascontiguousarray(mesh.mesh.triangles).astype(np.int32).reshape(-1, 3))
 
 
 def reconstruct(arrays: dict, params: SurfaceParameters) -> SurfaceMesh:
@@ -290,31 +260,23 @@ def reconstruct(arrays: dict, params: SurfaceParameters) -> SurfaceMesh:
         reaches the iso level.
     """
     x = np.ascontiguousarray(arrays["position"], dtype=np.float32).reshape(-1, 3)
-    shapes = {}
-    for name in params.attributes:
-        a = np.asarray(arrays[name])
-        shapes[name] = a.shape[1:]
+    shapes = {name: np.asarray(arrays[name]).shape[1:] for name in params.attributes}
     if len(x) == 0:
         return SurfaceMesh.empty(shapes)
-    ps = _import_splashsurf()
     points = x
     if params.thin_sheets:
         extra = bridge_points(x, params.particle_spacing, params.kernel_radius)
         if len(extra):
             points = np.concatenate([x, extra])
-    r = params.particle_radius
-    # splashsurf's lengths are in particle radii; its smoothing length is half the kernel support
-    mesh, _rec = ps.reconstruction_pipeline(
-        points, particle_radius=r, rest_density=params.rest_density,
-        smoothing_length=0.5 * params.kernel_radius / r, cube_size=params.cell_size / r,
-        iso_surface_threshold=params.iso,
-        mesh_smoothing_iters=int(params.smoothing_iterations) if params.smoothing_iterations > 0 else None,
-        mesh_smoothing_weights=params.smoothing_iterations > 0,
-        subdomain_grid=True)
-    vertices = np.ascontiguousarray(mesh.mesh.vertices, dtype=np.float32).reshape(-1, 3)
-    triangles = np.ascontiguousarray(mesh.mesh.triangles).astype(np.int32).reshape(-1, 3)
+    support = params.kernel_radius
+    particles = ParticleGrid.build(points, support)
+    sums = particle_sums(particles)
+    vertices, triangles = raw_mesh(points, particles, sums.volume, params)
     if len(triangles) == 0:
         return SurfaceMesh.empty(shapes)
+    if params.smoothing_iterations > 0:
+        weights = smoothing_weights(particles, sums, vertices)
+        vertices = smooth(vertices, triangles, weights, int(params.smoothing_iterations))
     columns, layout = [], []
     for name in params.attributes:
         a = np.asarray(arrays[name], dtype=np.float32).reshape(len(x), -1)
@@ -322,8 +284,10 @@ def reconstruct(arrays: dict, params: SurfaceParameters) -> SurfaceMesh:
         columns.append(a)
     attributes = {}
     if columns:
-        values = interpolate(x, np.ascontiguousarray(np.concatenate(columns, axis=1)), vertices,
-                             params.kernel_radius)
+        # the attributes come from the particles alone (bridge points carry none)
+        source = particles if points is x else ParticleGrid.build(x, support)
+        vals = source.sorted(np.concatenate(columns, axis=1))
+        values = kernel_sums(source, vertices, vals).shepard(vals)
         col = 0
         for name, width, shape in layout:
             attributes[name] = np.ascontiguousarray(values[:, col:col + width]).reshape((len(vertices), *shape))
