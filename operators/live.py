@@ -13,9 +13,9 @@ from bpy.app.handlers import persistent
 from bpy.props import BoolProperty
 
 from .bake import SURGE_OT_bake
-from .common import SceneIdle, redraw_sidebars
+from .common import SceneIdle, StageOperator, redraw_sidebars
 from ..bridge import files, live
-from ..bridge.bake import ADDON_ROOT, BakeSession
+from ..bridge.bake import ADDON_ROOT, BakeSession, describe
 from ..engine.cache import check_writable
 from ..engine.errors import EngineError
 
@@ -170,7 +170,7 @@ class SURGE_OT_live_record(_Running, bpy.types.Operator):
         return {"FINISHED"}
 
 
-class SURGE_OT_live_bake_from_here(SceneIdle, bpy.types.Operator):
+class SURGE_OT_live_bake_from_here(StageOperator, bpy.types.Operator):
     """Bake from the live liquid as it is now: its state becomes the first frame of a normal bake of the frame
     range (with the scene's bake settings and the live particle spacing); the live session stops"""
 
@@ -178,15 +178,7 @@ class SURGE_OT_live_bake_from_here(SceneIdle, bpy.types.Operator):
     bl_label = "Bake From Here"
     bl_options = set()  # as surge.bake: not repeatable
     busy_message = SURGE_OT_bake.busy_message
-
-    # the bake operator's own running, progress and cancelling (a registered operator class cannot be
-    # subclassed by another one), around a session that starts from the live state
-    execute = SURGE_OT_bake.execute
-    invoke = SURGE_OT_bake.invoke
-    modal = SURGE_OT_bake.modal
-    cancel = SURGE_OT_bake.cancel
-    _stop = SURGE_OT_bake._stop
-    _report_result = SURGE_OT_bake._report_result
+    describe = staticmethod(describe)
 
     @classmethod
     def poll(cls, context):
@@ -195,7 +187,7 @@ class SURGE_OT_live_bake_from_here(SceneIdle, bpy.types.Operator):
             return False
         return super().poll(context)
 
-    def _start(self, context) -> BakeSession:
+    def make_session(self, context) -> BakeSession:
         scene = context.scene
         session = live.get(scene)
         cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
