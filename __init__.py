@@ -29,6 +29,9 @@ def register():
     bpy.types.Scene.surge_wedge = bpy.props.PointerProperty(
         type=props.SurgeWedgeSettings, name="Surge Wedge",
         description="Variations of this scene's Surge settings to bake side by side")
+    bpy.types.Scene.surge_live = bpy.props.PointerProperty(
+        type=props.SurgeLiveSettings, name="Surge Live",
+        description="How the live session simulates this scene and draws its liquid")
     bpy.types.WindowManager.surge_bakes = bpy.props.CollectionProperty(
         type=props.SurgeBakeState, name="Surge Bakes",
         description="State of each scene's running or last Surge bake in this session (never saved)")
@@ -37,13 +40,18 @@ def register():
     for header, function in panels.HEADER_DRAWS:
         header.append(function)
     panels.viewport.register()
+    from .bridge import live
+
+    live.register()
 
 
 def unregister():
     import bpy
 
     from . import operators, panels
+    from .bridge import live
 
+    live.unregister()  # first: a running session stops, its child exits and its shared memory goes
     panels.viewport.unregister()
     for header, function in reversed(panels.HEADER_DRAWS):
         header.remove(function)
@@ -52,6 +60,7 @@ def unregister():
         while function in handlers:
             handlers.remove(function)
     del bpy.types.WindowManager.surge_bakes
+    del bpy.types.Scene.surge_live
     del bpy.types.Scene.surge_wedge
     del bpy.types.Scene.surge
     del bpy.types.Object.surge

@@ -342,3 +342,39 @@ class SurgeWedgeSettings(bpy.types.PropertyGroup):
 
 WEDGE_CLASSES = (SurgeWedgeVariation, SurgeWedgeSettings)
 CLASSES = CLASSES + WEDGE_CLASSES
+
+
+def _live_display_changed(settings, context) -> None:
+    from .bridge import live
+
+    live.sync_display(settings.id_data)
+
+
+def _live_annotations() -> dict:
+    """The live session's settings (engine.settings.LiveSettings) and how its liquid is drawn."""
+    ann = {p.name: _property_for(p) for p in settings_mod.live_parameters()}
+    ann.update(
+        show_surface=BoolProperty(
+            name="Surface", default=False, update=_live_display_changed, options=STATIC,
+            description="Draw the live liquid as a smooth surface around the particles (a union of spheres, "
+                        "smoothed) instead of as points"),
+        surface_radius=FloatProperty(
+            name="Surface Radius", default=1.0, min=0.25, max=4.0, update=_live_display_changed, options=STATIC,
+            description="Radius of the sphere around each particle that the live surface wraps, as a multiple of "
+                        "the particle spacing; about 1 gives a closed surface, smaller shows separate drops"),
+        surface_smoothness=IntProperty(
+            name="Smoothness", default=2, min=0, max=20, update=_live_display_changed, options=STATIC,
+            description="Passes of smoothing over the live surface's distance field; more passes round off the "
+                        "bumps of single particles and merge close drops"),
+    )
+    return ann
+
+
+#: ``Scene.surge_live``: how the live session simulates and draws (mirroring engine.settings.LiveSettings).
+SurgeLiveSettings = type("SurgeLiveSettings", (bpy.types.PropertyGroup,), {
+    "__doc__": "Live session settings of a scene (``Scene.surge_live``), mirroring engine.settings.LiveSettings, "
+               "and the live liquid's display.",
+    "__annotations__": _live_annotations(),
+})
+
+CLASSES = CLASSES + (SurgeLiveSettings,)

@@ -247,8 +247,11 @@ class BakeSession:
     whitewater_shown = False
 
     def __init__(self, scene, depsgraph, resume: bool = False, resume_frame: int = 0,
-                 if_settings_changed: str = "REFUSE", preview: bool = False):
+                 if_settings_changed: str = "REFUSE", preview: bool = False, settings_override: dict | None = None):
         description, settings = export.export_scene(scene, depsgraph)
+        if settings_override:
+            # a bake continuing a saved state keeps that state's spacing and solver (bridge.live)
+            settings = dataclasses.replace(settings, **settings_override)
         if preview:
             description, settings = preview_job(description, settings)
         from ..engine import driver  # imported late: it brings in numba, which registering the add-on need not

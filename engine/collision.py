@@ -564,6 +564,10 @@ class _Entry:
         self.tri_offset = tri_offset
         self.vel_offset = vel_offset
         self.offset = offset
+        #: motion given while simulating (:meth:`CollisionWorld.drive`): rest-to-world matrices (4, 4)
+        #: at times t0 and t1, as (a, b, t0, t1), and the fastest point of its box then, m/s; or None
+        self.driven = None
+        self.driven_speed = 0.0
 
 
 class CollisionWorld:
@@ -711,6 +715,9 @@ class CollisionWorld:
         """Longest substep starting at time t (s after the first frame) that keeps every collider
         surface within :data:`MAX_SURFACE_TRAVEL` particle spacings, s."""
         limit = math.inf
+        for e in self.entries:
+            if e.driven is not None and e.driven_speed > 0.0 and t < e.driven[3]:
+                limit = min(limit, MAX_SURFACE_TRAVEL * self.dx / e.driven_speed)
         for s in self._speeds:
             if len(s) == 0:
                 continue
@@ -721,6 +728,50 @@ class CollisionWorld:
             if v > 0.0:
                 limit = min(limit, MAX_SURFACE_TRAVEL * self.dx / v)
         return limit
+
+    def drive(self, c: int, matrix: np.ndarray, t_end: float) -> None:
+        """Move collider ``c`` from its pose at the current time to ``matrix`` at time ``t_end``, at a
+        constant rate; it stands still there afterwards.
+
+        For motion known only while simulating (a live session, where the artist moves colliders):
+        ``matrix`` (4, 4) takes rest-pose points to world space (metres), as a row of
+        ``MeshCollider.transforms`` does, and replaces whatever motion the collider had. The surface
+        velocity is the rate of change of the interpolated matrix, as between two frames of a baked
+        motion. The matrix may also scale or shear (an artist scaling the object): the contact surface
+        and its normals follow exactly, while distances away from it are those of the rest pose
+        mapped by the matrix. Deforming colliders cannot be driven.
+        """
+        e = self.entries[c]
+        if e.collider.motion == "DEFORMING":
+            raise ValueError(f"collider '{e.collider.name}' deforms; only rigid motion can be driven")
+        matrix = np.asarray(matrix, dtype=np.float64).reshape(4, 4)
+        now = self._pose_matrix(e, self.time)[0]
+        span = float(t_end) - self.time
+        e.driven = (now, matrix, self.time, float(t_end))
+        lo, hi = e.rest_lo, e.rest_hi
+        corners = np.array([[hi[0] if k & 1 else lo[0], hi[1] if k & 2 else lo[1], hi[2] if k & 4 else lo[2], 1.0]
+                            for k in range(8)])
+        # a map affine in the point moves no point of the box farther than one of its corners
+        travel = float(np.max(np.linalg.norm(corners @ (matrix - now)[:3].T, axis=1)))
+        e.driven_speed = travel / span if span > 0.0 else 0.0
+        records = self._args.colliders
+        records[c] = self._constant[c]
+        self._set_pose(records, c, e, self.time)
+
+    def _pose_matrix(self, e: _Entry, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """Rest-to-world matrix (4, 4) of a rigid or driven collider at time t, and its rate of change, 1/s."""
+        if e.driven is not None:
+            a, b, t0, t1 = e.driven
+            if t1 <= t0 or t > t1 + 1e-9 * max(1.0, abs(t1)):
+                return b, np.zeros((4, 4))
+            s = min(max((t - t0) / (t1 - t0), 0.0), 1.0)
+            return (1.0 - s) * a + s * b, (b - a) / (t1 - t0)
+        col = e.collider
+        if col.motion == "RIGID":
+            f, s = self._frame(t, col.transforms.shape[0])
+            a, b = col.transforms[f], col.transforms[min(f + 1, col.transforms.shape[0] - 1)]
+            return (1.0 - s) * a + s * b, (b - a) * self.fps
+        return np.eye(4), np.zeros((4, 4))
 
     def _set_constant(self, c: int, e: _Entry) -> None:
         """The fields of collider c's record that do not change during the bake."""
@@ -750,11 +801,9 @@ class CollisionWorld:
         col = e.collider
         rest_to_world = np.eye(4)
         velocity = np.zeros((3, 4))
-        if col.motion == "RIGID":
-            f, s = self._frame(t, col.transforms.shape[0])
-            a, b = col.transforms[f], col.transforms[min(f + 1, col.transforms.shape[0] - 1)]
-            rest_to_world = (1.0 - s) * a + s * b
-            velocity = (b - a)[:3] * self.fps
+        if col.motion == "RIGID" or e.driven is not None:
+            rest_to_world, rate = self._pose_matrix(e, t)
+            velocity = rate[:3]
         elif col.motion == "DEFORMING":
             n = col.frame_vertices.shape[0]
             f, s = self._frame(t, n)
@@ -788,7 +837,7 @@ class CollisionWorld:
         self.time = t
         records = self._args.colliders
         for c, e in enumerate(self.entries):
-            if e.collider.motion != "STATIC":
+            if e.collider.motion != "STATIC" or e.driven is not None:
                 records[c] = self._constant[c]
                 self._set_pose(records, c, e, t)
 

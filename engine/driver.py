@@ -344,6 +344,107 @@ def _check_state(solver, frame: int) -> None:
             f"{limit.advice}")
 
 
+class Simulation:
+    """A simulation in memory: the solver with its colliders, the sources (inflows, outflows, removal),
+    the animated settings and the force fields, and the substep loop that advances them by a frame.
+
+    :func:`bake` advances one frame after the other into the cache; the live session
+    (:mod:`engine.live`) advances the same way, one displayed frame at a time.
+    """
+
+    def __init__(self, scene: SceneDescription, settings: settings_mod.SimulationSettings, solver, sources: Sources,
+                 animation, forces):
+        self.scene = scene
+        self.settings = settings
+        self.solver = solver
+        self.sources = sources
+        self.animation = animation
+        self.forces = forces
+
+    @classmethod
+    def start(cls, scene: SceneDescription, settings: settings_mod.SimulationSettings, grid_dir: str | None = None,
+              progress: Progress | None = None, t0: float | None = None) -> "Simulation":
+        """The state at the first frame: fluids filled, colliders' distance grids built (read from and
+        written to ``grid_dir`` when given), particles inside colliders removed, the solver made.
+        ``progress`` receives the 'fill', 'colliders' and 'compile' stage events (elapsed from ``t0``)."""
+        emit_ = progress or (lambda event: None)
+        t0 = time.perf_counter() if t0 is None else t0
+        emit_({"event": "stage", "stage": "fill", "elapsed": round(time.perf_counter() - t0, 3)})
+        particles, level = fill_fluids(scene, settings)
+        collision = None
+        if scene.colliders:
+            emit_({"event": "stage", "stage": "colliders", "elapsed": round(time.perf_counter() - t0, 3)})
+            collision = make_collision(scene, settings, particles.x, grid_dir, emit_)
+            particles, level = remove_inside_colliders(particles, collision, scene, settings, level)
+        sources = Sources(scene, settings)
+        emit_({"event": "stage", "stage": "compile", "elapsed": round(time.perf_counter() - t0, 3)})
+        solver = _make_solver(scene, settings, particles, collision, level)
+        from .animation import SceneAnimation
+        from .forces import Forces
+
+        return cls(scene, settings, solver, sources, SceneAnimation(scene, solver), Forces(scene))
+
+    def advance_frame(self, frame: int, frame_dt: float, cancel: Cancel | None = None,
+                      cancelled: str | None = None) -> int:
+        """Advance by ``frame_dt`` seconds in equal substeps that land exactly on the frame's end;
+        returns the substeps taken. ``frame`` names the frame in messages; ``cancelled`` replaces the
+        message of the cancel.
+
+        Raises
+        ------
+        BakeCancelled
+            When ``cancel()`` returned True before a substep.
+        SimulationDivergedError
+            After the substep where the state stopped being finite or too fast, or past Max Substeps.
+        """
+        solver, sources, settings = self.solver, self.sources, self.settings
+        remaining = frame_dt
+        substeps = 0
+        while remaining > 1e-12 * frame_dt:
+            if cancel is not None and cancel():
+                raise BakeCancelled(cancelled or f"Bake cancelled at frame {frame}; frames up to {frame - 1} are kept")
+            dt = min(solver.stable_dt(), sources.dt_limit(solver.time), remaining)
+            n_left = math.ceil(remaining / dt - 1e-9)
+            dt = remaining / n_left  # equal substeps that land exactly on the frame time
+            t_step = solver.time
+            # animated settings at the substep's middle, then the force fields' kick
+            self.animation.apply(solver, t_step + 0.5 * dt)
+            self.forces.kick(solver, t_step, dt)
+            solver.step(dt)
+            sources.step(solver, t_step, dt)
+            remaining -= dt
+            substeps += 1
+            _check_state(solver, frame)
+            if substeps > settings.max_substeps:
+                raise SimulationDivergedError(
+                    f"Frame {frame} needed more than {settings.max_substeps} substeps (Max Substeps). The "
+                    f"liquid is moving too fast for the particle spacing; raise Max Substeps or the spacing.")
+        solver.flush()  # particles a solver moves every few substeps (the hybrid's markers) catch up
+        return substeps
+
+
+def cache_header(scene: SceneDescription, settings: settings_mod.SimulationSettings) -> dict:
+    """The manifest header of a cache of ``scene`` baked with ``settings`` (see :mod:`engine.cache`)."""
+    return {
+        "engine_version": __version__,
+        "solver": settings.solver,
+        "settings": settings_mod.to_dict(settings),
+        "settings_hash": settings_mod.settings_hash(settings),
+        "scene_hash": scene_hash(scene),
+        "scene_objects": jobcheck.scene_object_hashes(scene),
+        "frame_start": int(scene.frame_start),
+        "frame_end": int(scene.frame_end),
+        "fps": float(scene.fps),
+        "particle_spacing": float(settings.particle_spacing),
+        "particle_radius": 0.5 * float(settings.particle_spacing),
+    }
+
+
+def extra_attributes(scene: SceneDescription) -> dict:
+    """The attributes a cache of ``scene`` holds beyond the built-in ones (see :mod:`engine.cache`)."""
+    return {name: ("float32", (), "", "particle channel set by the scene's objects") for name in channel_names(scene)}
+
+
 def _resume_state(scene: SceneDescription, settings: settings_mod.SimulationSettings, cache_dir: str,
                   resume_from, accept_scene_change: bool, emit_: Progress) -> tuple[int, dict, dict]:
     """Every check of a resume, before the cache changes: ``(frame, checkpoint state, manifest)``.
@@ -451,41 +552,16 @@ def _bake_locked(scene, settings, cache_dir, emit_, cancel, checkpoint_every, re
         resume_from, resumed, manifest = _resume_state(scene, settings, cache_dir, resume_from, accept_scene_change,
                                                        emit_)
 
-    emit_({"event": "stage", "stage": "fill", "elapsed": 0.0})
-    particles, level = fill_fluids(scene, settings)
-    collision = None
-    if scene.colliders:
-        emit_({"event": "stage", "stage": "colliders", "elapsed": time.perf_counter() - t0})
-        collision = make_collision(scene, settings, particles.x, os.path.join(cache_dir, SDF_DIR), emit_)
-        particles, level = remove_inside_colliders(particles, collision, scene, settings, level)
-    sources = Sources(scene, settings)
-    emit_({"event": "stage", "stage": "compile", "elapsed": time.perf_counter() - t0})
-    solver = _make_solver(scene, settings, particles, collision, level)
-    from .animation import SceneAnimation
-    from .forces import Forces
-
-    animation = SceneAnimation(scene, solver)
-    forces = Forces(scene)
+    sim = Simulation.start(scene, settings, os.path.join(cache_dir, SDF_DIR), emit_, t0)
+    solver, sources = sim.solver, sim.sources
     if resumed is not None:
         # colliders and solver model come from the first frame, as in the uninterrupted bake (Auto
         # modes and the automatic speed of sound pick the same); the liquid continues from the checkpoint
-        solver = checkpoint.restore(solver, resumed)
+        solver = sim.solver = checkpoint.restore(solver, resumed)
         checkpoint.restore_sources(sources, resumed)
 
-    header = {
-        "engine_version": __version__,
-        "solver": settings.solver,
-        "settings": settings_mod.to_dict(settings),
-        "settings_hash": settings_mod.settings_hash(settings),
-        "scene_hash": scene_hash(scene),
-        "scene_objects": jobcheck.scene_object_hashes(scene),
-        "frame_start": int(scene.frame_start),
-        "frame_end": int(scene.frame_end),
-        "fps": float(scene.fps),
-        "particle_spacing": float(settings.particle_spacing),
-        "particle_radius": 0.5 * float(settings.particle_spacing),
-    }
-    extra = {name: ("float32", (), "", "particle channel set by the scene's objects") for name in channel_names(scene)}
+    header = cache_header(scene, settings)
+    extra = extra_attributes(scene)
     segment = {"from_frame": int(scene.frame_start if resumed is None else resume_from + 1),
                "settings_hash": header["settings_hash"], "scene_hash": header["scene_hash"],
                "settings": header["settings"]}
@@ -514,30 +590,8 @@ def _bake_locked(scene, settings, cache_dir, emit_, cancel, checkpoint_every, re
     writer = None
     try:
         for k, frame in enumerate(range(first, scene.frame_end + 1)):
-            remaining = frame_dt
-            substeps = 0
-            while remaining > 1e-12 * frame_dt:
-                if cancel is not None and cancel():
-                    raise BakeCancelled(f"Bake cancelled at frame {frame}; frames up to {frame - 1} are kept"
-                                        if writer is not None else
-                                        "Bake cancelled before its first frame; the previous bake is kept")
-                dt = min(solver.stable_dt(), sources.dt_limit(solver.time), remaining)
-                n_left = math.ceil(remaining / dt - 1e-9)
-                dt = remaining / n_left  # equal substeps that land exactly on the frame time
-                t_step = solver.time
-                # animated settings at the substep's middle, then the force fields' kick
-                animation.apply(solver, t_step + 0.5 * dt)
-                forces.kick(solver, t_step, dt)
-                solver.step(dt)
-                sources.step(solver, t_step, dt)
-                remaining -= dt
-                substeps += 1
-                _check_state(solver, frame)
-                if substeps > settings.max_substeps:
-                    raise SimulationDivergedError(
-                        f"Frame {frame} needed more than {settings.max_substeps} substeps (Max Substeps). The "
-                        f"liquid is moving too fast for the particle spacing; raise Max Substeps or the spacing.")
-            solver.flush()  # particles a solver moves every few substeps (the hybrid's markers) catch up
+            substeps = sim.advance_frame(frame, frame_dt, cancel, None if writer is not None else
+                                         "Bake cancelled before its first frame; the previous bake is kept")
             if writer is None:
                 writer = replace_previous_bake()
             writer.write_frame(frame, solver.particles.frame_arrays())
