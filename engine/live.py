@@ -46,7 +46,7 @@ import numpy as np
 
 from . import checkpoint, driver, live_channel
 from . import settings as settings_mod
-from .cache import CacheWriter, clear
+from .cache import CacheLock, CacheWriter, claim_folder
 from .errors import EngineError
 from .scene import SceneDescription, load_job
 
@@ -172,12 +172,20 @@ class LiveSimulation:
     def save_for_bake(self, cache_dir: str) -> int:
         """Make ``cache_dir`` a cache whose first frame is the current state, with a checkpoint there, so
         that a bake resumed from it (``resume_from=frame_start``) continues from this state; returns
-        the frame. The cache's previous files are deleted (its collider grids are kept)."""
+        the frame. The cache's previous frames and checkpoints are replaced (its collider grids are
+        kept), holding the folder's lock as a bake does: a folder a bake or stage is writing, or one
+        that is not a Surge cache folder, is refused (:func:`claim_cache`)."""
+        lock = claim_cache(cache_dir)
+        try:
+            return self._save_for_bake(cache_dir)
+        finally:
+            lock.release()
+
+    def _save_for_bake(self, cache_dir: str) -> int:
         scene, settings, solver = self.scene, self.settings, self.sim.solver
         header = driver.cache_header(scene, settings)
         segment = {"from_frame": int(scene.frame_start), "settings_hash": header["settings_hash"],
                    "scene_hash": header["scene_hash"], "settings": header["settings"]}
-        clear(cache_dir)
         writer = CacheWriter(cache_dir, dict(header, segments=[segment]), driver.extra_attributes(scene))
         writer.write_frame(scene.frame_start, solver.particles.frame_arrays())
         # the bake's clock starts at this state: its colliders' motion, animated settings and
@@ -193,6 +201,26 @@ class LiveSimulation:
         return int(scene.frame_start)
 
 
+def claim_cache(cache_dir: str) -> CacheLock:
+    """The lock of ``cache_dir`` (purpose 'live'), taken as a bake takes it, with the folder claimed
+    as a Surge cache folder (:func:`engine.cache.claim_folder`); the caller releases it.
+
+    Raises
+    ------
+    CacheLockedError
+        When a bake, a stage or another session holds the folder.
+    ForeignFolderError
+        When the folder holds files but is not a Surge cache folder.
+    """
+    lock = CacheLock(cache_dir, "live").acquire()
+    try:
+        claim_folder(cache_dir)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
 class Recorder:
     """Writes the frames of a live session into a cache (and, given ``usd_dir``, their USD point files),
     as a bake would: the first recorded frame is the scene's first frame."""
@@ -205,9 +233,13 @@ class Recorder:
         header = driver.cache_header(scene, settings)
         header["segments"] = [{"from_frame": int(scene.frame_start), "settings_hash": header["settings_hash"],
                                "scene_hash": header["scene_hash"], "settings": header["settings"]}]
-        clear(cache_dir)
-        self.writer = CacheWriter(cache_dir, header, driver.extra_attributes(scene))
-        self.points = PointsWriter(usd_dir, 0.5 * settings.particle_spacing, scene.fps) if usd_dir else None
+        self.lock = claim_cache(cache_dir)  # held until finish(): no bake or stage writes here meanwhile
+        try:
+            self.writer = CacheWriter(cache_dir, header, driver.extra_attributes(scene))
+        except BaseException:
+            self.lock.release()
+            raise
+        self.points = PointsWriter(usd_dir, 0.5 * settings.particle_spacing) if usd_dir else None
         self.next_frame = int(scene.frame_start)
         self.frames = 0
 
@@ -221,7 +253,10 @@ class Recorder:
 
     def finish(self) -> dict:
         last = self.next_frame - 1
-        self.writer.finish("complete", "Recorded from a live session", frame_end=last)
+        try:
+            self.writer.finish("complete", "Recorded from a live session", frame_end=last)
+        finally:
+            self.lock.release()
         return {"event": "recorded", "frames": self.frames, "frame_start": self.next_frame - self.frames,
                 "frame_end": last, "cache_dir": self.cache_dir, "usd_dir": self.usd_dir}
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from engine import driver, live, live_channel
-from engine.cache import CacheReader
+from engine.cache import CacheLock, CacheReader
+from engine.errors import CacheLockedError, ForeignFolderError
 from engine.scene import MeshCollider, SceneDescription, save_job
 from engine.settings import ColliderSettings, LiveSettings, SimulationSettings, live_simulation_settings
 from helpers import box_mesh, column_scene, open_cup
@@ -190,6 +191,36 @@ def test_saved_state_is_the_first_frame_of_a_resumed_bake(tmp_path):
     np.testing.assert_array_equal(first["position"], x)
     # and it went on from there (the liquid had fallen for 5 frames, not 0)
     assert not np.array_equal(reader.read_frame(2)["position"], first["position"])
+
+
+def test_saving_and_recording_respect_the_cache_folders_lock_and_ownership(tmp_path):
+    """Bake From Here and Record write into a cache folder as a bake does: not into one a bake holds,
+    not into a folder that is not Surge's (nothing of it deleted), and the lock is free afterwards."""
+    scene = column_scene(frames=(1, 3))
+    settings = SimulationSettings(solver="PBF", particle_spacing=0.02)
+    sim = live.LiveSimulation(scene, settings, capacity=10_000)
+    sim.advance()
+    cache = str(tmp_path / "cache")
+    with CacheLock(cache, "bake"):
+        with pytest.raises(CacheLockedError):
+            sim.save_for_bake(cache)
+        with pytest.raises(CacheLockedError):
+            live.Recorder(sim, cache)
+    foreign = tmp_path / "photos"
+    foreign.mkdir()
+    (foreign / "holiday.jpg").write_bytes(b"not a cache")
+    with pytest.raises(ForeignFolderError):
+        sim.save_for_bake(str(foreign))
+    with pytest.raises(ForeignFolderError):
+        live.Recorder(sim, str(foreign))
+    assert sorted(os.listdir(foreign)) == ["holiday.jpg"]
+    # released after each write: a record, then a save, then a bake take the folder in turn
+    recorder = live.Recorder(sim, cache)
+    recorder.write(sim)
+    assert recorder.finish()["frames"] == 1
+    assert sim.save_for_bake(cache) == 1
+    driver.bake(scene, settings, cache, resume_from=1)
+    assert CacheReader(cache).frames == [1, 2, 3]
 
 
 def test_particle_budget_drops_the_newest(tmp_path):
