@@ -25,8 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.path.dirname(sys.executable)
 
 
-def _shot(scene, tmp_path, frames=(1, 3), name="shot.blend"):
-    column_scene(scene, "//surge_cache/", frames=frames)
+def _shot(scene, tmp_path, frames=(1, 3), name="shot.blend", spacing=0.02):
+    column_scene(scene, "//surge_cache/", frames=frames, spacing=spacing)
     scene.surge.solver = "PBF"
     path = str(tmp_path / name)
     bpy.ops.wm.save_as_mainfile(filepath=path)
@@ -288,7 +288,11 @@ def test_surface_frames_on_a_cluster_equal_the_local_surface(scene, surge, tmp_p
 
 
 def test_ctrl_c_cancels_cleanly_and_the_same_command_resumes(scene, surge, tmp_path):
-    shot = _shot(scene, tmp_path, frames=(1, 150))
+    # both bakes must be running when Ctrl-C comes: 2,000 particles (1 cm spacing) over 400 frames take
+    # tens of seconds each once compiled, where the two workers' starts (kernel compilation included)
+    # differ by a few seconds; the 250-particle column baked 150 frames in 4 s, before the other began
+    last = 400
+    shot = _shot(scene, tmp_path, frames=(1, last), spacing=0.01)
     scene.surge.checkpoint_interval = 2
     bpy.ops.wm.save_mainfile()
     out = str(tmp_path / "wedge")
@@ -305,7 +309,7 @@ def test_ctrl_c_cancels_cleanly_and_the_same_command_resumes(scene, surge, tmp_p
                 continue
             if min(frames) >= 5:
                 break
-        assert max(frames) < 150, "a bake ended before the test could cancel it"
+        assert max(frames) < last, "a bake ended before the test could cancel it"
         wedge.send_signal(signal.SIGINT)  # Ctrl-C
         output, _ = wedge.communicate(timeout=600)
     finally:
@@ -315,10 +319,10 @@ def test_ctrl_c_cancels_cleanly_and_the_same_command_resumes(scene, surge, tmp_p
     for c in _doc(out)["combinations"]:
         assert c["status"] == "cancelled", c
         m = _manifest(c["cache_dir"])
-        assert m["status"] != "complete" and 5 <= len(m["frames"]) < 150  # frames kept
+        assert m["status"] != "complete" and 5 <= len(m["frames"]) < last  # frames kept
         assert not os.path.exists(os.path.join(c["folder"], "task.json"))  # no bake left running
     again = subprocess.run(args, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert again.stdout.count("Surge: resuming from the cache's last checkpoint") == 2
     for c in _doc(out)["combinations"]:
-        assert c["status"] == "complete" and _manifest(c["cache_dir"])["frames"] == list(range(1, 151))
+        assert c["status"] == "complete" and _manifest(c["cache_dir"])["frames"] == list(range(1, last + 1))
