@@ -499,10 +499,11 @@ def _dam_break(tmp_path_factory, height):
     from engine.scene import save_job
 
     cache = str(tmp_path_factory.mktemp(f"dam_{height}"))
+    job = str(tmp_path_factory.mktemp(f"job_{height}"))
     scene = column_scene(water=(0.12, 0.08, height), tank=(TANK, 0.08, 0.4), frames=(1, 25))
     settings = sm.SimulationSettings(particle_spacing=0.016)
-    save_job(os.path.join(cache, "job"), scene, settings)  # the tank, as a bake from Blender leaves it
-    driver.bake(scene, settings, cache)
+    save_job(job, scene, settings)
+    driver.bake(scene, settings, cache, job_dir=job)  # records the job (the tank) in <cache>/job, as a bake from Blender
     return cache
 
 
