@@ -149,8 +149,9 @@ def run(live, display, n: int, seconds: float, warmup: float, cache: str) -> dic
                         probe = None
                     else:
                         probe = (probe[0], probe[1], probe[2] + 1)
+        session.poll_events()  # the engine's events (an error ends the run with its message)
         if session.error:
-            raise RuntimeError(session.error)
+            raise RuntimeError(f"the live engine stopped at {t:.1f} s: {session.error}")
         time.sleep(live.TIMER_INTERVAL)
     wall = time.monotonic() - wall0
     h = session.state.header
