@@ -298,7 +298,11 @@ def test_ctrl_c_cancels_cleanly_and_the_same_command_resumes(scene, surge, tmp_p
     out = str(tmp_path / "wedge")
     args = [sys.executable, os.path.join(ROOT, "tools", "wedge.py"), shot, "--set", "viscosity=0.0,0.001",
             "--out", out, "--workers", "2"]
-    wedge = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    # the wedge gets Ctrl-C's default handling even when this test runs in the background of a
+    # non-interactive shell, which starts its jobs with SIGINT ignored (inherited: Python would then
+    # install no KeyboardInterrupt handler and the Ctrl-C below would do nothing)
+    wedge = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
