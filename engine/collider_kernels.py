@@ -264,6 +264,17 @@ def _first_hit(ax, ay, az, bx, by, bz, sweep, cset):
     length = math.sqrt(ex * ex + ey * ey + ez * ez)
     if length <= sweep:
         return bx, by, bz
+    # broad phase: a segment whose box meets no collider's world box cannot enter one (most of the
+    # liquid, which moves farther than a sweep step every substep at large substeps)
+    hit = False
+    for c in range(cset.colliders.shape[0]):
+        lo, hi = cset.colliders[c].box_lo, cset.colliders[c].box_hi
+        if (min(ax, bx) <= hi[0] and max(ax, bx) >= lo[0] and min(ay, by) <= hi[1] and max(ay, by) >= lo[1]
+                and min(az, bz) <= hi[2] and max(az, bz) >= lo[2]):
+            hit = True
+            break
+    if not hit:
+        return bx, by, bz
     k = int(math.ceil(length / sweep))
     for m in range(1, k):
         f = m / k
