@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..kernels import cubic_w_scaled
-from ..neighbors import CellGrid, _chunk_width, _gather_candidates, around_cell, build_grid, cell_coords, morton_key
+from ..neighbors import CellGrid, around_cell, build_grid, cell_coords, chunk_width, gather_candidates, morton_key
 
 #: Query cells per parallel task of :func:`kernel_sums` (each cell's candidates gathered once for
 #: all the queries in it).
@@ -91,7 +91,7 @@ def _cell_sums(q, q_start, x, values, no_h, support, cell_start, cell_nbr,
 
     Queries come sorted by their cell: cell c's are ``q_start[c]:q_start[c + 1]`` and ``cell_nbr[c]``
     names the occupied particle cells around it. The particles of those 27 cells are copied into
-    contiguous buffers once per cell (:func:`engine.neighbors._gather_candidates`) and every query of
+    contiguous buffers once per cell (:func:`engine.neighbors.gather_candidates`) and every query of
     the cell runs over them."""
     m, k = cell_nbr.shape[0], values.shape[1]
     s2 = support * support
@@ -104,7 +104,7 @@ def _cell_sums(q, q_start, x, values, no_h, support, cell_start, cell_nbr,
         c1 = min(m, c0 + CELL_CHUNK)
         if q_start[c1] == q_start[c0]:
             continue
-        width = _chunk_width(c0, c1, cell_start, cell_nbr)
+        width = chunk_width(c0, c1, cell_start, cell_nbr)
         cx = np.empty(width, np.float32)
         cy = np.empty(width, np.float32)
         cz = np.empty(width, np.float32)
@@ -116,7 +116,7 @@ def _cell_sums(q, q_start, x, values, no_h, support, cell_start, cell_nbr,
         for c in range(c0, c1):
             if q_start[c + 1] == q_start[c]:
                 continue
-            n = _gather_candidates(c, x, no_h, cell_start, cell_nbr, 0, cx, cy, cz, ch, cj)  # 0: every neighbour cell
+            n = gather_candidates(c, x, no_h, cell_start, cell_nbr, 0, cx, cy, cz, ch, cj)  # 0: every neighbour cell
             for i in range(q_start[c], q_start[c + 1]):
                 qx, qy, qz = q[i, 0], q[i, 1], q[i, 2]
                 # squared distances to every candidate (a loop without branches: vectorised), then the
