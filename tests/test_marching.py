@@ -105,6 +105,11 @@ def test_smoothing_equals_a_brute_force_loop_and_splashsurf_s_smoothing():
                                  for i in range(len(x))])
     # rtol 0, atol 1e-7 m: float32 arithmetic on coordinates of 0.05 m, four passes
     np.testing.assert_allclose(smooth(v, t, w, 4), x, rtol=0, atol=1e-7)
+    # the vertex ranges smoothed in parallel (each with the rings around it) change nothing, bit for bit,
+    # down to ranges of a few vertices whose rings reach across the whole mesh
+    one = smooth(v, t, w, 25, ranges=1)
+    for ranges in (2, 7, len(v) // 3):
+        np.testing.assert_array_equal(smooth(v, t, w, 25, ranges=ranges), one)
     # and splashsurf's own smoothing of the same mesh with the same weights
     pysplashsurf = pytest.importorskip("pysplashsurf")
     ref = pysplashsurf.marching_cubes(f, iso_surface_threshold=0.0, cube_size=0.01, translation=[lo, lo, lo])

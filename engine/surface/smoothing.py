@@ -127,7 +127,7 @@ def _smooth_ranges(x, start, nbr, keep, pull, bounds, iterations,
 
 
 def smooth(vertices: np.ndarray, triangles: np.ndarray, weights: np.ndarray, iterations: int,
-           beta: float = 1.0) -> np.ndarray:
+           beta: float = 1.0, ranges: int | None = None) -> np.ndarray:
     """``iterations`` passes of weighted Laplacian smoothing (see the module docstring).
 
     Parameters
@@ -137,6 +137,8 @@ def smooth(vertices: np.ndarray, triangles: np.ndarray, weights: np.ndarray, ite
     weights : ndarray, shape (V,), in [0, 1]
     iterations : int
     beta : float -- scales every weight (1: splashsurf's default)
+    ranges : int, optional -- vertex ranges smoothed in parallel (default: one per thread); the result
+        does not depend on it
 
     Returns
     -------
@@ -150,7 +152,7 @@ def smooth(vertices: np.ndarray, triangles: np.ndarray, weights: np.ndarray, ite
     count = np.diff(start)
     keep = np.where(count > 0, 1.0 - w, 1.0).astype(np.float32)  # a vertex without neighbours stays
     pull = np.where(count > 0, w / np.maximum(count, 1), 0.0).astype(np.float32)
-    ranges = max(1, min(numba.get_num_threads(), len(x)))
+    ranges = max(1, min(int(ranges or numba.get_num_threads()), len(x)))
     bounds = np.linspace(0, len(x), ranges + 1).astype(np.int64)
     out = np.empty_like(x)
     _smooth_ranges(x, start, nbr, keep, pull, bounds, int(iterations), out)
