@@ -84,15 +84,13 @@ def _query_keys(q, inv_cell, keys):
 def _group_keys(keys, order, start):
     """Group equal ``keys`` (a counting sort through an open-addressing hash table, groups in the order of
     their first query): ``order[start[g]:start[g + 1]]`` are group g's queries in their own order.
-    Returns the number of groups."""
+    Returns the number of groups. The table starts small and doubles when half full: it holds the
+    groups, far fewer than the queries, and stays in cache."""
     n = keys.shape[0]
-    bits = 4
-    while (1 << bits) < 2 * n:
-        bits += 1
-    mask = (1 << bits) - 1
-    shift = np.uint64(64 - bits)
+    bits = 10
     slot_key = np.empty(1 << bits, np.uint64)
     slot_group = np.full(1 << bits, -1, np.int32)
+    group_key = np.empty(n, np.uint64)
     group = np.empty(n, np.int32)
     size = np.zeros(n + 1, np.int64)
     m = 0
@@ -100,14 +98,29 @@ def _group_keys(keys, order, start):
     for i in range(n):
         key = keys[i]
         if i == 0 or key != keys[i - 1]:  # neighbouring queries (mesh vertices) often share a cell
-            slot = np.int64((key * _HASH_MUL) >> shift)
+            mask = (1 << bits) - 1
+            slot = np.int64((key * _HASH_MUL) >> np.uint64(64 - bits))
             while slot_group[slot] >= 0 and slot_key[slot] != key:
                 slot = (slot + 1) & mask
             if slot_group[slot] < 0:
                 slot_group[slot] = m
                 slot_key[slot] = key
+                group_key[m] = key
                 m += 1
-            g = slot_group[slot]
+                if 2 * m > (1 << bits):  # half full: rehash the groups into a table twice as large
+                    bits += 1
+                    mask = (1 << bits) - 1
+                    slot_key = np.empty(1 << bits, np.uint64)
+                    slot_group = np.full(1 << bits, -1, np.int32)
+                    for q in range(m):
+                        slot = np.int64((group_key[q] * _HASH_MUL) >> np.uint64(64 - bits))
+                        while slot_group[slot] >= 0:
+                            slot = (slot + 1) & mask
+                        slot_group[slot] = q
+                        slot_key[slot] = group_key[q]
+                g = m - 1
+            else:
+                g = slot_group[slot]
         group[i] = g
         size[g + 1] += 1
     start[0] = 0
