@@ -8,16 +8,18 @@ support ``support`` (h = support / 2), the kernel splashsurf uses, and the parti
   particles within the support: their number densities and neighbour counts;
 * :func:`point_averages` -- at any query points, kernel-weighted averages sum_j W a_j / sum_j W (or with
   another column of the values in the weights) of per-particle values a_j: the vertex attributes and
-  the smoothing weights.
-
-Both gather from the 27 cells around each query's cell, the candidates of a cell copied once for all
-the queries in it (no scatter, so no race between threads).
+  the smoothing weights;
 * :func:`colour_field` -- the SPH colour field c(p) = sum_j V_j W(|p - x_j|) at every point of a dense
   grid, V_j the particle's volume (Löschner et al. 2023, "Weighted Laplacian Smoothing for Surface
-  Reconstruction of Particle-based Fluids", eq. 1 with V_j = m_j / rho_j). Each particle adds into the
-  grid points of its support; the grid is cut into slabs along its first axis, each slab owned by one
-  task that adds only into its own points (a fixed partition: the sums, and so the mesh, do not depend
-  on the thread count).
+  Reconstruction of Particle-based Fluids", eq. 1 with V_j = m_j / rho_j).
+
+The first two gather from the 27 cells around each query's cell (no scatter, so no race between
+threads): the candidates of a cell are copied into contiguous buffers once for all the queries in
+it, and each query runs over all of them without a branch (the kernel is zero beyond its support),
+a loop the compiler vectorises. In the colour field each particle adds into a fixed window of grid
+points around it; the grid is cut into slabs along its first axis, each slab owned by one task that
+adds only into its own points (a fixed partition: the sums, and so the mesh, do not depend on the
+thread count).
 """
 
 from __future__ import annotations
