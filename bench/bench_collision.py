@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_sdf import torus  # noqa: E402
-from engine import collision, driver  # noqa: E402
+from engine import collider_kernels, driver  # noqa: E402
 from engine.particles import Particles  # noqa: E402
 from engine.scene import BoxContainer, FluidObject, MeshCollider, SceneDescription, TriangleMesh  # noqa: E402
 from engine.settings import ColliderSettings, SimulationSettings  # noqa: E402
@@ -93,16 +93,16 @@ def main() -> None:
     xs = np.ascontiguousarray(solver.particles.x)
     v = np.zeros_like(xs)
     args_ = world.args
-    collision.project(xs, xs.copy(), v, 0.25 * dx, 0.0, 500.0, True, args_)
+    collider_kernels.project(xs, xs.copy(), v, 0.25 * dx, 0.0, 500.0, True, args_)
     t0 = time.perf_counter()
     for _ in range(args.steps):
-        collision.project(xs, xs.copy(), v, 0.25 * dx, 0.0, 500.0, True, args_)
+        collider_kernels.project(xs, xs.copy(), v, 0.25 * dx, 0.0, 500.0, True, args_)
     print(f"project alone: {(time.perf_counter() - t0) / args.steps / len(xs) * 1e9:.0f} ns per particle")
     inside = np.empty(len(xs), dtype=np.bool_)
-    collision.inside_any(xs, args_, inside)
+    collider_kernels.inside_any(xs, args_, inside)
     t0 = time.perf_counter()
     for _ in range(args.steps):
-        collision.inside_any(xs, args_, inside)
+        collider_kernels.inside_any(xs, args_, inside)
     print(f"one distance query: {(time.perf_counter() - t0) / args.steps / len(xs) * 1e9:.0f} ns per particle")
     print(f"numba threads {numba.get_num_threads()}, load average {os.getloadavg()[0]:.1f}")
 

@@ -53,7 +53,7 @@ def test_one_zip_named_for_this_platform(built):
 def test_zip_holds_the_add_on_and_this_platforms_wheels(built):
     zips, wheels, _ = built
     names = set(_names(zips[0]))
-    for required in ("blender_manifest.toml", "__init__.py", "engine/__init__.py", "engine/settings.py"):
+    for required in ("blender_manifest.toml", "__init__.py", "engine/__init__.py", "engine/settings/__init__.py"):
         assert required in names, f"{required} missing from the zip"
     wheel_names = sorted(n for n in names if n.endswith(".whl"))
     assert wheel_names == sorted(os.path.normpath(w) for w in wheels)

@@ -12,7 +12,7 @@ import pytest
 from numba import njit, prange
 from numpy.testing import assert_allclose
 
-from engine import cache, collision, driver, sdf
+from engine import cache, collider_kernels, collision, driver, sdf
 from engine.cache import CacheReader
 from engine.errors import InvalidSceneError
 from engine.scene import BoxContainer, FluidObject, MeshCollider, SceneDescription, TriangleMesh
@@ -24,12 +24,12 @@ from test_sdf import concat, torus_mesh, torus_sdf
 @njit(parallel=True)
 def _query(points, cset, c, phi, normal, vel):
     for i in prange(points.shape[0]):
-        p, n0, n1, n2, tri, r0, r1, r2 = collision.collider_phi(points[i, 0], points[i, 1], points[i, 2], c, cset)
+        p, n0, n1, n2, tri, r0, r1, r2 = collider_kernels.collider_phi(points[i, 0], points[i, 1], points[i, 2], c, cset)
         phi[i] = p
         normal[i, 0] = n0
         normal[i, 1] = n1
         normal[i, 2] = n2
-        v0, v1, v2 = collision.collider_velocity(c, tri, r0, r1, r2, cset)
+        v0, v1, v2 = collider_kernels.collider_velocity(c, tri, r0, r1, r2, cset)
         vel[i, 0] = v0
         vel[i, 1] = v1
         vel[i, 2] = v2
@@ -191,13 +191,13 @@ def test_solid_polytope_ejects_a_fast_particle_the_way_it_came():
     # 3 mm below the middle, coming down: the nearest face is the bottom one, the right one the top
     x = np.array([[0.0, 0.0, -0.003]], dtype=np.float32)
     v = np.array([[0.0, 0.0, -2.0]], dtype=np.float32)
-    collision.project(x.copy(), x, v, 0.0, 0.0, 1.0, True, world.args)
+    collider_kernels.project(x.copy(), x, v, 0.0, 0.0, 1.0, True, world.args)
     assert_allclose(x[0], [0.0, 0.0, 0.01], rtol=0, atol=1e-6)   # float32 positions
     assert v[0, 2] == 0.0                                          # no bounce: normal velocity removed
     # coming up instead: out through the bottom
     x = np.array([[0.0, 0.0, 0.003]], dtype=np.float32)
     v = np.array([[0.0, 0.0, 2.0]], dtype=np.float32)
-    collision.project(x.copy(), x, v, 0.0, 0.0, 1.0, True, world.args)
+    collider_kernels.project(x.copy(), x, v, 0.0, 0.0, 1.0, True, world.args)
     assert_allclose(x[0], [0.0, 0.0, -0.01], rtol=0, atol=1e-6)
 
 

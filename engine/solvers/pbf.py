@@ -75,7 +75,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from ..collision import CollisionWorld, SWEEP_STEP, collider_free, collider_near, empty_world_args, project
+from ..collider_kernels import collider_free, collider_near, project
+from ..collision import CollisionWorld, SWEEP_STEP, empty_world_args
 from ..kernels import cubic_dwdr, cubic_w, half_space_tables, lattice_sum
 from ..neighbors import CellGrid, NeighbourList, build_grid
 from ..walls import clamp_into_boxes, near_walls, wall_gradient, wall_mass

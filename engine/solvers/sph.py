@@ -35,7 +35,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..collision import collider_free
+from ..collider_kernels import collider_free
 from ..kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32
 from ..walls import near_walls, wall_gradient, wall_hydrostatic, wall_mass
 

@@ -76,7 +76,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from ..collision import CollisionWorld, SWEEP_STEP, empty_world_args, project
+from ..collider_kernels import project
+from ..collision import CollisionWorld, SWEEP_STEP, empty_world_args
 from ..kernels import cubic_dshape32 as _dw32, half_space_tables, lattice_sum, wall_moment_tables
 from ..neighbors import CellGrid, NeighbourList, build_grid
 from ..particles import Particles

@@ -9,7 +9,7 @@ frame). Each frame, after a diffuse particle has moved:
 * a particle that crossed a box container's wall is put back on it (:func:`engine.walls.clamp_into_boxes`,
   reached as far as the particle travelled in the frame, so fast spray cannot skip over a wall);
 * a particle inside a mesh collider's solid is pushed out along the distance field's gradient, its path
-  over the frame swept so that it cannot tunnel through a thin wall (:func:`engine.collision.project`,
+  over the frame swept so that it cannot tunnel through a thin wall (:func:`engine.collider_kernels.project`,
   the bake's own contact response: the approaching normal speed reflected with the collider's bounce,
   the sliding speed reduced by its friction).
 
@@ -151,7 +151,8 @@ class Obstacles:
             contain_in_boxes(x_start, x, v, self.boxes, self.friction, self.bounce, float(reach), float(travel_dt),
                              contact)
         if self.world is not None:
-            from ..collision import SWEEP_STEP, project
+            from ..collider_kernels import project
+            from ..collision import SWEEP_STEP
 
             before = x.copy()
             # the bake's own contact response (bounce and friction, velocity relative to the collider);

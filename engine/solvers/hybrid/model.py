@@ -54,7 +54,7 @@ CHUNK = 1024
 #: Fewest computed grid rows under the MIXB band for the MAC part to be used at all.
 MIN_MAC_ROWS = 2
 
-#: The interface modes (engine/settings.py holds them).
+#: The interface modes (engine/settings/simulation.py holds them).
 INTERFACE_MODES = settings_mod.names(settings_mod.HYBRID_INTERFACE_MODES)
 
 #: Parts of the particle arrays :func:`engine.solvers.hybrid.kinds.column_tops` scans in parallel, each

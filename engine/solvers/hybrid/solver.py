@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from ...collision import SWEEP_STEP, CollisionWorld, empty_world_args, project
+from ...collider_kernels import project
+from ...collision import SWEEP_STEP, CollisionWorld, empty_world_args
 from ...neighbors import NeighbourList, build_grid
 from ...particles import Particles
 from ...state_check import max_speed_and_acceleration
