@@ -45,8 +45,10 @@ AUTO_PERCENTILE = 99.9
 #: and 0.34 of its wave-crest peak, so 0.6 leaves the collapse calm.
 AUTO_MIN_SHARE = 0.6
 #: tau_min and tau_max of the kinetic energy as shares of the shot's peak energy: a particle starts to
-#: make whitewater at a third of the shot's top speed (sqrt(0.1)) and makes the most from 70 % of it.
-AUTO_ENERGY_SHARES = (0.1, 0.5)
+#: make whitewater at 14 % of the shot's top speed (sqrt(0.02)) and makes the most from 45 % of it
+#: (sqrt(0.2)), so the gate only leaves out slow liquid: the crest of a wave that overturns after an
+#: impact moves at half the impact's speed or less.
+AUTO_ENERGY_SHARES = (0.02, 0.2)
 #: Names the rule of :func:`auto_thresholds` in the stage's settings (and so in their hash).
 AUTO_RULE = f"shot peak; share {AUTO_MIN_SHARE}; energy {AUTO_ENERGY_SHARES[0]}-{AUTO_ENERGY_SHARES[1]}"
 
@@ -260,7 +262,7 @@ def auto_thresholds(maxima: np.ndarray, spacing: float, gravity: np.ndarray) -> 
     * trapped air and wave crest: tau_max = P, tau_min = :data:`AUTO_MIN_SHARE` P (0.6): whitewater comes
       from the shot's strongest splashes (an impact, a breaking crest) and not from the ordinary motion of
       the liquid, which in a dam break reaches half the impact's peak while the column collapses;
-    * kinetic energy (the gate Phi_k of Section 4.2): tau_min = 0.1 P, tau_max = 0.5 P
+    * kinetic energy (the gate Phi_k of Section 4.2): tau_min = 0.02 P, tau_max = 0.2 P
       (:data:`AUTO_ENERGY_SHARES`).
 
     Every threshold is then raised to at least :func:`floors`, the noise a liquid at rest keeps, so a calm
