@@ -176,7 +176,7 @@ def phases(frame: dict, p: SurfaceParameters) -> None:
     vertices = step(f"{p.smoothing_iterations} smoothing passes", smooth, raw, triangles, weights,
                     p.smoothing_iterations)
     vals = particles.sorted(frame["velocity"])
-    velocity = step("vertex velocity", lambda: fld.kernel_sums(particles, vertices, vals).shepard(vals))
+    velocity = step("vertex velocity", fld.point_averages, particles, vertices, vals)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         with open(os.path.join(tmp, "m.npz"), "wb") as fh:

@@ -107,8 +107,11 @@ def memory(live: int, n: int) -> None:
     state.kind[:] = np.array([kernels.BUBBLE, kernels.FOAM, kernels.SPRAY], np.uint8)[np.arange(live) % 3]
     state.lifetime[:] = 5.0
     state.id[:] = np.arange(live)
+    # rates of 40 per second: the frame emits a few tens of thousands (the cap, 5 % above the live count,
+    # never binds), so the figures are those of carrying the live particles
     settings = WhitewaterSettings(use_auto_thresholds=False, trapped_air_min=0.5, trapped_air_max=4.0,
-                                  energy_min=0.1, energy_max=2.0, max_particles=int(live * 1.05))
+                                  energy_min=0.1, energy_max=2.0, trapped_air_rate=40.0, wave_crest_rate=40.0,
+                                  max_particles=int(live * 1.05))
     thresholds = model.Thresholds.manual(settings)
     gravity = np.array([0.0, 0.0, -9.81])
     # compile on a small copy first

@@ -38,6 +38,7 @@ from ..engine import jobcheck
 from ..engine.errors import EngineError
 from ..engine.scene import save_job
 from . import bake_state, export, files, liquid, preferences, surface, usd
+from .child_session import ChildSession
 from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
 
 #: The add-on's package (``bl_ext.<repo>.surge`` when installed); never hard-coded, since it depends
@@ -235,7 +236,7 @@ def resume_point(scene, cache_dir: str, description, settings, frame: int, if_se
     return (frame or "latest"), bool(scene_changed)
 
 
-class BakeSession:
+class BakeSession(ChildSession):
     """A running bake of one scene.
 
     Creating it exports and checks the scene (raising :class:`EngineError` subclasses or
@@ -371,19 +372,9 @@ class BakeSession:
             obj.surge.collider_resolved = text
 
     def _publish(self) -> None:
-        """Copy status and progress into the scene's properties for the sidebar.
-
-        Only changed values are written: every write tags the scene for re-evaluation, and this runs
-        ten times a second during a modal bake.
-        """
-        state = bake_state.ensure(self.scene())
-        if not state.is_baking:
-            state.is_baking = True
-            state.cancel_requested = False  # a request left from an earlier bake
-        if abs(state.progress - self.progress) > 1e-4:  # the property is float32
-            state.progress = self.progress
-        if state.status != self.status:
-            state.status = self.status
+        """Copy status and progress (:meth:`ChildSession._publish_state`) and the bake's figures into the
+        scene's properties for the sidebar, each only when it changed."""
+        state = self._publish_state()
         for name, value in self.figures.items():
             prop = name
             # float properties are float32: compare with a relative tolerance above its rounding
@@ -426,23 +417,11 @@ class BakeSession:
                 self.status = text
         if self.first_new is not None:
             self._convert(budget)
-        if bake_state.ensure(self.scene()).cancel_requested and self.process.cancel_requested_at is None:
-            self.cancel()  # the Cancel button of the sidebar or the status bar
-        self.process.kill_if_overdue()
+        self._watch_process()
         # whole seconds: the clock in the panel ticks once a second, not on every poll
         self.figures["elapsed"] = float(int(time.monotonic() - self.started))
         self._publish()
         return events
-
-    @property
-    def finished(self) -> bool:
-        return self.process.finished
-
-    def cancel(self) -> None:
-        """Ask the bake to stop; finished frames are kept and still shown."""
-        self.process.request_cancel()
-        self.status = "Cancelling"
-        self._publish()
 
     def _convert(self, budget: float) -> None:
         """Show this bake's cache frames whose USD files the child has written (``budget`` is unused:

@@ -24,6 +24,7 @@ from ..engine import stages
 from ..engine.cache import CacheLock, CacheReader
 from ..engine.errors import EngineError, InvalidSceneError
 from . import bake_state, files, usd
+from .child_session import ChildSession
 from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
 
 
@@ -84,7 +85,47 @@ def free_job_files(cache_dir: str, names: tuple) -> int:
     return count
 
 
-class StageSession:
+def describe_event(event: dict, title: str, running: str, frame_words) -> str | None:
+    """One line for the user about a stage's progress event, or None for events not worth showing.
+
+    ``running`` opens the line of the stage's start ("Meshing": "Meshing 72 frames (10 kept from the last
+    run)"); ``frame_words(event)`` is what a frame line says between the frame number and the time it
+    took ("Surface frame 3 of 72: <frame_words>, 0.41 s, 12 s left").
+    """
+    kind = event.get("event")
+    if kind == "stage":
+        kept = f" ({event['kept']} kept from the last run)" if event.get("kept") else ""
+        return f"{running} {event.get('frames', 0)} frames{kept}"
+    if kind == "frame":
+        from .bake import duration
+
+        return (f"{title} frame {event['frame']} of {event['frame_end']}: {frame_words(event)}, "
+                f"{event.get('seconds', 0.0):.2f} s, {duration(event.get('eta', 0.0))} left")
+    if kind == "error":
+        return f"Error: {event.get('message', '')}"
+    return None
+
+
+def free_stage_files(scene, stage_name: str, file_re, job_files: tuple, release, purpose: str,
+                     locked: bool = False) -> tuple[str, int]:
+    """Delete a stage's files in the scene's cache folder and its ``job_files`` in the job folder (and
+    nothing else); returns the folder and the count.
+
+    ``release(scene)`` first points the scene's objects away from the files (Windows cannot delete a file
+    Blender holds open). Holds the folder's lock meanwhile for ``purpose`` ("Free Surface"; ``locked``:
+    the caller holds it); raises ``CacheLockedError`` while a bake or a stage writes there.
+    """
+    from .bake import ADDON_ROOT
+
+    cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+    with locked_for(cache_dir, f"{purpose} of scene '{scene.name}'", held=locked):
+        release(scene)
+        count = stages.clear_stage(cache_dir, stage_name, file_re) if os.path.isdir(cache_dir) else 0
+        count += free_job_files(cache_dir, job_files)
+    return cache_dir, count
+
+
+class StageSession(ChildSession):
     """One run of a stage over the baked particles of a scene (subclass it).
 
     Class attributes: ``stage`` (the engine stage's name), ``title`` (for messages), ``settings_file``
@@ -170,16 +211,6 @@ class StageSession:
                                     f"the run was stopped")
         return scene
 
-    def _publish(self) -> None:
-        state = bake_state.ensure(self.scene())
-        if not state.is_baking:
-            state.is_baking = True
-            state.cancel_requested = False
-        if abs(state.progress - self.progress) > 1e-4:
-            state.progress = self.progress
-        if state.status != self.status:
-            state.status = self.status
-
     def poll(self, timeout: float = 0.0) -> list[dict]:
         events = self.process.events(timeout)
         for event in events:
@@ -199,20 +230,9 @@ class StageSession:
             text = self.describe(event)
             if text:
                 self.status = text
-        if bake_state.ensure(self.scene()).cancel_requested and self.process.cancel_requested_at is None:
-            self.cancel()
-        self.process.kill_if_overdue()
+        self._watch_process()
         self._publish()
         return events
-
-    @property
-    def finished(self) -> bool:
-        return self.process.finished
-
-    def cancel(self) -> None:
-        self.process.request_cancel()
-        self.status = "Cancelling"
-        self._publish()
 
     def finish(self) -> StageResult:
         """Wait for the child and say how the run ended.

@@ -20,7 +20,7 @@ from ..engine import stages
 from ..engine.errors import EngineError
 from ..engine.surface import stage as surface_stage
 from . import bake_state, export, files, liquid
-from .stage_session import StageFailedError, StageSession, free_job_files, locked_for
+from .stage_session import StageFailedError, StageSession, describe_event, free_stage_files
 from .stage_session import write_settings as _write_job_settings
 
 #: Where the surface settings of a run are written for the child, and its log (inside the job folder).
@@ -80,19 +80,8 @@ def show_surface(scene, cache_dir: str, relative: bool) -> bool:
 
 def describe(event: dict) -> str | None:
     """One line for the user about a surface progress event."""
-    kind = event.get("event")
-    if kind == "stage":
-        kept = f" ({event['kept']} kept from the last run)" if event.get("kept") else ""
-        return f"Meshing {event.get('frames', 0)} frames{kept}"
-    if kind == "frame":
-        from .bake import duration
-
-        return (f"Surface frame {event['frame']} of {event['frame_end']}: {event.get('triangles', 0)} triangles "
-                f"from {event.get('particles', 0)} particles, {event.get('seconds', 0.0):.2f} s, "
-                f"{duration(event.get('eta', 0.0))} left")
-    if kind == "error":
-        return f"Error: {event.get('message', '')}"
-    return None
+    return describe_event(event, "Surface", "Meshing", lambda e: (f"{e.get('triangles', 0)} triangles from "
+                                                                  f"{e.get('particles', 0)} particles"))
 
 
 class SurfaceSession(StageSession):
@@ -120,13 +109,8 @@ def free_surface(scene, locked: bool = False) -> tuple[str, int]:
 
     Holds the folder's lock meanwhile (``locked``: the caller holds it); raises ``CacheLockedError``
     while a bake or a stage writes there."""
-    from .bake import ADDON_ROOT
-
-    cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
-    with locked_for(cache_dir, f"Free Surface of scene '{scene.name}'", held=locked):
-        liquid.release_surface_files(scene)  # first: Windows cannot delete a file Blender holds open
-        count = stages.clear_stage(cache_dir, surface_stage.NAME, surface_stage.FILE_RE) if os.path.isdir(cache_dir) else 0
-        count += free_job_files(cache_dir, (SETTINGS_FILE, LOG_FILE))
+    cache_dir, count = free_stage_files(scene, surface_stage.NAME, surface_stage.FILE_RE, (SETTINGS_FILE, LOG_FILE),
+                                        liquid.release_surface_files, "Free Surface", locked)
     obj = scene.surge.surface_object
     if obj is not None:
         obj.hide_render = obj.hide_viewport = True

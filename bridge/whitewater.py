@@ -33,8 +33,8 @@ from mathutils import Matrix
 from ..engine import settings as settings_mod
 from ..engine import stages
 from ..engine.whitewater import stage as ww_stage
-from . import bake_state, export, files, liquid
-from .stage_session import StageFailedError, StageSession, free_job_files, locked_for
+from . import bake_state, export, liquid
+from .stage_session import StageFailedError, StageSession, describe_event, free_stage_files
 from .stage_session import write_settings as write_job_settings
 
 #: Where the whitewater settings of a run are written for the child, and its log (inside the job folder).
@@ -197,22 +197,15 @@ def summary_text(cache_dir: str) -> str:
 
 # -- the run ---------------------------------------------------------------------------------------------
 
+def _frame_words(event: dict) -> str:
+    capped = f", cap reached ({event['capped']} not made)" if event.get("capped") else ""
+    return (f"{event.get('emitted', 0)} new, {event.get('spray', 0)} spray, {event.get('foam', 0)} foam, "
+            f"{event.get('bubbles', 0)} bubbles{capped}")
+
+
 def describe(event: dict) -> str | None:
     """One line for the user about a whitewater progress event."""
-    kind = event.get("event")
-    if kind == "stage":
-        kept = f" ({event['kept']} kept from the last run)" if event.get("kept") else ""
-        return f"Whitewater over {event.get('frames', 0)} frames{kept}"
-    if kind == "frame":
-        from .bake import duration
-
-        capped = f", cap reached ({event['capped']} not made)" if event.get("capped") else ""
-        return (f"Whitewater frame {event['frame']} of {event['frame_end']}: {event.get('emitted', 0)} new, "
-                f"{event.get('spray', 0)} spray, {event.get('foam', 0)} foam, {event.get('bubbles', 0)} bubbles"
-                f"{capped}, {event.get('seconds', 0.0):.2f} s, {duration(event.get('eta', 0.0))} left")
-    if kind == "error":
-        return f"Error: {event.get('message', '')}"
-    return None
+    return describe_event(event, "Whitewater", "Whitewater over", _frame_words)
 
 
 class WhitewaterSession(StageSession):
@@ -246,13 +239,8 @@ def free_whitewater(scene, locked: bool = False) -> tuple[str, int]:
 
     Holds the folder's lock meanwhile (``locked``: the caller holds it); raises ``CacheLockedError``
     while a bake or a stage writes there."""
-    from .bake import ADDON_ROOT
-
-    cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
-    with locked_for(cache_dir, f"Free Whitewater of scene '{scene.name}'", held=locked):
-        release_files(scene)  # first: Windows cannot delete a file Blender holds open
-        count = stages.clear_stage(cache_dir, ww_stage.NAME, ww_stage.FILE_RE) if os.path.isdir(cache_dir) else 0
-        count += free_job_files(cache_dir, (SETTINGS_FILE, LOG_FILE))
+    cache_dir, count = free_stage_files(scene, ww_stage.NAME, ww_stage.FILE_RE, (SETTINGS_FILE, LOG_FILE),
+                                        release_files, "Free Whitewater", locked)
     for obj in _objects(scene):
         obj.hide_render = obj.hide_viewport = True
     scene.surge.whitewater.summary = ""

@@ -239,8 +239,11 @@ NBR_BLOCK = 16
 
 
 @njit(inline="always", cache=True)
-def _gather_candidates(c, x, hsup, cell_start, cell_nbr, half, cx, cy, cz, ch, ci):
+def gather_candidates(c, x, hsup, cell_start, cell_nbr, half, cx, cy, cz, ch, ci):
     """Copy the particles of cell c's 27 neighbour cells into contiguous buffers; returns their count.
+
+    ``x`` (N, 3) and ``hsup`` (N,) are in the grid's sorted order; the buffers ``cx, cy, cz, ch``
+    (float32) and ``ci`` (int32, the particles' sorted indices) hold at least :func:`chunk_width` entries.
 
     For a half list (``half`` > 0) an earlier cell (whose particles all come before cell c's) is left
     out unless it reaches into an earlier block than the last of cell c's particles: only a
@@ -270,7 +273,9 @@ def _candidate_buffers(width):
 
 
 @njit(cache=True)
-def _chunk_width(c0, c1, cell_start, cell_nbr):
+def chunk_width(c0, c1, cell_start, cell_nbr):
+    """The most candidates :func:`gather_candidates` (full, ``half`` = 0) copies for any of the cells
+    ``c0:c1``: the size of the buffers a task over those cells allocates once."""
     width = 0
     for c in range(c0, c1):
         w = 0
@@ -310,10 +315,10 @@ def _list_counts(x, hsup, cell_start, cell_nbr, half, counts):
     for b in prange((m + LIST_CHUNK - 1) // LIST_CHUNK):
         c0 = b * LIST_CHUNK
         c1 = min(m, c0 + LIST_CHUNK)
-        width = _chunk_width(c0, c1, cell_start, cell_nbr)
+        width = chunk_width(c0, c1, cell_start, cell_nbr)
         cx, cy, cz, ch, ci = _candidate_buffers(width)
         for c in range(c0, c1):
-            k = _gather_candidates(c, x, hsup, cell_start, cell_nbr, half, cx, cy, cz, ch, ci)
+            k = gather_candidates(c, x, hsup, cell_start, cell_nbr, half, cx, cy, cz, ch, ci)
             for i in range(cell_start[c], cell_start[c + 1]):
                 xi = np.float32(x[i, 0])
                 yi = np.float32(x[i, 1])
@@ -360,7 +365,7 @@ def _list_fill(x, hsup, cell_start, cell_nbr, chunk_base, chunk_cap, block, half
     for b in prange((m + LIST_CHUNK - 1) // LIST_CHUNK):
         c0 = b * LIST_CHUNK
         c1 = min(m, c0 + LIST_CHUNK)
-        width = _chunk_width(c0, c1, cell_start, cell_nbr)
+        width = chunk_width(c0, c1, cell_start, cell_nbr)
         words = (width + 63) // 64
         cx, cy, cz, ch, ci = _candidate_buffers(words * 64)
         row = np.empty(width + 1, dtype=np.int32)
@@ -369,7 +374,7 @@ def _list_fill(x, hsup, cell_start, cell_nbr, chunk_base, chunk_cap, block, half
         limit = chunk_base[b] + chunk_cap[b]
         over = False
         for c in range(c0, c1):
-            k = _gather_candidates(c, x, hsup, cell_start, cell_nbr, half, cx, cy, cz, ch, ci)
+            k = gather_candidates(c, x, hsup, cell_start, cell_nbr, half, cx, cy, cz, ch, ci)
             kw = (k + 63) // 64
             for t in range(k, kw * 64):  # fill the last word with candidates out of anyone's reach
                 cx[t] = np.inf

@@ -46,15 +46,22 @@ def test_sphere_is_closed_outward_and_has_its_volume():
     np.testing.assert_allclose(enclosed_volume(v, t), 4 / 3 * math.pi * radius ** 3, rtol=0.01, atol=0)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_random_fields_give_closed_consistently_oriented_manifolds(seed):
+@pytest.mark.parametrize("seed, shape", [(0, (14, 13, 12)), (1, (14, 13, 12)), (2, (6, 5, 130)), (3, (5, 4, 64))])
+def test_random_fields_give_closed_consistently_oriented_manifolds(seed, shape):
     # every one of the 256 cases, ambiguous faces included, shows up in a noisy field; the border is
     # outside, so the surface must close, each edge shared by two triangles in opposite directions
+    # (rows of 130 and 64 points: the packed sides of a row span several 64-bit words, or exactly one)
     rng = np.random.default_rng(seed)
-    f = rng.uniform(-1.0, 1.0, (14, 13, 12)).astype(np.float32)
+    f = rng.uniform(-1.0, 1.0, shape).astype(np.float32)
     f[[0, -1]] = f[:, [0, -1]] = f[:, :, [0, -1]] = -1.0
     v, t = marching_cubes(f, 0.0, (0.0, 0.0, 0.0), 1.0)
     assert len(t) > 500
+    # one vertex per crossed grid edge, and each cell's triangles as its case says (brute force)
+    inside = f > 0.0
+    assert len(v) == sum(int(np.count_nonzero(np.diff(inside, axis=a))) for a in range(3))
+    case = sum(inside[c & 1:inside.shape[0] - 1 + (c & 1), (c >> 1) & 1:inside.shape[1] - 1 + ((c >> 1) & 1),
+                      (c >> 2) & 1:inside.shape[2] - 1 + ((c >> 2) & 1)].astype(np.int64) << c for c in range(8))
+    assert len(t) == int(CASE_COUNTS[case].sum())
     assert np.all(edge_use_counts(t) == 2) and _directed_edges_once(t)
     assert len(np.unique(t)) == len(v)  # every vertex is used
     # each vertex lies on a grid edge between two grid points of opposite sides
@@ -105,6 +112,11 @@ def test_smoothing_equals_a_brute_force_loop_and_splashsurf_s_smoothing():
                                  for i in range(len(x))])
     # rtol 0, atol 1e-7 m: float32 arithmetic on coordinates of 0.05 m, four passes
     np.testing.assert_allclose(smooth(v, t, w, 4), x, rtol=0, atol=1e-7)
+    # the vertex ranges smoothed in parallel (each with the rings around it) change nothing, bit for bit,
+    # down to ranges of a few vertices whose rings reach across the whole mesh
+    one = smooth(v, t, w, 25, ranges=1)
+    for ranges in (2, 7, len(v) // 3):
+        np.testing.assert_array_equal(smooth(v, t, w, 25, ranges=ranges), one)
     # and splashsurf's own smoothing of the same mesh with the same weights
     pysplashsurf = pytest.importorskip("pysplashsurf")
     ref = pysplashsurf.marching_cubes(f, iso_surface_threshold=0.0, cube_size=0.01, translation=[lo, lo, lo])

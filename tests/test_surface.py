@@ -130,6 +130,37 @@ def test_vertex_velocity_is_the_kernel_weighted_velocity_of_its_particles():
     np.testing.assert_allclose(mesh.attributes["density"][pick], 1000.0, rtol=1e-6, atol=0)
 
 
+def test_volumes_counts_and_smoothing_weights_equal_brute_force():
+    rng = np.random.default_rng(5)
+    x = (_lattice(9, 9, 9) + rng.normal(scale=0.15 * DX, size=(9 ** 3, 3))).astype(np.float32)
+    support = 2.0 * DX
+    particles = rec.ParticleGrid.build(x, support)
+    sums = rec.particle_sums(particles)
+    xs = particles.x.astype(np.float64)
+    h = 0.5 * support
+    w_of = np.vectorize(lambda r: kernels.cubic_w.py_func(r, h))
+    d = np.linalg.norm(xs[:, None] - xs[None], axis=2)
+    volume = 1.0 / w_of(d).sum(axis=1)
+    near = (d < support) & (d > 0)
+    count = np.where(near, 1.0 - d ** 2 / support ** 2, 0.0).sum(axis=1)
+    # rtol 1e-5: float32 sums of ~30 terms; atol 0
+    np.testing.assert_allclose(sums.volume, volume, rtol=1e-5, atol=0)
+    np.testing.assert_array_equal(sums.count, near.sum(axis=1))
+    # atol 1e-5 (counts of ~20 to 30 summed in float32)
+    np.testing.assert_allclose(sums.weighted_count, count, rtol=0, atol=1e-5)
+    # vertices inside, on and off the block, and one out of every particle's reach (weight 0)
+    q = np.concatenate([rng.uniform(-0.02, 0.1, (200, 3)), [[1.0, 1.0, 1.0]]]).astype(np.float32)
+    weights = rec.smoothing_weights(particles, sums, q)
+    dq = np.linalg.norm(q[:, None].astype(np.float64) - xs[None], axis=2)
+    wq = w_of(dq) * volume[None]
+    n_v = np.divide(wq @ count, wq.sum(axis=1), out=np.zeros(len(q)), where=wq.sum(axis=1) > 0)
+    t = np.clip(n_v / rec.WEIGHT_NORMALISATION, 0, 1)
+    expect = t * t * t * (t * (6 * t - 15) + 10)
+    assert weights[-1] == 0.0 and 0.0 < expect.min(initial=1.0, where=n_v > 0) and expect.max() == 1.0
+    # atol 1e-5: float32 sums of ~30 terms, the smootherstep's slope at most 15 / 8 / 13 per neighbour
+    np.testing.assert_allclose(weights, expect, rtol=0, atol=1e-5)
+
+
 def test_interpolation_far_from_every_particle_takes_the_nearest_within_reach_or_zero():
     x = np.array([[0.0, 0.0, 0.0], [0.05, 0.0, 0.0]], np.float32)
     vals = np.array([[1.0], [2.0]], np.float32)

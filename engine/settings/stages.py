@@ -30,9 +30,9 @@ class WhitewaterSettings:
 
     use_auto_thresholds: bool = _param(
         True, label="Automatic Thresholds",
-        tooltip="Set the potentials' thresholds from the shot's own range (a tenth of the average per-frame "
-                "maximum to that maximum), so a glass and an ocean wave both get whitewater without tuning; "
-                "off uses the thresholds below")
+        tooltip="Set the potentials' thresholds from the shot's own range: whitewater comes from what reaches "
+                "0.6 of the shot's strongest splash (its peak trapped air and wave crest), so a glass and an "
+                "ocean wave both get it where they splash hardest without tuning; off uses the thresholds below")
     trapped_air_min: float = _param(
         1.0, label="Trapped Air Min", unit="m/s", min=0.0, max=1.0e4, soft_max=50.0,
         tooltip="Trapped-air potential (how fast neighbouring liquid collides) below which no whitewater is made")
@@ -52,10 +52,10 @@ class WhitewaterSettings:
         4.0, label="Energy Max", unit="J/kg", min=1.0e-6, max=1.0e6, soft_max=500.0,
         tooltip="Kinetic energy per kilogram at and above which liquid makes the most whitewater")
     trapped_air_rate: float = _param(
-        40.0, label="Trapped Air Rate", unit="1/s", min=0.0, max=1.0e5, soft_max=1000.0,
+        1000.0, label="Trapped Air Rate", unit="1/s", min=0.0, max=1.0e5, soft_max=10000.0,
         tooltip="Whitewater particles one liquid particle makes per second at full trapped-air and energy potential")
     wave_crest_rate: float = _param(
-        40.0, label="Wave Crest Rate", unit="1/s", min=0.0, max=1.0e5, soft_max=1000.0,
+        1000.0, label="Wave Crest Rate", unit="1/s", min=0.0, max=1.0e5, soft_max=10000.0,
         tooltip="Whitewater particles one liquid particle makes per second at full wave-crest and energy potential")
     spray_amount: float = _param(
         1.0, label="Spray Amount", min=0.0, max=10.0,

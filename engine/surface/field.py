@@ -4,17 +4,22 @@ Every sum here uses the cubic spline of Monaghan 1992 (:func:`engine.kernels.cub
 support ``support`` (h = support / 2), the kernel splashsurf uses, and the particles binned by
 :func:`engine.neighbors.build_grid` with cells of at least the support:
 
-* :func:`kernel_sums` -- at any query points, the sums sum_j W(|q - x_j|) (and the count of particles
-  within the support, and sum_j W a_j of per-particle values a_j), gathered from the 27 cells around
-  each query's cell (no scatter, so no race between threads). With the particles themselves as queries it
-  gives their number densities and neighbour counts; with mesh vertices, the vertex attributes and the
-  smoothing weights.
+* :func:`self_sums` -- at every particle, sum_j W(|x_i - x_j|) and the (distance-weighted) count of
+  particles within the support: their number densities and neighbour counts;
+* :func:`point_averages` -- at any query points, kernel-weighted averages sum_j W a_j / sum_j W (or with
+  another column of the values in the weights) of per-particle values a_j: the vertex attributes and
+  the smoothing weights;
 * :func:`colour_field` -- the SPH colour field c(p) = sum_j V_j W(|p - x_j|) at every point of a dense
   grid, V_j the particle's volume (Löschner et al. 2023, "Weighted Laplacian Smoothing for Surface
-  Reconstruction of Particle-based Fluids", eq. 1 with V_j = m_j / rho_j). Each particle adds into the
-  grid points of its support; the grid is cut into slabs along its first axis, each slab owned by one
-  task that adds only into its own points (a fixed partition: the sums, and so the mesh, do not depend
-  on the thread count).
+  Reconstruction of Particle-based Fluids", eq. 1 with V_j = m_j / rho_j).
+
+The first two gather from the 27 cells around each query's cell (no scatter, so no race between
+threads): the candidates of a cell are copied into contiguous buffers once for all the queries in
+it, and each query runs over all of them without a branch (the kernel is zero beyond its support),
+a loop the compiler vectorises. In the colour field each particle adds into a fixed window of grid
+points around it; the grid is cut into slabs along its first axis, each slab owned by one task that
+adds only into its own points (a fixed partition: the sums, and so the mesh, do not depend on the
+thread count).
 """
 
 from __future__ import annotations
@@ -25,12 +30,16 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from ..kernels import cubic_w_scaled
-from ..neighbors import CellGrid, _chunk_width, _gather_candidates, around_cell, build_grid, cell_coords, morton_key
+from ..neighbors import (CellGrid, around_cell, build_grid, cell_coords, chunk_width, find_cell, gather_candidates,
+                         morton_key)
 
-#: Query cells per parallel task of :func:`kernel_sums` (each cell's candidates gathered once for
-#: all the queries in it).
+#: Query cells per parallel task of :func:`self_sums` and :func:`point_averages` (each cell's candidates
+#: gathered once for all the queries in it).
 CELL_CHUNK = 16
+
+#: fastmath flags of this module's kernels (one set): reassociation lets the compiler vectorise the sums
+#: over candidates, contraction fuses multiply-adds; no approximate functions, no finite-math assumption.
+FASTMATH = {"reassoc", "nsz", "contract"}
 
 #: Grid points along the first axis per slab of :func:`colour_field` (a fixed partition).
 SLAB_POINTS = 8
@@ -62,172 +71,267 @@ class ParticleGrid(NamedTuple):
         return np.ascontiguousarray(a[self.grid.order])
 
 
+_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: 2^64 / golden ratio
+
+
 @njit(parallel=True, cache=True)
-def _query_cells(q, inv_cell, keys, coords):
-    """The Morton key and integer coordinates of the grid cell holding each query."""
+def _query_keys(q, inv_cell, keys):
+    """The Morton key of the grid cell holding each query."""
     for i in prange(q.shape[0]):
         ci, cj, ck = cell_coords(q[i, 0], q[i, 1], q[i, 2], inv_cell)
-        coords[i, 0] = ci
-        coords[i, 1] = cj
-        coords[i, 2] = ck
         keys[i] = morton_key(ci, cj, ck)
 
 
-@njit(parallel=True, cache=True)
-def _cells_around(coords, cell_key, out):
-    """The occupied cells (-1: none) among the 27 around each of the query cells ``coords`` (M, 3)."""
-    for m in prange(coords.shape[0]):
-        for t in range(27):
-            out[m, t] = around_cell(cell_key, coords[m, 0], coords[m, 1], coords[m, 2], t)
+@njit(cache=True)
+def _group_keys(keys, order, start):
+    """Group equal ``keys`` (a counting sort through an open-addressing hash table, groups in the order of
+    their first query): ``order[start[g]:start[g + 1]]`` are group g's queries in their own order.
+    Returns the number of groups. The table starts small and doubles when half full: it holds the
+    groups, far fewer than the queries, and stays in cache."""
+    n = keys.shape[0]
+    bits = 10
+    slot_key = np.empty(1 << bits, np.uint64)
+    slot_group = np.full(1 << bits, -1, np.int32)
+    group_key = np.empty(n, np.uint64)
+    group = np.empty(n, np.int32)
+    size = np.zeros(n + 1, np.int64)
+    m = 0
+    g = -1
+    for i in range(n):
+        key = keys[i]
+        if i == 0 or key != keys[i - 1]:  # neighbouring queries (mesh vertices) often share a cell
+            mask = (1 << bits) - 1
+            slot = np.int64((key * _HASH_MUL) >> np.uint64(64 - bits))
+            while slot_group[slot] >= 0 and slot_key[slot] != key:
+                slot = (slot + 1) & mask
+            if slot_group[slot] < 0:
+                slot_group[slot] = m
+                slot_key[slot] = key
+                group_key[m] = key
+                m += 1
+                if 2 * m > (1 << bits):  # half full: rehash the groups into a table twice as large
+                    bits += 1
+                    mask = (1 << bits) - 1
+                    slot_key = np.empty(1 << bits, np.uint64)
+                    slot_group = np.full(1 << bits, -1, np.int32)
+                    for q in range(m):
+                        slot = np.int64((group_key[q] * _HASH_MUL) >> np.uint64(64 - bits))
+                        while slot_group[slot] >= 0:
+                            slot = (slot + 1) & mask
+                        slot_group[slot] = q
+                        slot_key[slot] = group_key[q]
+                g = m - 1
+            else:
+                g = slot_group[slot]
+        group[i] = g
+        size[g + 1] += 1
+    start[0] = 0
+    for g in range(m):
+        start[g + 1] = start[g] + size[g + 1]
+    fill = start[:m].copy()
+    for i in range(n):
+        g = group[i]
+        order[fill[g]] = i
+        fill[g] += 1
+    return m
 
 
-@njit(parallel=True, cache=True)
-def _cell_sums(q, q_start, x, values, no_h, support, cell_start, cell_nbr,
+class QueryGroups(NamedTuple):
+    """Query points grouped by the cell of a :class:`ParticleGrid` that holds them.
+
+    order : (Q,) int64 -- the queries of group g are ``order[start[g]:start[g + 1]]``
+    start : (G + 1,) int64
+    """
+
+    order: np.ndarray
+    start: np.ndarray
+
+    @staticmethod
+    def build(particles: "ParticleGrid", q: np.ndarray) -> "QueryGroups":
+        keys = np.empty(len(q), np.uint64)
+        inv = 1.0 / particles.grid.cell_size
+        _query_keys(q, inv, keys)
+        order = np.empty(len(q), np.int64)
+        start = np.empty(len(q) + 1, np.int64)
+        m = _group_keys(keys, order, start)
+        return QueryGroups(order, start[:m + 1].copy())
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def _self_sums(x, support, cell_start, cell_nbr,
                # outputs
-               wsum, count, wcount, acc, nearest):
-    """For every query q_i: sum_j W, the count of particles within ``support`` and their distance-weighted
-    count sum_j (1 - r_ij^2 / support^2), sum_j W values_j, and the nearest particle of the 27 cells
-    around q_i (-1 if none).
-
-    Queries come sorted by their cell: cell c's are ``q_start[c]:q_start[c + 1]`` and ``cell_nbr[c]``
-    names the occupied particle cells around it. The particles of those 27 cells are copied into
-    contiguous buffers once per cell (:func:`engine.neighbors._gather_candidates`) and every query of
-    the cell runs over them."""
-    m, k = cell_nbr.shape[0], values.shape[1]
-    s2 = support * support
-    inv_s2 = 1.0 / s2
+               wsum, count, wcount):
+    """For every particle i (grid order): sum_j W_ij, the count of particles within ``support`` and their
+    distance-weighted count sum_j (1 - r_ij^2 / support^2), i itself included. The particles of a cell's
+    27 neighbour cells are copied into contiguous buffers once (:func:`engine.neighbors.gather_candidates`)
+    and every particle of the cell runs over all of them without a branch (the kernel and the count's
+    weight are zero beyond the support): the loop is vectorised."""
+    m = cell_nbr.shape[0]
+    s2 = np.float32(support * support)
+    inv_s2 = np.float32(1.0) / s2
     h = 0.5 * support
-    inv_h = 1.0 / h
+    inv_h = np.float32(1.0 / h)
     sigma = 1.0 / (math.pi * h * h * h)
+    zero = np.float32(0.0)
+    one = np.float32(1.0)
+    no_h = np.zeros(x.shape[0], np.float32)
     for b in prange((m + CELL_CHUNK - 1) // CELL_CHUNK):
         c0 = b * CELL_CHUNK
         c1 = min(m, c0 + CELL_CHUNK)
-        if q_start[c1] == q_start[c0]:
-            continue
-        width = _chunk_width(c0, c1, cell_start, cell_nbr)
+        width = chunk_width(c0, c1, cell_start, cell_nbr)
         cx = np.empty(width, np.float32)
         cy = np.empty(width, np.float32)
         cz = np.empty(width, np.float32)
         ch = np.empty(width, np.float32)
         cj = np.empty(width, np.int32)
-        sums = np.empty(k, np.float64)
-        dist = np.empty(width, np.float32)
-        hits = np.empty(width, np.int32)
         for c in range(c0, c1):
-            if q_start[c + 1] == q_start[c]:
-                continue
-            n = _gather_candidates(c, x, no_h, cell_start, cell_nbr, 0, cx, cy, cz, ch, cj)  # 0: every neighbour cell
-            for i in range(q_start[c], q_start[c + 1]):
-                qx, qy, qz = q[i, 0], q[i, 1], q[i, 2]
-                # squared distances to every candidate (a loop without branches: vectorised), then the
-                # few within the support
+            n = gather_candidates(c, x, no_h, cell_start, cell_nbr, 0, cx, cy, cz, ch, cj)  # 0: every neighbour cell
+            for i in range(cell_start[c], cell_start[c + 1]):
+                qx, qy, qz = x[i, 0], x[i, 1], x[i, 2]
+                ws = zero
+                wn = zero
+                cnt = 0
                 for t in range(n):
                     d0 = qx - cx[t]
                     d1 = qy - cy[t]
                     d2 = qz - cz[t]
-                    dist[t] = d0 * d0 + d1 * d1 + d2 * d2
-                cnt = 0
-                for t in range(n):
-                    if dist[t] < s2:
-                        hits[cnt] = t
-                        cnt += 1
-                sums[:] = 0.0
-                ws = 0.0
-                wn = 0.0
-                for h_i in range(cnt):
-                    t = hits[h_i]
-                    d = dist[t]
-                    w = cubic_w_scaled(math.sqrt(d), inv_h, sigma)
-                    ws += w
-                    wn += 1.0 - d * inv_s2
-                    j = cj[t]
-                    for a in range(k):
-                        sums[a] += w * values[j, a]
-                best = -1
-                if cnt == 0:  # the nearest candidate, for a query out of every particle's reach
-                    best_d = np.inf
-                    for t in range(n):
-                        if dist[t] < best_d:
-                            best, best_d = t, dist[t]
-                wsum[i] = ws
+                    d = d0 * d0 + d1 * d1 + d2 * d2
+                    ws += _spline(d, inv_h)
+                    wn += max(one - d * inv_s2, zero)
+                    cnt += d < s2
+                wsum[i] = sigma * ws
                 count[i] = cnt
                 wcount[i] = wn
-                nearest[i] = cj[best] if best >= 0 else (cj[hits[0]] if cnt > 0 else -1)
+
+
+@njit(inline="always", cache=True, fastmath=FASTMATH)
+def _spline(d, inv_h):
+    """The cubic spline of :func:`engine.kernels.cubic_w` without its factor 1 / (pi h^3), of the squared
+    distance ``d`` (float32): zero at and beyond the support, without a branch."""
+    q = math.sqrt(d) * inv_h
+    a = max(np.float32(2.0) - q, np.float32(0.0))
+    b = max(np.float32(1.0) - q, np.float32(0.0))
+    return np.float32(0.25) * a * a * a - b * b * b
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def _point_averages(q, q_order, q_start, x, values, denominator, use_nearest, support, inv_cell, cell_key,
+                    cell_start, cell_nbr,
+                    # outputs
+                    out):
+    """out[i] = sum_j W(|q_i - x_j|) values_j / D_i for every query, D_i = sum_j W (``denominator`` < 0) or
+    sum_j W values_j[denominator]. A query with D_i = 0 takes the values of the nearest particle of
+    the 27 cells around it (``use_nearest``; zero if there is none) or zero.
+
+    The queries come grouped by their grid cell (:class:`QueryGroups`); a group's 27 neighbour cells
+    are the grid's ``cell_nbr`` row if its cell holds particles, else looked up, and their particles'
+    positions and values are copied into contiguous buffers once for all the group's queries, each of
+    which runs over all of them without a branch (vectorised)."""
+    g_count, k = q_start.shape[0] - 1, values.shape[1]
+    h = 0.5 * support
+    inv_h = np.float32(1.0 / h)
+    zero = np.float32(0.0)
+    no_h = np.zeros(x.shape[0], np.float32)
+    for b in prange((g_count + CELL_CHUNK - 1) // CELL_CHUNK):
+        g0 = b * CELL_CHUNK
+        g1 = min(g_count, g0 + CELL_CHUNK)
+        around = np.empty((g1 - g0, 27), np.int32)
+        for g in range(g0, g1):
+            i = q_order[q_start[g]]
+            ci, cj, ck = cell_coords(q[i, 0], q[i, 1], q[i, 2], inv_cell)
+            c = find_cell(cell_key, ci, cj, ck)
+            for t in range(27):
+                around[g - g0, t] = cell_nbr[c, t] if c >= 0 else around_cell(cell_key, ci, cj, ck, t)
+        width = chunk_width(0, g1 - g0, cell_start, around)
+        cx = np.empty(width, np.float32)
+        cy = np.empty(width, np.float32)
+        cz = np.empty(width, np.float32)
+        ch = np.empty(width, np.float32)
+        cj = np.empty(width, np.int32)
+        cv = np.empty((k, width), np.float32)
+        w = np.empty(width, np.float32)
+        for g in range(g0, g1):
+            n = gather_candidates(g - g0, x, no_h, cell_start, around, 0, cx, cy, cz, ch, cj)
+            for t in range(n):
                 for a in range(k):
-                    acc[i, a] = sums[a]
+                    cv[a, t] = values[cj[t], a]
+            for t_i in range(q_start[g], q_start[g + 1]):
+                i = q_order[t_i]
+                qx, qy, qz = q[i, 0], q[i, 1], q[i, 2]
+                ws = zero
+                for t in range(n):
+                    d0 = qx - cx[t]
+                    d1 = qy - cy[t]
+                    d2 = qz - cz[t]
+                    wt = _spline(d0 * d0 + d1 * d1 + d2 * d2, inv_h)  # the factor 1 / (pi h^3) cancels
+                    w[t] = wt
+                    ws += wt
+                for a in range(k):
+                    sa = zero
+                    for t in range(n):
+                        sa += w[t] * cv[a, t]
+                    out[i, a] = sa
+                den = ws if denominator < 0 else out[i, denominator]
+                if den > zero:
+                    inv = np.float32(1.0) / den
+                    for a in range(k):
+                        out[i, a] *= inv
+                    continue
+                best = -1
+                if use_nearest:  # the nearest candidate, for a query out of every particle's reach
+                    best_d = np.inf
+                    for t in range(n):
+                        d0 = qx - cx[t]
+                        d1 = qy - cy[t]
+                        d2 = qz - cz[t]
+                        d = d0 * d0 + d1 * d1 + d2 * d2
+                        if d < best_d:
+                            best, best_d = t, d
+                for a in range(k):
+                    out[i, a] = values[cj[best], a] if best >= 0 else zero
 
 
-class KernelSums(NamedTuple):
-    """What :func:`kernel_sums` returns, one row per query.
-
-    wsum : (Q,) float64, 1/m^3 -- sum_j W(|q - x_j|)
-    count : (Q,) int32 -- particles within the support (the query itself included if it is a particle)
-    wcount : (Q,) float64 -- their distance-weighted count sum_j (1 - r^2 / support^2) (the query itself,
-        if a particle, adds 1)
-    acc : (Q, K) float64 -- sum_j W(|q - x_j|) values_j
-    nearest : (Q,) int64 -- nearest particle (grid order) of the 27 cells around the query, -1 if none
-    """
-
-    wsum: np.ndarray
-    count: np.ndarray
-    wcount: np.ndarray
-    acc: np.ndarray
-    nearest: np.ndarray
-
-    def shepard(self, values_sorted: np.ndarray) -> np.ndarray:
-        """Normalised (Shepard) averages acc / wsum, float32 (Q, K); a query with no particle within
-        the support takes the nearest particle's value, or zero if it has none around it."""
-        out = np.zeros(self.acc.shape, np.float32)
-        has = self.wsum > 0.0
-        out[has] = self.acc[has] / self.wsum[has, None]
-        near = ~has & (self.nearest >= 0)
-        out[near] = values_sorted[self.nearest[near]]
-        return out
+def self_sums(particles: ParticleGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Kernel sums of the particles at themselves, in the grid's order, each particle included in its own:
+    ``(wsum (N,) float64 1/m^3 sum_j W_ij, count (N,) int32 particles within the support,
+    wcount (N,) float64 sum_j (1 - r_ij^2 / support^2))``."""
+    n = len(particles.x)
+    wsum, count, wcount = np.zeros(n, np.float64), np.zeros(n, np.int32), np.zeros(n, np.float64)
+    if n:
+        g = particles.grid
+        _self_sums(particles.x, particles.support, g.cell_start, g.cell_nbr, wsum, count, wcount)
+    return wsum, count, wcount
 
 
-def kernel_sums(particles: ParticleGrid, queries: np.ndarray, values_sorted: np.ndarray | None = None,
-                query_cells: np.ndarray | None = None) -> KernelSums:
-    """Kernel sums of ``particles`` at ``queries`` (see :class:`KernelSums`).
+def point_averages(particles: ParticleGrid, queries: np.ndarray, values_sorted: np.ndarray, denominator: int = -1,
+                   use_nearest: bool = True) -> np.ndarray:
+    """Kernel-weighted averages of per-particle values at query points.
 
-    Queries are grouped by the grid cell that holds them (occupied by particles or not), and each
-    cell's candidates are gathered once for all of them.
+    out_i = sum_j W(|q_i - x_j|) a_j / D_i with D_i = sum_j W(|q_i - x_j|) (the Shepard average,
+    ``denominator`` -1) or sum_j W(|q_i - x_j|) a_j[denominator] (a column of the values as the weights'
+    own factor). Where D_i = 0 (no particle within the support): with ``use_nearest`` the values of the
+    nearest particle of the 27 cells around the query (zero if it has none), else zero.
 
     Parameters
     ----------
     particles : ParticleGrid
     queries : ndarray, shape (Q, 3), m
-    values_sorted : ndarray, shape (N, K), float32, optional
+    values_sorted : ndarray, shape (N, K), float32
         Per-particle values in the grid's order (:meth:`ParticleGrid.sorted`).
-    query_cells : ndarray, shape (Q,), int32, optional
-        ``particles.grid.particle_cell`` when the queries are the grid's own particles (``particles.x``).
+
+    Returns
+    -------
+    ndarray, shape (Q, K), float32, in the queries' order
     """
     q = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, 3)
-    values = np.zeros((len(particles.x), 0), np.float32) if values_sorted is None else values_sorted
-    nq, k = len(q), values.shape[1]
-    out = KernelSums(np.zeros(nq, np.float64), np.zeros(nq, np.int32), np.zeros(nq, np.float64),
-                     np.zeros((nq, k), np.float64), np.full(nq, -1, np.int64))
-    if nq == 0 or len(particles.x) == 0:
+    values = np.ascontiguousarray(values_sorted, dtype=np.float32).reshape(len(particles.x), -1)
+    out = np.zeros((len(q), values.shape[1]), np.float32)
+    if len(q) == 0 or len(particles.x) == 0:
         return out
+    groups = QueryGroups.build(particles, q)
     g = particles.grid
-    support = np.float32(particles.support)
-    no_h = np.zeros(len(particles.x), np.float32)  # the candidates' smoothing lengths: unused here
-    if query_cells is not None:  # the particles themselves, already sorted by cell
-        _cell_sums(q, g.cell_start, particles.x, values, no_h, support, g.cell_start, g.cell_nbr, *out)
-        return out
-    keys = np.empty(nq, np.uint64)
-    coords = np.empty((nq, 3), np.int64)
-    _query_cells(q, 1.0 / g.cell_size, keys, coords)
-    cells, first, which = np.unique(keys, return_index=True, return_inverse=True)
-    around = np.empty((len(cells), 27), np.int32)
-    _cells_around(np.ascontiguousarray(coords[first]), g.cell_key, around)
-    order = np.argsort(which, kind="stable")
-    q_start = np.zeros(len(cells) + 1, np.int64)
-    np.cumsum(np.bincount(which, minlength=len(cells)), out=q_start[1:])
-    part = KernelSums(*(np.empty_like(a) for a in out))
-    _cell_sums(np.ascontiguousarray(q[order]), q_start, particles.x, values, no_h, support, g.cell_start, around,
-               *part)
-    for full, sub in zip(out, part):
-        full[order] = sub
+    _point_averages(q, groups.order, groups.start, particles.x, values, int(denominator), bool(use_nearest),
+                    np.float32(particles.support), 1.0 / g.cell_size, g.cell_key, g.cell_start, g.cell_nbr, out)
     return out
 
 
@@ -254,61 +358,67 @@ class DenseGrid(NamedTuple):
         return DenseGrid(lo * cell, float(cell), tuple(int(n) for n in (hi - lo + 1.0)))
 
 
-@njit(parallel=True, cache=True)
-def _colour_field(x_by_i, volume, slab_lo, slab_hi, origin, cell, support,
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def _colour_field(x_by_i, volume, slab_lo, slab_hi, origin, cell, support, width,
                   # outputs
                   field, row_lo, row_hi):
     """field[i, j, k] = sum_j V_j W(|p_ijk - x_j|) (Löschner et al. 2023, eq. 1), slab by slab: slab s
     owns the points i in [s * SLAB_POINTS, (s + 1) * SLAB_POINTS) and reads the particles
     ``slab_lo[s]:slab_hi[s]`` of ``x_by_i`` (sorted by slab) that may reach into it. Each row
     (i, j) of points keeps the range of k it was written in (``row_lo``, ``row_hi``; empty rows keep
-    nz and -1)."""
+    nz and -1).
+
+    A particle's support holds at most ``width`` points along each axis (the open interval of 2 support
+    / cell points): a particle adds into a window of ``width`` points per axis starting at the first point
+    past its support's low end, rows outside the support's disc skipped, each row's ``width`` points
+    without a branch (the kernel is zero at and beyond its support): a vectorised loop of fixed length.
+    The grid holds every particle's window (:meth:`DenseGrid.around`)."""
     nx, ny, nz = field.shape
     s2 = support * support
     h = 0.5 * support
-    inv_h = 1.0 / h
+    inv_h = np.float32(1.0 / h)
     sigma = 1.0 / (math.pi * h * h * h)
     inv_cell = 1.0 / cell
     reach = support * inv_cell
-    cell32 = np.float32(cell)
-    inv_h32 = np.float32(inv_h)
-    sigma32 = np.float32(sigma)
     for s in prange(slab_lo.shape[0]):
         i0 = s * SLAB_POINTS
         i1 = min(nx, i0 + SLAB_POINTS)
+        dz2 = np.empty(width, np.float32)
         for p in range(slab_lo[s], slab_hi[s]):
-            px, py, pz, vp = x_by_i[p, 0], x_by_i[p, 1], x_by_i[p, 2], volume[p]
-            vp32 = np.float32(vp)
+            px, py, pz = x_by_i[p, 0], x_by_i[p, 1], x_by_i[p, 2]
+            vp = np.float32(volume[p] * sigma)
             gx = (px - origin[0]) * inv_cell
             gy = (py - origin[1]) * inv_cell
             gz = (pz - origin[2]) * inv_cell
-            ia = max(i0, int(math.ceil(gx - reach)))
-            ib = min(i1 - 1, int(math.floor(gx + reach)))
-            ja = max(0, int(math.ceil(gy - reach)))
-            jb = min(ny - 1, int(math.floor(gy + reach)))
-            for i in range(ia, ib + 1):
+            # the windows' first points, kept inside the grid (they are, but for rounding)
+            ia = min(max(0, int(math.floor(gx - reach)) + 1), nx - width)
+            ja = min(max(0, int(math.floor(gy - reach)) + 1), ny - width)
+            ka = min(max(0, int(math.floor(gz - reach)) + 1), nz - width)
+            ib = min(i1, ia + width)
+            ia = max(i0, ia)
+            if ia >= ib:
+                continue
+            z0 = origin[2] + ka * cell - pz
+            for t in range(width):
+                dz = np.float32(z0 + t * cell)
+                dz2[t] = dz * dz
+            kb = ka + width - 1
+            for i in range(ia, ib):
                 dx = origin[0] + i * cell - px
                 dxx = dx * dx
-                for j in range(ja, jb + 1):
+                for j in range(ja, ja + width):
                     dy = origin[1] + j * cell - py
                     dxy = dxx + dy * dy
                     if dxy >= s2:
-                        continue
-                    rz = math.sqrt(s2 - dxy) * inv_cell  # the support's half-chord along k, in cells
-                    ka = max(0, int(math.ceil(gz - rz)))
-                    kb = min(nz - 1, int(math.floor(gz + rz)))
-                    if ka > kb:
                         continue
                     if ka < row_lo[i, j]:
                         row_lo[i, j] = ka
                     if kb > row_hi[i, j]:
                         row_hi[i, j] = kb
-                    # no branch: the kernel is zero at and beyond its support (vectorised along k)
-                    z0 = np.float32(origin[2] + ka * cell - pz)
                     dxy32 = np.float32(dxy)
-                    for k in range(ka, kb + 1):
-                        dz = z0 + np.float32(k - ka) * cell32
-                        field[i, j, k] += vp32 * cubic_w_scaled(math.sqrt(dxy32 + dz * dz), inv_h32, sigma32)
+                    row = field[i, j, ka:ka + width]
+                    for t in range(width):
+                        row[t] += vp * _spline(dxy32 + dz2[t], inv_h)
 
 
 class ColourField(NamedTuple):
@@ -356,8 +466,11 @@ def colour_field(x: np.ndarray, volume: np.ndarray, grid: DenseGrid, support: fl
     reach = int(np.ceil(support / grid.cell / SLAB_POINTS))
     slab_lo = bounds[np.maximum(np.arange(nslab) - reach, 0)].astype(np.int64)
     slab_hi = bounds[np.minimum(np.arange(nslab) + reach + 1, nslab)].astype(np.int64)
+    width = int(math.ceil(2.0 * support / grid.cell))  # most points of an open interval of 2 support
+    if min(grid.shape) < width:
+        raise ValueError(f"grid {grid.shape} smaller than a particle's support ({width} points)")
     _colour_field(xs, vs, slab_lo, slab_hi, np.asarray(grid.origin, np.float64), float(grid.cell), float(support),
-                  field, row_lo, row_hi)
+                  width, field, row_lo, row_hi)
     return ColourField(field, row_lo, row_hi)
 
 

@@ -57,7 +57,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .field import DenseGrid, ParticleGrid, colour_field, kernel_sums, pair_midpoints
+from .field import DenseGrid, ParticleGrid, colour_field, pair_midpoints, point_averages, self_sums
 from .marching import marching_cubes
 from .smoothing import smooth
 
@@ -141,9 +141,9 @@ class ParticleSums(NamedTuple):
 
 def particle_sums(particles: ParticleGrid) -> ParticleSums:
     """Step 1: volumes and neighbour counts of the particles (see :class:`ParticleSums`)."""
-    sums = kernel_sums(particles, particles.x, query_cells=particles.grid.particle_cell)
+    wsum, count, wcount = self_sums(particles)
     # each particle is within its own support: wsum >= W(0) > 0, and it adds 1 to both counts
-    return ParticleSums(1.0 / sums.wsum, sums.count - 1, sums.wcount - 1.0)
+    return ParticleSums(1.0 / wsum, count - 1, wcount - 1.0)
 
 
 def bridge_points(x: np.ndarray, spacing: float, kernel_radius: float) -> np.ndarray:
@@ -187,8 +187,7 @@ def interpolate(particle_x: np.ndarray, values: np.ndarray, vertices: np.ndarray
     if len(vertices) == 0 or len(particle_x) == 0:
         return np.zeros((len(vertices), k), np.float32)
     particles = ParticleGrid.build(particle_x, kernel_radius)
-    vals = particles.sorted(values)
-    return kernel_sums(particles, vertices, vals).shepard(vals)
+    return point_averages(particles, vertices, particles.sorted(values))
 
 
 def smoothing_weights(particles: ParticleGrid, sums: ParticleSums, vertices: np.ndarray) -> np.ndarray:
@@ -201,9 +200,8 @@ def smoothing_weights(particles: ParticleGrid, sums: ParticleSums, vertices: np.
     ndarray, shape (V,), float32, in [0, 1]
     """
     vals = np.ascontiguousarray(np.stack([sums.volume * sums.weighted_count, sums.volume], axis=1), np.float32)
-    acc = kernel_sums(particles, vertices, vals).acc
-    n_v = np.divide(acc[:, 0], acc[:, 1], out=np.zeros(len(acc)), where=acc[:, 1] > 0)
-    t = np.clip(n_v / WEIGHT_NORMALISATION, 0.0, 1.0)
+    n_v = point_averages(particles, vertices, vals, denominator=1, use_nearest=False)[:, 0]
+    t = np.clip(n_v / np.float32(WEIGHT_NORMALISATION), 0.0, 1.0)
     return (t * t * t * (t * (6.0 * t - 15.0) + 10.0)).astype(np.float32)
 
 
@@ -286,8 +284,7 @@ def reconstruct(arrays: dict, params: SurfaceParameters) -> SurfaceMesh:
     if columns:
         # the attributes come from the particles alone (bridge points carry none)
         source = particles if points is x else ParticleGrid.build(x, support)
-        vals = source.sorted(np.concatenate(columns, axis=1))
-        values = kernel_sums(source, vertices, vals).shepard(vals)
+        values = point_averages(source, vertices, source.sorted(np.concatenate(columns, axis=1)))
         col = 0
         for name, width, shape in layout:
             attributes[name] = np.ascontiguousarray(values[:, col:col + width]).reshape((len(vertices), *shape))

@@ -35,10 +35,12 @@ Where this differs from the paper:
 * potentials are computed once per cached frame (the paper: every simulation step), dt being the
   frame's duration;
 * drags are rates per second, integrated exactly over the frame;
-* the automatic thresholds follow the foam generator of Bender, Koschier, Kugelstadt & Weiler 2018
-  ("Turbulent micropolar SPH fluids with foam"): tau_max the mean over the shot of each frame's
-  maximum (read as the 99.9th percentile, robust to a single flung particle), tau_min a tenth of
-  it; floors from sqrt(|g| dx) keep a liquid at rest calm;
+* the paper sets tau_min and tau_max by hand; the automatic thresholds (:func:`model.auto_thresholds`)
+  take them from the shot's peak of each potential (the largest over its frames of what the top
+  0.1 % of the liquid reaches): trapped air and wave crest from 0.6 of the peak to the peak, so only
+  the shot's strongest splashes make whitewater, the energy gate from 2 % to 20 % of the peak
+  energy; floors from sqrt(|g| dx) keep a liquid at rest calm. The rule is scale-free (Froude
+  similarity: a shot L times larger gets thresholds sqrt(L), 1 and L times larger);
 * spray that falls below all liquid is removed (nothing under it to land in);
 * the paper's diffuse particles ignore solids; here they stay out of the bake's colliders and
   containers (:mod:`.obstacles`), spray that lands on one runs its lifetime down as foam does, and a

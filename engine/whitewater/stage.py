@@ -126,6 +126,10 @@ class WhitewaterStage(Stage):
         #: automatic thresholds from the frames so far (inside the bake) instead of the whole shot
         self.causal = bool(in_bake and settings.use_auto_thresholds)
         self.settings = dict(dataclasses.asdict(settings), particle_spacing=self.spacing, fps=self.fps)
+        if settings.use_auto_thresholds:
+            # the rule that turns the shot's potentials into thresholds is part of the result: whitewater
+            # made by an earlier rule is made again, not kept
+            self.settings["auto_thresholds"] = model.AUTO_RULE
         if self.causal:
             # another result than the same settings over the finished cache: another hash
             self.settings["thresholds_from"] = "frames so far"
