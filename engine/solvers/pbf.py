@@ -83,7 +83,7 @@ from ..walls import clamp_into_boxes, near_walls, wall_gradient, wall_mass
 from ..particles import Particles
 from ..state_check import max_speed
 from . import SpeedLimit
-from .pbf_passes import FASTMATH, FLAG_ITERATIONS, MAX_MOVE, constraint, correct, finish, xsph_pass
+from .pbf_passes import FASTMATH, FLAG_ITERATIONS, MAX_MOVE, constraint, copy_xyz, correct, finish, xsph_pass
 
 
 #: Smoothing length as a multiple of the particle spacing (see the module docstring).
@@ -570,7 +570,7 @@ class PBFSolver:
         level_k = m.level_k.astype(np.float32)
         used = 0
         xq, xq_out = self._xq, self._xq_out
-        xq[:, :3] = pt.x
+        copy_xyz(pt.x, xq)
         for it in range(m.iterations):
             if self._bidx.shape[0]:
                 boundary_walls(xq, self._bidx, self.level, m.level_h, m.boxes, m.table_q0, m.table_step, m.psi,
@@ -593,7 +593,7 @@ class PBFSolver:
                 project(xq, xq_out, pt.v, 0.0, 0.0, inv_dt, False, cset)
             xq, xq_out = xq_out, xq
             used += 1
-        pt.x[:] = xq[:, :3]
+        copy_xyz(xq, pt.x)
         self.iterations = used
         t3 = time.perf_counter()
         passes = m.xsph_passes

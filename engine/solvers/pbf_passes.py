@@ -373,6 +373,21 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
                 _finish_particle(i, xq, level, level_h, boxes, friction, inv_dt, v_out, a)
 
 
+@njit(cache=True)
+def copy_xyz(src,
+             # outputs
+             dst):
+    """dst[i, :3] = src[i, :3] for every row: positions into and out of the (N, 4) rows of the
+    iterations. numpy copies a 3-of-4-column slice element by element (0.67 ms at 64,000 particles,
+    twice a substep); this compiled loop takes 0.055 ms on one thread. Serial on purpose: a parallel
+    region costs more than the copy when another program holds a core (each region then waits for a
+    time slice)."""
+    for i in range(src.shape[0]):
+        dst[i, 0] = src[i, 0]
+        dst[i, 1] = src[i, 1]
+        dst[i, 2] = src[i, 2]
+
+
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def finish(x, level, level_h, boxes, friction, inv_dt,
            # outputs
