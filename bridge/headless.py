@@ -9,6 +9,7 @@ module only; :func:`terminal_command` builds the command the "Bake in a Terminal
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -232,7 +233,7 @@ def bake_surface_on_cluster(scheduler: str, workers: int, root: str, save: bool 
 
     try:
         summary = cluster_stage.run_on_cluster(
-            cache_dir, "surface", surface_bake.settings_mod.dataclasses.asdict(settings), {"usd": "1"}, root,
+            cache_dir, "surface", dataclasses.asdict(settings), {"usd": "1"}, root,
             scheduler, workers=workers, restart=restart, progress=report, cancel=lambda: os.path.exists(flag),
             pxr_paths=pxr_paths)
     except BakeCancelled as exc:

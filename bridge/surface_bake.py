@@ -12,6 +12,7 @@ never Blender pointers.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from ..engine import settings as settings_mod
@@ -44,7 +45,7 @@ def surface_settings(scene) -> settings_mod.SurfaceSettings:
 
 def write_settings(cache_dir: str, settings: settings_mod.SurfaceSettings) -> str:
     """Write the settings file the child reads; returns its path."""
-    return _write_job_settings(cache_dir, SETTINGS_FILE, settings_mod.dataclasses.asdict(settings))
+    return _write_job_settings(cache_dir, SETTINGS_FILE, dataclasses.asdict(settings))
 
 
 def first_surface_file(cache_dir: str) -> str | None:
@@ -105,7 +106,7 @@ class SurfaceSession(StageSession):
     describe = staticmethod(describe)
 
     def __init__(self, scene, restart: bool = False):
-        super().__init__(scene, settings_mod.dataclasses.asdict(surface_settings(scene)), restart=restart)
+        super().__init__(scene, dataclasses.asdict(surface_settings(scene)), restart=restart)
 
     def show(self, scene) -> bool:
         return show_surface(scene, self.cache_dir, self.relative)

@@ -26,6 +26,7 @@ vertices: the files exist and the frame counts as done.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import uuid
@@ -82,7 +83,7 @@ class SurfaceStage(Stage):
             iso=settings.surface_iso, smoothing_iterations=settings.surface_smoothing_iterations,
             rest_density=float(rest_density), thin_sheets=settings.surface_thin_sheets,
             attributes=tuple(attributes))
-        self.settings = dict(settings_mod.dataclasses.asdict(settings), particle_spacing=float(particle_spacing),
+        self.settings = dict(dataclasses.asdict(settings), particle_spacing=float(particle_spacing),
                              rest_density=float(rest_density), vertex_attributes=list(attributes))
         self.use_usd = bool(use_usd)
         self.usd_dir_name: str | None = None
