@@ -422,6 +422,7 @@ SPLASH = sm.WhitewaterSettings(use_auto_thresholds=False, trapped_air_min=0.2, t
                                trapped_air_rate=400.0, wave_crest_rate=400.0)
 
 
+@pytest.mark.slow  # a bake of many frames: in the full suite, not the fast layer
 def test_whitewater_inside_the_bake_equals_the_stage_afterwards(tmp_path):
     # engine.cli bake --whitewater makes every frame's whitewater as the frame is written; with the same
     # (manual) thresholds it is bit for bit what the stage over the finished cache makes. Automatic

@@ -115,6 +115,7 @@ def render(path: str, frame: int, samples: int, percentage: int) -> None:
     scene.cycles.transmission_bounces = scene.cycles.max_bounces = 12
     scene.render.resolution_x, scene.render.resolution_y = 1280, 720
     scene.render.resolution_percentage = percentage
+    scene.render.use_stamp_filename = False  # no absolute path of the .blend in the PNG's metadata
     scene.render.image_settings.file_format = "PNG"
     scene.render.filepath = path
     scene.frame_set(frame)

@@ -59,6 +59,7 @@ def main() -> int:
     scene.display.shading.light = "STUDIO"
     scene.display.shading.color_type = "MATERIAL"
     scene.render.resolution_x, scene.render.resolution_y = 960, 540
+    scene.render.use_stamp_filename = False  # no absolute path of the .blend in the PNG's metadata
     scene.render.image_settings.file_format = "PNG"
     path = os.path.join(args.out, "live_surface.png" if not args.points else "live_points.png")
     scene.render.filepath = path

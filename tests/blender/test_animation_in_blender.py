@@ -72,6 +72,7 @@ def _hose_scene(sc, cache_dir, frames=13, spacing=0.01):
     return hose
 
 
+@pytest.mark.slow  # a bake of many frames: in the full suite, not the fast layer
 def test_hose_on_a_path_pours_from_its_moving_surface(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     _hose_scene(scene, cache_dir)
@@ -128,6 +129,7 @@ def _tap(sc, cache_dir, frames, spacing=0.02):
     return tap
 
 
+@pytest.mark.slow  # a bake of many frames: in the full suite, not the fast layer
 def test_inflow_keyed_off_at_20_and_on_at_40_emits_nothing_between(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     tap = _tap(scene, cache_dir, frames=44)
@@ -151,6 +153,7 @@ def test_inflow_keyed_off_at_20_and_on_at_40_emits_nothing_between(scene, surge,
     assert emitted[19] > 0 and emitted[41] > emitted[40]
 
 
+@pytest.mark.slow  # a bake of many frames: in the full suite, not the fast layer
 def test_keyed_rate_ramp_and_driven_rate(scene, surge, tmp_path):
     """Normal Speed keyed 0 -> 2 m/s over frames 1-25 (linear) pours A * mean speed * t; a driver on
     the Normal Speed of a second tap is followed frame by frame."""
@@ -266,6 +269,7 @@ def test_initial_velocity_and_object_motion(scene, surge):
     np.testing.assert_allclose(fluid.velocity_gradient, 0.0, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow  # a bake of many frames: in the full suite, not the fast layer
 def test_resume_across_an_animated_gravity_is_bit_identical(scene, surge, tmp_path):
     scene.frame_start, scene.frame_end = 1, 8
     add_box("Water", (0, 0, 0), (0.06, 0.06, 0.1), role="FLUID")

@@ -97,6 +97,7 @@ def test_a_cache_folder_in_the_home_folder_is_expanded(scene, surge, tmp_path, m
     assert files.resolve_cache_dir(scene, bake.ADDON_ROOT) == str(tmp_path / "surge_cache")
 
 
+@pytest.mark.slow  # a bake of many frames: in the full suite, not the fast layer
 def test_a_rebake_not_yet_saved_keeps_the_files_the_saved_blend_plays(scene, surge, tmp_path):
     """Before: the re-bake deleted the previous USD folder at once, so the saved .blend (not saved
     again) rendered no liquid."""
@@ -142,6 +143,7 @@ def test_a_rebake_whose_process_dies_leaves_the_previous_bake_playing(scene, sur
     assert _liquid_count(3) == 250
 
 
+@pytest.mark.slow  # a bake of many frames: in the full suite, not the fast layer
 def test_a_resume_over_an_unreadable_frame_is_refused_and_the_bake_keeps_playing(scene, surge, tmp_path):
     """Before: the resume dropped the frames after the checkpoint and the previous USD folder, then
     failed on the truncated frame with an uncaught BadZipFile; the saved .blend played nothing."""

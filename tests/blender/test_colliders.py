@@ -222,6 +222,7 @@ def _to_world(points, size, location, rotation_z):
     return (points * size / 2.0) @ _rz(rotation_z).T + np.asarray(location)
 
 
+@pytest.mark.slow  # a bake of many frames: in the full suite, not the fast layer
 def test_suzanne_as_shipped_is_solid_inside(scene, surge, tmp_path):
     """Suzanne is open (eye sockets) and non-manifold; her distance field must still know her inside."""
     column_scene(scene, str(tmp_path / "cache"))

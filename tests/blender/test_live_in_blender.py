@@ -64,6 +64,7 @@ def _demo_scene(tmp_path, spacing=0.05, frame_end=4):
     return scene
 
 
+@pytest.mark.slow  # a bake of many frames: in the full suite, not the fast layer
 def test_live_matches_a_bake_of_the_demo_scene(live, surge, tmp_path):
     """With the bake's settings and nothing moved, the live frames are the bake's frames."""
     scene = _demo_scene(tmp_path)

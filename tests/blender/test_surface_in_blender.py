@@ -57,6 +57,7 @@ def test_bake_surface_over_a_bake_and_free_it_alone(scene, surge, tmp_path):
     assert not liquid.hide_render
 
 
+@pytest.mark.slow  # a bake of many frames: in the full suite, not the fast layer
 def test_surface_meshed_inside_the_bake_and_a_nothing_baked_refusal(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     column_scene(scene, cache_dir, frames=(1, 3))

@@ -42,6 +42,7 @@ def _liquid_files(cache_dir):
     return {k: v for k, v in snap.items() if k.split(os.sep)[0] in ("frames", "manifest.json")}
 
 
+@pytest.mark.slow  # a bake of many frames: in the full suite, not the fast layer
 def test_bake_whitewater_objects_attributes_and_free(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     splash_scene(scene, cache_dir)
@@ -92,6 +93,7 @@ def test_bake_whitewater_objects_attributes_and_free(scene, surge, tmp_path):
     assert all(o.hide_render for o in objects.values())
 
 
+@pytest.mark.slow  # a bake of many frames: in the full suite, not the fast layer
 def test_headless_whitewater_and_the_saved_file_plays_it_without_surge(scene, surge, tmp_path):
     blend = str(tmp_path / "shot.blend")
     splash_scene(scene, "//surge_cache/")
