@@ -4,7 +4,8 @@ and how long a collider's move takes to reach the liquid.
 A block of water (0.5 x 0.4 x 0.4 m) in a 1.0 x 0.4 x 0.6 m tank, and a paddle (a 6 x 20 x 40 cm box
 collider held 5 cm above the floor) swept back and forth through it along x at up to 0.5 m/s by a
 script, as an artist dragging it would. The particle spacing is chosen for about 10,000 and 30,000 particles; the session runs with the
-live defaults (``engine.settings.LiveSettings``: PBF, 2 ms substeps at most, 3 iterations). This
+live defaults (``engine.settings.LiveSettings``: PBF, substeps of at most 1/60 s with a travel of up to two
+spacings, 3 iterations). This
 process plays Blender's part exactly as the timer does in the UI: every ``bridge.live.TIMER_INTERVAL``
 it sends the paddle's pose and copies any new frame into the *Surge Live* object; here it also makes
 Blender evaluate the object (its display modifier), which the viewport would do to draw it.
@@ -183,7 +184,8 @@ def main() -> int:
     if args.threads:
         bpy.context.preferences.addons[module].preferences.bake_threads = args.threads
     d = settings.LiveSettings()
-    print(f"live defaults: PBF, max substep {d.time_step:.5f} s (1/{1 / d.time_step:.0f}), {d.iterations} iterations, "
+    print(f"live defaults: PBF, max substep {d.time_step:.5f} s (1/{1 / d.time_step:.0f}), max travel {d.max_travel:g} "
+          f"spacings, {d.iterations} iterations, "
           f"spacing x{d.spacing_factor:g} of the scene's, {d.collider_substeps} collider substeps; "
           f"frame budget {1000 / 24:.1f} ms at 24 fps", flush=True)
     rows = []

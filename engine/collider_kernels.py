@@ -221,10 +221,17 @@ def collider_near(px, py, pz, reach, cset):
 
 
 @njit(cache=True)
-def _solid_eject(r0, r1, r2, u0, u1, u2, col, planes, phi, n0, n1, n2):
-    """Gourlay's (2012) collision distance for a point inside a convex solid, moving at u relative to it:
-    the face it is least deep behind among those it is moving deeper through (u . n <= 0), so it
-    leaves the way it came in. Falls back to the contact distance (phi, n) when no face qualifies."""
+def _solid_eject(r0, r1, r2, u0, u1, u2, travel, col, planes, phi, n0, n1, n2):
+    """Gourlay's (2012) collision distance for a point inside a convex solid that came in by a move along u
+    (relative to the solid) of ``travel`` metres: the face it is least deep behind among those it is
+    moving deeper through (u . n <= 0) and no deeper than ``travel``, so it leaves the way it came in.
+    Falls back to the contact distance (phi, n) when no face qualifies.
+
+    The depth bound keeps the choice to faces the move can have crossed. Without it, a particle that a
+    constraint iteration had nudged a millimetre into a moving paddle while it moved away from the paddle
+    (u . n > 0 on the near face) left through the far face, tenths of a metre away, and PBF's velocity
+    update v += dx / dt turned that jump into tens of metres per second.
+    """
     m = col.grad_to_world
     best = -1e300
     found = False
@@ -238,7 +245,7 @@ def _solid_eject(r0, r1, r2, u0, u1, u2, col, planes, phi, n0, n1, n2):
         w0 /= ww
         w1 /= ww
         w2 /= ww
-        if dist > best and u0 * w0 + u1 * w1 + u2 * w2 <= 0.0:
+        if dist > best and dist - col.offset >= -travel and u0 * w0 + u1 * w1 + u2 * w2 <= 0.0:
             best = dist
             found = True
             b0, b1, b2 = w0, w1, w2
@@ -256,6 +263,17 @@ def _first_hit(ax, ay, az, bx, by, bz, sweep, cset):
     ez = bz - az
     length = math.sqrt(ex * ex + ey * ey + ez * ez)
     if length <= sweep:
+        return bx, by, bz
+    # broad phase: a segment whose box meets no collider's world box cannot enter one (most of the
+    # liquid, which moves farther than a sweep step every substep at large substeps)
+    hit = False
+    for c in range(cset.colliders.shape[0]):
+        lo, hi = cset.colliders[c].box_lo, cset.colliders[c].box_hi
+        if (min(ax, bx) <= hi[0] and max(ax, bx) >= lo[0] and min(ay, by) <= hi[1] and max(ay, by) >= lo[1]
+                and min(az, bz) <= hi[2] and max(az, bz) >= lo[2]):
+            hit = True
+            break
+    if not hit:
         return bx, by, bz
     k = int(math.ceil(length / sweep))
     for m in range(1, k):
@@ -276,7 +294,8 @@ def _first_hit(ax, ay, az, bx, by, bz, sweep, cset):
 def project(x_start, x, v, sweep, contact, inv_dt, use_response, cset):
     """Push particles out of every collider; respond with bounce and friction, or move v with x.
 
-    x_start : (N, 3) positions at the start of the move (for the sweep); may equal x.
+    x_start : (N, 3) positions at the start of the move (for the sweep, and without ``use_response`` for
+        the face a particle entered a convex solid by); may equal x.
     x, v : (N, 3) float32, updated in place.
     sweep : float, metres; moves longer than this are sampled along their path (0: no sweep).
     contact : float, metres; friction acts on particles closer than this to a surface (or inside).
@@ -314,9 +333,22 @@ def project(x_start, x, v, sweep, contact, inv_dt, use_response, cset):
                 pushed = pushed or phi < 0.0
                 cv0, cv1, cv2 = collider_velocity(c, tri, r0, r1, r2, cset)
                 if phi < 0.0 and col.kind == KIND_POLYTOPE and col.parity > 0.0:
-                    # Gourlay's (2012) collision distance: eject through the face the particle came in by
-                    phi, n0, n1, n2 = _solid_eject(r0, r1, r2, vx - cv0, vy - cv1, vz - cv2, col, cset.planes,
-                                                   phi, n0, n1, n2)
+                    # Gourlay's (2012) collision distance: eject through the face the particle came in by.
+                    # What brought it in: with the response (after the prediction), the substep's motion
+                    # relative to the collider, u dt; without it (a constraint iteration, the collider
+                    # standing still), this pass's own move x - x_start, never the accumulated velocity.
+                    if use_response:
+                        m0 = vx - cv0
+                        m1 = vy - cv1
+                        m2 = vz - cv2
+                        travel = math.sqrt(m0 * m0 + m1 * m1 + m2 * m2)
+                        travel = travel / inv_dt if inv_dt > 0.0 else math.inf
+                    else:
+                        m0 = ox - np.float64(x_start[i, 0])
+                        m1 = oy - np.float64(x_start[i, 1])
+                        m2 = oz - np.float64(x_start[i, 2])
+                        travel = math.sqrt(m0 * m0 + m1 * m1 + m2 * m2)
+                    phi, n0, n1, n2 = _solid_eject(r0, r1, r2, m0, m1, m2, travel, col, cset.planes, phi, n0, n1, n2)
                 if phi < 0.0:
                     px -= phi * n0
                     py -= phi * n1

@@ -9,7 +9,7 @@ from ..bridge import live
 from ..engine import settings as settings_mod
 
 #: Live settings drawn under "Simulation" (the rest of engine.settings.LiveSettings is drawn by name below).
-QUALITY = ("spacing_factor", "time_step", "iterations")
+QUALITY = ("spacing_factor", "time_step", "max_travel", "iterations")
 
 
 def live_figures(session) -> list[tuple[str, str]]:

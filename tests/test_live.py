@@ -165,12 +165,12 @@ def test_live_settings_change_the_model():
     assert sim.settings.pbf_xsph_viscosity == 0.5
 
 
-def test_live_defaults_replace_solver_substep_iterations_and_spacing():
+def test_live_defaults_replace_solver_substep_travel_iterations_and_spacing():
     scene_settings = SimulationSettings(solver="WCSPH", particle_spacing=0.02)
     live_settings = LiveSettings(spacing_factor=2.0)
     out = live_simulation_settings(scene_settings, live_settings)
-    assert (out.solver, out.particle_spacing, out.pbf_time_step, out.pbf_iterations) == (
-        "PBF", 0.04, live_settings.time_step, live_settings.iterations)
+    assert (out.solver, out.particle_spacing, out.pbf_time_step, out.pbf_cfl_number, out.pbf_iterations) == (
+        "PBF", 0.04, live_settings.time_step, live_settings.max_travel, live_settings.iterations)
     assert live_simulation_settings(scene_settings, LiveSettings(use_scene_settings=True)) == scene_settings
 
 

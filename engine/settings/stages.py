@@ -200,11 +200,14 @@ class LiveSettings:
     """How a live session simulates (``Scene.surge_live`` in Blender; :mod:`engine.live`).
 
     Unless ``use_scene_settings`` is on, the session runs PBF with these settings in place of the
-    scene's solver, substep, iterations and spacing. Everything else is the scene's. The default
-    substep is the longest that stayed stable with a solid paddle swept through the liquid at 0.5 m/s
-    (1/240 s diverged within a third of a second of it, 1/120 s within a second, in a bake of the same
-    motion as well as live); three iterations, since the density tolerance ends most substeps after two
-    or three anyway.
+    scene's solver, substep, travel, iterations and spacing. Everything else is the scene's. The defaults
+    take PBF's large steps (Macklin & Mueller 2013, "Position Based Fluids", ran a few substeps per 1/60 s
+    frame): substeps of up to 1/60 s in which a particle may travel up to two spacings, so a frame of 1/24 s
+    takes three to four substeps where the liquid moves at a few metres per second, more while a collider
+    moves fast (its surface moves at most 0.4 spacings per substep). With a paddle swept through a dam break
+    at up to 0.5 m/s (``bench/bench_live.py``) this stayed stable at 10,000 and 30,000 particles, as did
+    1/96 s with two iterations. Three iterations: the density tolerance ends most substeps after two or
+    three anyway.
     """
 
     use_scene_settings: bool = _param(
@@ -216,9 +219,13 @@ class LiveSettings:
         tooltip="Particle spacing of the live session as a multiple of the scene's; 2 makes 8 times fewer particles "
                 "and a session about 8 times faster")
     time_step: float = _param(
-        0.002, label="Live Max Substep", unit="s", min=1.0e-4, max=0.04, group="Live",
-        tooltip="Longest PBF substep of the live session in seconds; fast liquid takes shorter ones (PBF Max "
-                "Travel). Longer substeps are cheaper and softer")
+        1.0 / 60.0, label="Live Max Substep", unit="s", min=1.0e-4, max=0.04, group="Live",
+        tooltip="Longest PBF substep of the live session in seconds; fast liquid takes shorter ones (Live Max "
+                "Travel), and so do fast colliders. Longer substeps are cheaper and softer")
+    max_travel: float = _param(
+        2.0, label="Live Max Travel", min=0.05, max=2.0, group="Live",
+        tooltip="Particle spacings a particle may travel in one live substep (PBF Max Travel of the live "
+                "session); larger takes fewer, longer substeps where the liquid moves fast")
     iterations: int = _param(
         3, label="Live Iterations", min=1, max=20, group="Live",
         tooltip="Density-constraint iterations per live substep; fewer are faster and make the liquid a little "
@@ -248,12 +255,13 @@ LIVE_CHANGEABLE = ("viscosity", "pbf_xsph_viscosity", "pbf_surface_tension")
 
 
 def live_simulation_settings(settings: SimulationSettings, live: LiveSettings) -> SimulationSettings:
-    """The settings a live session simulates with: the scene's, or PBF with the live substep,
+    """The settings a live session simulates with: the scene's, or PBF with the live substep, travel,
     iterations and spacing (see :class:`LiveSettings`)."""
     if live.use_scene_settings:
         return settings
     return dataclasses.replace(settings, solver="PBF", particle_spacing=settings.particle_spacing * live.spacing_factor,
-                               pbf_time_step=live.time_step, pbf_iterations=live.iterations)
+                               pbf_time_step=live.time_step, pbf_cfl_number=live.max_travel,
+                               pbf_iterations=live.iterations)
 
 
 def validate_live(settings: LiveSettings, owner: str = "Live") -> None:
