@@ -37,7 +37,7 @@ Work on each frame as it is cached, in this process (see :func:`engine.stages.fo
 with those whitewater settings (:mod:`engine.whitewater.stage`, the job's colliders included; automatic
 thresholds from the frames simulated so far), all before the frame's event is printed. The frame event
 then also carries ``surface_seconds``, ``surface_vertices`` and ``surface_triangles``, and
-``whitewater_seconds``, ``whitewater_emitted``, ``whitewater_spray``, ``whitewater_foam`` and
+``whitewater_seconds``, ``whitewateremitted``, ``whitewater_spray``, ``whitewater_foam`` and
 ``whitewater_bubbles``.
 """
 
@@ -45,16 +45,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 
+from .child_io import cancel_flag, emit, log_to_stderr
 from .errors import BakeCancelled, EngineError
-
-
-def _emit(event: dict) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,16 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             parser.error("--resume-from takes a frame number or 'latest'")
 
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, stream=sys.stderr,
-                        format="%(levelname)s %(name)s: %(message)s")
+    log_to_stderr(args.quiet)
     from . import driver  # imported late so that argument errors do not wait for numba
 
-    cancel = None
-    if args.cancel_file:
-        flag = args.cancel_file
-
-        def cancel() -> bool:
-            return os.path.exists(flag)
+    cancel = cancel_flag(args.cancel_file)
 
     from .cache import CacheLock
 
@@ -109,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         job_inside = os.pardir
     # a job folder inside a new cache folder is not a foreign file there
     ignore = (job_inside.split(os.sep)[0],) if not job_inside.startswith(os.pardir) else ()
-    progress = _emit
+    progress = emit
     try:
         if args.usd_dir or args.surface or args.whitewater:
             progress = _following(args, resume_from is not None)
@@ -120,14 +109,14 @@ def main(argv: list[str] | None = None) -> int:
                                   ignore=ignore)
     except BakeCancelled as exc:
         getattr(progress, "finish", lambda *a: None)("cancelled", str(exc))
-        _emit({"event": "done", "status": "cancelled", "message": str(exc)})
+        emit({"event": "done", "status": "cancelled", "message": str(exc)})
         return 3
     except (EngineError, OSError, ValueError) as exc:
         getattr(progress, "finish", lambda *a: None)("failed", str(exc))
-        _emit({"event": "error", "error": type(exc).__name__, "message": str(exc)})
+        emit({"event": "error", "error": type(exc).__name__, "message": str(exc)})
         return 1
     getattr(progress, "finish", lambda *a: None)("complete")
-    _emit({"event": "done", "status": "complete", **summary})
+    emit({"event": "done", "status": "complete", **summary})
     return 0
 
 
@@ -157,7 +146,7 @@ def _following(args, resumed: bool):
                                            {"usd": "1" if args.usd_dir else "0", "job": args.job_dir,
                                             "in_bake": "1"}))
     # a new bake meshes every frame again; a resumed one keeps the frames meshed before its checkpoint
-    return stages.follow_bake(args.cache_dir, followers, _emit, restart=not resumed, writers=tuple(writers))
+    return stages.follow_bake(args.cache_dir, followers, emit, restart=not resumed, writers=tuple(writers))
 
 
 if __name__ == "__main__":

@@ -385,10 +385,11 @@ class Simulation:
         return cls(scene, settings, solver, sources, SceneAnimation(scene, solver), Forces(scene))
 
     def advance_frame(self, frame: int, frame_dt: float, cancel: Cancel | None = None,
-                      cancelled: str | None = None) -> int:
+                      cancelled: str | None = None, between_substeps: Callable[[], None] | None = None) -> int:
         """Advance by ``frame_dt`` seconds in equal substeps that land exactly on the frame's end;
         returns the substeps taken. ``frame`` names the frame in messages; ``cancelled`` replaces the
-        message of the cancel.
+        message of the cancel. ``between_substeps`` is called before every substep but the first (a
+        live session takes the newest collider poses there).
 
         Raises
         ------
@@ -403,6 +404,8 @@ class Simulation:
         while remaining > 1e-12 * frame_dt:
             if cancel is not None and cancel():
                 raise BakeCancelled(cancelled or f"Bake cancelled at frame {frame}; frames up to {frame - 1} are kept")
+            if between_substeps is not None and substeps > 0:
+                between_substeps()
             dt = min(solver.stable_dt(), sources.dt_limit(solver.time), remaining)
             n_left = math.ceil(remaining / dt - 1e-9)
             dt = remaining / n_left  # equal substeps that land exactly on the frame time

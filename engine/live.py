@@ -17,8 +17,9 @@ The simulation is :class:`engine.driver.Simulation`, the bake's own: the same se
 substep loop, so a session whose colliders stay put computes the frames a bake computes. What the
 session adds:
 
-* **colliders moved while it runs**: before each frame every mesh collider is driven from where it
-  stands to the pose the host sent, over the frame (:meth:`engine.collision.CollisionWorld.drive`),
+* **colliders moved while it runs**: before each frame, and again before each of its substeps when the
+  host has sent newer poses, every mesh collider is driven from where it stands to the pose the host
+  sent, over one frame's time (:meth:`engine.collision.CollisionWorld.drive`),
   so the liquid meets it with its velocity, as a collider moving in a bake. A move faster than
   ``collider_substeps`` substeps of :data:`engine.collision.MAX_SURFACE_TRAVEL` spacings per frame is
   spread over the next frames (the collider lags behind the mouse instead of stalling the session);
@@ -41,6 +42,7 @@ import math
 import os
 import sys
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -149,10 +151,12 @@ class LiveSimulation:
             if entry.driven_speed > limit:
                 collision.drive(c, target, t + self.frame_dt * entry.driven_speed / limit)
 
-    def advance(self) -> int:
-        """Simulate one displayed frame (1 / fps); returns the substeps it took."""
+    def advance(self, between_substeps: Callable[[], None] | None = None) -> int:
+        """Simulate one displayed frame (1 / fps); returns the substeps it took. ``between_substeps``
+        runs before every substep but the first (:meth:`engine.driver.Simulation.advance_frame`)."""
         self.frame += 1
-        substeps = self.sim.advance_frame(self.scene.frame_start + self.frame, self.frame_dt)
+        substeps = self.sim.advance_frame(self.scene.frame_start + self.frame, self.frame_dt,
+                                          between_substeps=between_substeps)
         pt = self.sim.solver.particles
         excess = len(pt) - self.capacity
         if excess > 0:
@@ -409,8 +413,18 @@ def _loop(live: LiveSimulation, build, state, control, parent: int, speed: float
             h["status"] = live_channel.RUNNING
             t0 = time.perf_counter()
             c0 = time.process_time()
+            applied = [int(ctl["seq"])]
+
+            def newest_poses(live=live, applied=applied):
+                # a collider moved while this frame is simulated acts from the next substep on, so that
+                # the frame published next already shows it (latency one displayed frame less)
+                newer = control.snapshot(tries=1)
+                if newer is not None and int(newer["seq"]) != applied[0] and not newer["stop"]:
+                    live.set_colliders(newer["matrices"][: newer["n_colliders"]])
+                    applied[0] = int(newer["seq"])
+
             try:
-                substeps = live.advance()
+                substeps = live.advance(newest_poses)
             except EngineError as exc:
                 failed = True
                 h["status"] = live_channel.FAILED
@@ -420,7 +434,7 @@ def _loop(live: LiveSimulation, build, state, control, parent: int, speed: float
             t1 = time.perf_counter()
             if stepping:
                 h["step_done"] = h["step_done"] + 1
-            _publish(live, state, int(ctl["seq"]), t1 - t0, substeps, time.process_time() - c0)
+            _publish(live, state, applied[0], t1 - t0, substeps, time.process_time() - c0)
             if recorder is not None:
                 recorder.write(live)
                 h["recorded"] = recorder.frames

@@ -61,6 +61,7 @@ from typing import Callable, Iterable
 
 from . import atomic
 from .cache import CacheLock, CacheReader
+from .child_io import cancel_flag, emit, log_to_stderr
 from .errors import BakeCancelled, CacheFormatError, EngineError
 from .memory import resident_bytes
 
@@ -455,11 +456,6 @@ def make_stage(name: str, cache_manifest: dict, settings: dict | None = None, op
     return getattr(module, factory)(cache_manifest, dict(settings or {}), dict(options or {}))
 
 
-def _emit(event: dict) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
-
-
 def _frames_arg(text: str) -> range:
     a, _, b = text.partition("-")
     return range(int(a), int(b or a) + 1)
@@ -492,14 +488,8 @@ def main(argv: list[str] | None = None) -> int:
         if not eq:
             parser.error(f"--option takes KEY=VALUE, got {item!r}")
         options[key] = value
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, stream=sys.stderr,
-                        format="%(levelname)s %(name)s: %(message)s")
-    cancel = None
-    if args.cancel_file:
-        flag = args.cancel_file
-
-        def cancel() -> bool:
-            return os.path.exists(flag)
+    log_to_stderr(args.quiet)
+    cancel = cancel_flag(args.cancel_file)
 
     lock = None
     try:
@@ -511,17 +501,17 @@ def main(argv: list[str] | None = None) -> int:
         lock = (CacheLock.join(args.cache_dir, args.lock_token) if args.lock_token else
                 CacheLock(args.cache_dir, f"the {args.stage} stage").acquire())
         stage = make_stage(args.stage, reader.manifest, settings, options)
-        summary = StageRunner(args.cache_dir, stage, progress=_emit, cancel=cancel, restart=args.restart).run(frames)
+        summary = StageRunner(args.cache_dir, stage, progress=emit, cancel=cancel, restart=args.restart).run(frames)
     except BakeCancelled as exc:
-        _emit({"event": "done", "stage": args.stage, "status": "cancelled", "message": str(exc)})
+        emit({"event": "done", "stage": args.stage, "status": "cancelled", "message": str(exc)})
         return EXIT_CANCELLED
     except (EngineError, OSError, ValueError) as exc:
-        _emit({"event": "error", "error": type(exc).__name__, "message": str(exc)})
+        emit({"event": "error", "error": type(exc).__name__, "message": str(exc)})
         return EXIT_ENGINE_ERROR
     finally:
         if lock is not None:
             lock.release()
-    _emit({"event": "done", "stage": args.stage, "status": "complete", **summary})
+    emit({"event": "done", "stage": args.stage, "status": "complete", **summary})
     return EXIT_COMPLETE
 
 

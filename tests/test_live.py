@@ -132,6 +132,40 @@ def test_fast_collider_is_slowed_to_the_substep_budget():
                                atol=1e-12)
 
 
+def test_a_move_sent_during_a_frame_acts_from_the_next_substep():
+    """A pose the host sends while a frame is simulated is taken before the frame's next substep, so the
+    frame published next already has the collider moving (the issue's latency of at most two displayed
+    frames: the update that sends, then the next frame shown)."""
+    _moving, still, _ = _cup_scene()
+    settings = SimulationSettings(solver="PBF", particle_spacing=0.01)
+    sim = live.LiveSimulation(still, settings, capacity=100_000)
+    world = sim.solver.collision
+    entry = world.entries[0]
+    moved = np.eye(4)
+    moved[1, 3] = 0.004   # 0.4 spacings over a frame: well inside the collider's speed budget
+    calls, started = [], []
+
+    def host_moves_it():
+        calls.append(world.time)
+        if len(calls) == 1:
+            sim.set_colliders(moved[None])
+            started.append(sim.solver.time)
+
+    substeps = sim.advance(host_moves_it)
+    assert substeps >= 2 and len(calls) == substeps - 1   # before every substep but the first
+    # driven from the pose where it stood (still at rest) to the target over one frame's time from the
+    # second substep on: at the frame's end it has covered (end - start) / frame_dt of the way.
+    # rtol 0, atol 1e-12 m: float64 interpolation of a 4 mm move
+    t_end = sim.solver.time
+    expected = 0.004 * (t_end - started[0]) / sim.frame_dt
+    assert 0.0 < expected < 0.004
+    np.testing.assert_allclose(world._pose_matrix(entry, world.time)[0][1, 3], expected, rtol=0.0, atol=1e-12)
+    # without a callback the frame runs as before and a collider left alone stays put
+    still_sim = live.LiveSimulation(still, settings, capacity=100_000)
+    still_sim.advance()
+    assert still_sim.solver.collision.entries[0].driven is None
+
+
 def test_box_moved_into_the_liquid_pushes_it_out():
     scene = column_scene(water=(0.1, 0.1, 0.1), tank=(0.2, 0.1, 0.3), frames=(1, 2))
     lo, hi = np.array([0.12, 0.0, 0.0]), np.array([0.16, 0.1, 0.08])
