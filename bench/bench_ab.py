@@ -28,23 +28,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: One timed run, in a child process whose sys.path starts with the tree to time.
 CHILD = r"""
 import os, sys, time
-import numpy as np
-tree, n, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+tree, n, steps, bench_dir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 sys.path.insert(0, tree)
-from engine.particles import Particles
+sys.path.append(bench_dir)  # after the tree: step_scene imports the engine being timed
 from engine.solvers import pbf
+from step_scene import make_pbf, scene
 assert os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(pbf.__file__)))) == os.path.abspath(tree)
-DX = 0.025
-edge_n = int(round(n ** (1.0 / 3.0)))
-edge = edge_n * DX
-axis = (np.arange(edge_n) + 0.5) * DX
-gx, gy, gz = np.meshgrid(axis, axis, axis, indexing="ij")
-x = np.stack([gx.ravel(), gy.ravel(), gz.ravel()], axis=1)
-box = np.array([[[0.0, 0.0, 0.0], [4.0 * edge, 3.0 * edge, 1.5 * edge]]])
-model = pbf.make_model(dx=DX, rho0=1000.0, iterations=4, tolerance=0.0, beta=0.6, xsph=0.02, kappa=0.0,
-                       gravity=np.array([0.0, 0.0, -9.81]), boxes=box, friction=0.0, cfl=0.5, max_dt=0.002,
-                       speed_limit=1000.0)
-s = pbf.PBFSolver(model, Particles.create(x, np.zeros_like(x), 1000.0))
+x, box = scene(n)
+s = make_pbf(x, box, 4, tolerance=0.0)
 for _ in range(10):
     s.step(0.002)
 import numba
@@ -73,7 +64,8 @@ def main(argv=None):
         n = args.n
         for _ in range(args.runs):
             for k, tree in trees.items():
-                out = subprocess.run([sys.executable, "-c", CHILD, tree, str(args.n), str(args.steps)],
+                out = subprocess.run([sys.executable, "-c", CHILD, tree, str(args.n), str(args.steps),
+                                      os.path.join(REPO, "bench")],
                                      capture_output=True, text=True, env=env, check=True).stdout
                 seconds, n = out.split()[-2:]
                 times[k].append(float(seconds))

@@ -36,29 +36,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from engine.particles import Particles  # noqa: E402
-from engine.solvers import pbf, wcsph  # noqa: E402
+from engine.solvers import wcsph  # noqa: E402
 
 import peer_taichi  # noqa: E402  (bench/ is the script's folder, first on sys.path)
-
-DX = 0.025
-G = np.array([0.0, 0.0, -9.81])
-
-
-def scene(n_target: int):
-    edge_n = int(round(n_target ** (1.0 / 3.0)))
-    edge = edge_n * DX
-    axis = (np.arange(edge_n) + 0.5) * DX
-    gx, gy, gz = np.meshgrid(axis, axis, axis, indexing="ij")
-    x = np.stack([gx.ravel(), gy.ravel(), gz.ravel()], axis=1)
-    box = np.array([[[0.0, 0.0, 0.0], [4.0 * edge, 3.0 * edge, 1.5 * edge]]])
-    return x, box
-
-
-def make_pbf(x, box, iterations):
-    model = pbf.make_model(dx=DX, rho0=1000.0, iterations=iterations, tolerance=0.005, beta=0.6, xsph=0.02,
-                           kappa=0.0, gravity=G, boxes=box, friction=0.0, cfl=0.5, max_dt=0.002,
-                           speed_limit=1000.0)
-    return pbf.PBFSolver(model, Particles.create(x, np.zeros_like(x), 1000.0))
+from step_scene import DX, G, make_pbf, scene  # noqa: E402
 
 
 def make_wcsph(x, box, h_factor=1.0, density=wcsph.DEFAULT_DENSITY):
