@@ -77,3 +77,15 @@ def quad(corner, edge_u, edge_v, n=1) -> TriangleMesh:
             a, b = i * (n + 1) + j, (i + 1) * (n + 1) + j
             tris += [(a, b, b + 1), (a, b + 1, a + 1)]
     return TriangleMesh(verts, np.array(tris))
+
+
+def check_half_list_row(nl, i: int, want: np.ndarray, blk: np.ndarray) -> np.ndarray:
+    """Assert that particle ``i``'s row of a half neighbour list ``nl`` holds, first, its neighbours of
+    its own block that come after it and then every neighbour of another block (``want`` the brute-force
+    (N, N) neighbour matrix, ``blk`` each particle's block); returns the row."""
+    row = nl.nbr[nl.start[i]:nl.start[i] + nl.count[i]]
+    local, other = row[:nl.local[i]], row[nl.local[i]:]
+    js = np.nonzero(want[i])[0]
+    np.testing.assert_array_equal(np.sort(local), js[(blk[js] == blk[i]) & (js > i)])
+    np.testing.assert_array_equal(np.sort(other), js[blk[js] != blk[i]])
+    return row

@@ -12,7 +12,7 @@ from engine.particles import Particles
 from engine.settings import SimulationSettings
 from engine.solvers import pbf
 from engine.walls import clamp_point_into_boxes
-from helpers import column_scene
+from helpers import check_half_list_row, column_scene
 
 G = np.array([0.0, 0.0, -9.81])
 NO_BOXES = np.zeros((0, 2, 3))
@@ -77,11 +77,7 @@ def _brute_force_neighbours(s):
     assert half == pbf.half_block(len(xs)) and nl.block == 1
     blk = np.arange(len(xs)) // half
     for i in range(len(xs)):
-        row = nl.nbr[nl.start[i]:nl.start[i] + nl.count[i]]
-        local, other = row[:nl.local[i]], row[nl.local[i]:]
-        js = np.nonzero(want[i])[0]
-        np.testing.assert_array_equal(np.sort(local), js[(blk[js] == blk[i]) & (js > i)])
-        np.testing.assert_array_equal(np.sort(other), js[blk[js] != blk[i]])
+        check_half_list_row(nl, i, want, blk)
     assert nl.pairs == int(want.sum())
     # no two ranges overlap (a chunk filled again after an overflow lies after the others, so the
     # starts need not ascend with the particles)
