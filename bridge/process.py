@@ -44,6 +44,9 @@ def child_environment(addon_root: str, numba_cache_dir: str, threads: int = 0) -
     env["PYTHONIOENCODING"] = "utf-8"  # the events are read as UTF-8 whatever the system locale
     if threads > 0:
         env["NUMBA_NUM_THREADS"] = str(int(threads))
+    # the child's parallel work is numba's: an OpenBLAS thread pool woken by a numpy call would only
+    # compete with numba's threads for the cores (see engine.collision.inverse3)
+    env["OPENBLAS_NUM_THREADS"] = "1"
     return env
 
 

@@ -102,6 +102,8 @@ def test_bake_threads_preference_reaches_the_bake_process(scene, surge, tmp_path
     # 0: numba's own default, whatever the environment says
     assert process.child_environment("/a", "/b", 0).get("NUMBA_NUM_THREADS") == os.environ.get("NUMBA_NUM_THREADS")
     assert process.child_environment("/a", "/b", 3)["NUMBA_NUM_THREADS"] == "3"
+    # one OpenBLAS thread: its pool would compete with numba's threads (engine.collision.inverse3)
+    assert process.child_environment("/a", "/b", 0)["OPENBLAS_NUM_THREADS"] == "1"
     if not os.path.isdir("/proc/self"):
         pytest.skip("reading a process's environment needs /proc")
     preferences.bake_threads = 1
