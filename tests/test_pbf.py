@@ -283,3 +283,45 @@ def test_box_friction_acts_per_box_on_particles_touching_its_walls():
     # float32 products of exactly representable values: equal to rounding (rtol 1e-6, atol 0)
     assert_allclose(v, want, rtol=1e-6, atol=0.0)
     assert_allclose(v_start, want * 100.0, rtol=1e-6, atol=0.0)  # a = (v - 0) / dt, dt = 0.01 s
+
+
+def test_one_iteration_equals_brute_force_eq5():
+    """One Jacobi iteration (the constraint pass, then the correction from the kernel slopes it stored
+    per pair, uint16 fixed point) against eq. 1, 4 and 5 summed over every pair in float64."""
+    rng = np.random.default_rng(11)
+    dx = 0.02
+    x = lattice([0.0, 0.0, 0.0], [0.24, 0.2, 0.2], 0.98 * dx)  # compressed: C > 0 inside
+    x += rng.uniform(-0.05, 0.05, size=x.shape) * dx
+    s = make(x, dx=dx, gravity=np.zeros(3), iterations=1, xsph=0.0)
+    x0 = s.particles.x.astype(np.float64)[np.argsort(s.particles.id)]
+    dt = 0.002
+    s.step(dt)
+    order = np.argsort(s.particles.id)
+    moved = s.particles.x.astype(np.float64)[order] - x0
+    rho = s.particles.rho.astype(np.float64)[order]
+
+    m = s.model
+    h, mass, rho0 = m.h, float(m.level_mass[0]), m.rho0
+    d = x0[:, None, :] - x0[None, :, :]
+    r = np.sqrt((d ** 2).sum(-1))
+    q = r / h
+    w = 0.25 * np.clip(2.0 - q, 0.0, None) ** 3 - np.clip(1.0 - q, 0.0, None) ** 3
+    dw = -0.75 * np.clip(2.0 - q, 0.0, None) ** 2 + 3.0 * np.clip(1.0 - q, 0.0, None) ** 2
+    rho_ref = mass / (np.pi * h ** 3) * w.sum(axis=1)                      # eq. 1, the particle itself included
+    lam = np.minimum(-m.beta * m.level_k[0] * (rho_ref / rho0 - 1.0), 0.0)  # eq. 4, kappa = 0: no pull
+    with np.errstate(invalid="ignore", divide="ignore"):
+        grad = np.where(r[..., None] > 0.0, (dw / (np.pi * h ** 4) / r)[..., None] * d, 0.0)
+    pair = mass / rho0 * (lam[:, None] + lam[None, :])[..., None] * grad
+    want = pair.sum(axis=1)                                                 # eq. 5
+    size = np.linalg.norm(want, axis=1)
+    assert size.max() > 0.01 * dx                                           # a real correction, not noise
+    assert size.max() < pbf.MAX_MOVE * h                                    # no clamp: eq. 5 as is
+    # rtol 1e-5: the float32 density sum (about 30 terms of 6e-8 relative rounding each)
+    assert_allclose(rho, rho_ref, rtol=1e-5, atol=0.0)
+    # each stored slope is within 2.7e-5 absolute (5.4e-5 of the largest pair push, see
+    # pbf_passes.SLOPE_UNIT) and the float32 pass adds ~1e-7 relative per term: 30 pairs give at most
+    # 30 * 5.4e-5 = 1.6e-3 of the largest pair push; positions are float32 (3e-8 m at 0.24 m)
+    biggest = np.abs(pair).max()
+    assert_allclose(moved, want, rtol=1e-3, atol=1.6e-3 * biggest + 3e-8)
+    # and much closer in the mean: the rounding errors of the pairs are unbiased
+    assert np.abs(moved - want).mean() < 1e-4 * biggest

@@ -421,6 +421,7 @@ class PBFSolver:
         self._x_buf = np.empty((0, 3), dtype=np.float32)
         self._xq = np.empty((0, 4), dtype=np.float32)
         self._xq_out = np.empty((0, 4), dtype=np.float32)
+        self._slope = np.empty(0, dtype=np.uint16)
         self._ensure_capacity()
         #: seconds spent in the last substep, by phase (the benchmark reads it)
         self.timings = {"predict": 0.0, "grid": 0.0, "neighbours": 0.0, "solve": 0.0, "viscosity": 0.0}
@@ -579,13 +580,16 @@ class PBFSolver:
         used = 0
         xq, xq_out = self._xq, self._xq_out
         copy_xyz(pt.x, xq)
+        if self._slope.shape[0] != nl.nbr.shape[0]:
+            # one kernel slope per listed pair, written by the constraint pass for the correction
+            self._slope = np.empty(nl.nbr.shape[0], dtype=np.uint16)
         for it in range(m.iterations):
             if self._bidx.shape[0]:
                 boundary_walls(xq, self._bidx, self.level, m.level_h, m.boxes, m.table_q0, m.table_step, m.psi,
                                m.dpsi, cset, self._wall_free, wall_grad)
             constraint(xq, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass, level_k, lam_max,
                        self._uniform, rho_unit, m.rho0, m.beta, self._wall_free, nl.half, pt.rho, self._block_err,
-                       self._block_max)
+                       self._block_max, self._slope)
             self.density_error = float(np.sum(self._block_err)) / n
             self.density_error_max = float(np.max(self._block_max))
             # At least one correction per substep: skipping it lets gravity build momentum in a
@@ -594,7 +598,7 @@ class PBFSolver:
                 break
             correct(xq, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass, cohesion,
                     self._uniform, scale, self._slot, wall_grad, WALL_FACTOR, MAX_MOVE, self._boxes32, margin,
-                    it >= FLAG_ITERATIONS, inv_dt, nl.half,
+                    it >= FLAG_ITERATIONS, inv_dt, nl.half, self._slope,
                     xq_out, pt.v)
             if self.collision is not None:
                 # keep every iterate out of the colliders; the push moves the velocity with it
@@ -627,7 +631,7 @@ class PBFSolver:
     def memory_bytes(self) -> int:
         """Bytes held by the particle state (every channel at its capacity), the solver's buffers and
         the last grid."""
-        arrays = [self.level, self._x_buf, self._xq, self._xq_out, self._block_err,
+        arrays = [self.level, self._x_buf, self._xq, self._xq_out, self._slope, self._block_err,
                    self._block_max, self._wall_free, self._slot, self._bidx]
         if self.grid is not None:
             g = self.grid
