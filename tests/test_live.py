@@ -359,3 +359,27 @@ def test_child_exits_when_its_host_is_gone(tmp_path):
             shm = block.shm
             block.close()
             live_channel.unlink(shm)
+
+
+def test_pacing_catches_up_a_few_slow_frames_and_no_more():
+    """engine.live.next_due: frames due every 1/24 s; a slow frame is made up by the next ones as long as
+    the session is at most CATCH_UP frames behind; after a long stall it stays behind that much."""
+    wall = 1.0 / 24.0
+    due = live.next_due(None, 0.0, 0.03, wall)
+    assert due == pytest.approx(wall, abs=1e-12)
+    # a frame of three budgets (two frames late): the next is due in the past (start at once), still on
+    # the real-time grid
+    assert live.CATCH_UP >= 2
+    due = live.next_due(due, wall, 4.0 * wall, wall)
+    assert due == pytest.approx(2.0 * wall, abs=1e-12)
+    # frames of half a budget after it run at once until the schedule is met again: real time is kept
+    t, frames = 4.0 * wall, 0
+    while due < t and frames < 10:
+        t0 = max(t, due)
+        t = t0 + 0.5 * wall
+        due = live.next_due(due, t0, t, wall)
+        frames += 1
+    assert frames == 5 and due == pytest.approx(7.0 * wall, abs=1e-12)
+    # a stall of 40 frames: the session stays CATCH_UP frames behind, no burst of 40 frames
+    due = live.next_due(due, due, due + 40.0 * wall, wall)
+    assert due == pytest.approx(47.0 * wall - live.CATCH_UP * wall, abs=1e-9)
