@@ -1,0 +1,102 @@
+"""The sixteen-lane operations of the neighbour search (engine.vector_ops) against numpy.
+
+References are exact: the candidate test must select the pairs a scalar float32 test selects, bit for
+bit (numpy's float32 arithmetic is IEEE single precision, one rounding per operation, as the
+operation written without fast-math flags), and the moves and packed stores are copies.
+"""
+
+import numpy as np
+import pytest
+from numba import njit
+
+from engine.vector_ops import LANES, candidate_masks, compress_store, move_lanes, popcount
+
+
+@njit(cache=True)
+def _masks(cx, cy, cz, ch, ci, t, xi, yi, zi, hi, after, end, before, start):
+    return candidate_masks(cx, cy, cz, ch, ci, t, xi, yi, zi, hi, after, end, before, start)
+
+
+@njit(cache=True)
+def _compress(src, t, mask, dst, at):
+    compress_store(src, t, mask, dst, at)
+
+
+@njit(cache=True)
+def _move(src, t, dst, at):
+    move_lanes(src, t, dst, at)
+
+
+@njit(cache=True)
+def _popcount(v):
+    return popcount(v)
+
+
+def _reference(cx, cy, cz, ch, ci, t, xi, yi, zi, hi, after, end, before, start):
+    """The scalar test in numpy float32, in the kernels' order of operations."""
+    s = slice(t, t + LANES)
+    dx, dy, dz = xi - cx[s], yi - cy[s], zi - cz[s]
+    r2 = (dx * dx + dy * dy) + dz * dz
+    reach = hi + ch[s]
+    hit = r2 < reach * reach
+    j = ci[s]
+    mine = hit & (((j > after) & (j < end)) | (j < before))
+    other = hit & ((j >= end) | (j < start))
+    bits = 1 << np.arange(LANES, dtype=np.uint64)
+    return int(np.sum(bits[mine])) | (int(np.sum(bits[other])) << 32)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_candidate_masks_select_exactly_the_scalar_tests_pairs(seed):
+    rng = np.random.default_rng(seed)
+    n = 4 * LANES
+    f32 = np.float32
+    xi, yi, zi, hi = f32(0.3), f32(-0.2), f32(0.1), f32(0.05)
+    ch = rng.uniform(0.02, 0.08, n).astype(f32)
+    # candidates on spheres of radius hi + ch_c (the boundary), nudged by a few units in the last place
+    u = rng.normal(size=(n, 3))
+    u /= np.linalg.norm(u, axis=1)[:, None]
+    radius = (hi + ch).astype(np.float64) * (1.0 + rng.integers(-4, 5, n) * 6e-8)
+    pos = (np.array([xi, yi, zi], dtype=np.float64) + u * radius[:, None]).astype(f32)
+    pos[:8] = [xi, yi, zi]  # coincident points
+    pos[8] = (xi + hi + ch[8], yi, zi)  # exactly at reach along x when representable
+    cx, cy, cz = (np.ascontiguousarray(pos[:, k]) for k in range(3))
+    ci = rng.permutation(np.arange(100, 100 + n)).astype(np.int32)
+    hits = 0
+    for after, end, before, start in [(130, 2147483647, 130, -2147483648),  # a full list of particle 130
+                                      (130, 140, -2147483648, 120)]:      # a half list, block 120:140
+        bounds = [np.int32(v) for v in (after, end, before, start)]
+        for t in range(0, n, LANES):
+            got = _masks(cx, cy, cz, ch, ci, t, xi, yi, zi, hi, *bounds)
+            want = _reference(cx, cy, cz, ch, ci, t, xi, yi, zi, hi, *bounds)
+            assert got == want, (t, hex(got), hex(want))
+            hits += bin(want).count("1")
+    assert 0 < hits < 2 * n  # the boundary cases fall on both sides
+
+
+def test_compress_store_packs_the_selected_entries_in_order():
+    rng = np.random.default_rng(3)
+    src = rng.integers(-1000, 1000, 40).astype(np.int32)
+    for mask in [0, 1, 0x8000, 0xFFFF, 0b1010011100001101] + list(rng.integers(0, 1 << 16, 20)):
+        dst = np.full(40, 7777, dtype=np.int32)
+        _compress(src, 5, np.uint64(mask), dst, 11)
+        lanes = [u for u in range(LANES) if mask >> u & 1]
+        packed = src[5:5 + LANES][lanes]
+        np.testing.assert_array_equal(dst[11:11 + len(lanes)], packed)
+        np.testing.assert_array_equal(dst[11 + len(lanes):11 + LANES], 0)
+        np.testing.assert_array_equal(dst[:11], 7777)  # nothing outside the 16 entries
+        np.testing.assert_array_equal(dst[11 + LANES:], 7777)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_move_lanes_copies_sixteen_entries(dtype):
+    src = np.arange(50).astype(dtype)
+    dst = np.zeros(40, dtype=dtype)
+    _move(src, 23, dst, 9)
+    np.testing.assert_array_equal(dst[9:25], src[23:39])
+    assert not dst[:9].any() and not dst[25:].any()
+
+
+def test_popcount():
+    for v in [0, 1, 0xFFFF, 0xFFFF_0000_FFFF, (1 << 64) - 1, 0x8000_0000_0000_0001]:
+        assert _popcount(np.uint64(v)) == bin(v).count("1")
