@@ -100,3 +100,19 @@ def test_move_lanes_copies_sixteen_entries(dtype):
 def test_popcount():
     for v in [0, 1, 0xFFFF, 0xFFFF_0000_FFFF, (1 << 64) - 1, 0x8000_0000_0000_0001]:
         assert _popcount(np.uint64(v)) == bin(v).count("1")
+
+
+@pytest.mark.slow
+def test_baseline_instruction_set_gives_the_same_results(tmp_path):
+    """Compiled for the x86-64 baseline (no AVX), LLVM expands the vector code into narrower or
+    scalar instructions: the tests above and the neighbour list's must pass unchanged."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_CPU_NAME="generic", NUMBA_CACHE_DIR=str(tmp_path))
+    here = os.path.dirname(os.path.abspath(__file__))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
+                          os.path.join(here, "test_vector_ops.py"), os.path.join(here, "test_neighbors.py")],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
