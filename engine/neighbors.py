@@ -238,6 +238,20 @@ NBR_BLOCK = 16
 
 
 @njit(inline="always", cache=True)
+def _first_block_start(c, cell_start, half):
+    """Start of the block of ``half`` particles holding cell c's last particle (0 for a full list)."""
+    return ((cell_start[c + 1] - 1) // half) * half if half > 0 else 0
+
+
+@njit(inline="always", cache=True)
+def _cell_wanted(nc, c, cell_start, half, first):
+    """Whether neighbour cell nc of cell c gives candidates: it exists, and for a half list (``half`` > 0)
+    it is not an earlier cell all of whose particles lie in the block starting at ``first`` or later
+    (only a neighbour in another block would be listed from it; see :func:`_first_block_start`)."""
+    return nc >= 0 and not (half > 0 and nc < c and cell_start[nc] >= first)
+
+
+@njit(inline="always", cache=True)
 def gather_candidates(c, x, hsup, cell_start, cell_nbr, half, cx, cy, cz, ch, ci):
     """Copy the particles of cell c's 27 neighbour cells into contiguous buffers; returns their count.
 
@@ -248,11 +262,11 @@ def gather_candidates(c, x, hsup, cell_start, cell_nbr, half, cx, cy, cz, ch, ci
     out unless it reaches into an earlier block than the last of cell c's particles: only a
     neighbour in another block would be listed from it.
     """
-    first = ((cell_start[c + 1] - 1) // half) * half if half > 0 else 0
+    first = _first_block_start(c, cell_start, half)
     k = 0
     for q in range(27):
         nc = cell_nbr[c, q]
-        if nc < 0 or (half > 0 and nc < c and cell_start[nc] >= first):
+        if not _cell_wanted(nc, c, cell_start, half, first):
             continue
         for j in range(cell_start[nc], cell_start[nc + 1]):
             cx[k] = x[j, 0]
@@ -297,13 +311,13 @@ def gather_rows(c, rows, cell_start, cell_nbr, half, cx, cy, cz, ch, ci):
     particle would end its loop after a varying count, about 8, a mispredicted branch per cell, and
     numba's loop over the 16 lanes stays scalar (:func:`engine.vector_ops.move_lanes`). One thread,
     the benchmark's 64,000 particles: the list fill 7.1 -> 4.2 ms."""
-    first = ((cell_start[c + 1] - 1) // half) * half if half > 0 else 0
+    first = _first_block_start(c, cell_start, half)
     k = np.uintp(0)
     lanes = np.uintp(LANES)
     stride = np.uintp(rows.shape[0] // 4)
     for q in range(27):
         nc = cell_nbr[c, q]
-        if nc < 0 or (half > 0 and nc < c and cell_start[nc] >= first):
+        if not _cell_wanted(nc, c, cell_start, half, first):
             continue
         j0 = np.uintp(cell_start[nc])
         j1 = np.uintp(cell_start[nc + 1])
