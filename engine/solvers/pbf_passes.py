@@ -99,48 +99,61 @@ def _row(xq, i):
     return xq[i, 0], xq[i, 1], xq[i, 2], xq[i, 3]
 
 
-#: Pairs per step of the staged pair loops (see :func:`_stage_rows`): 16 float32 lanes fill one AVX-512
+#: Pairs per step of the staged pair loop (see :func:`_stage_group`): 16 float32 lanes fill one AVX-512
 #: register (two AVX2 ones). A compile-time constant, so the step's loop is one vector iteration. With 8
-#: the density pass took 1.7 times as long (one thread, the benchmark's 64,000 particles), although a
-#: neighbourhood of ~16.5 listed pairs then pads fewer lanes.
+#: the density pass took 1.7 times as long (one thread, the benchmark's 64,000 particles).
 LANES = 16
 
-#: Offset along x of the far-away positions that pad a staged neighbourhood to a multiple of
-#: :data:`LANES`, in metres: beyond any kernel support, so a padding lane adds w = 0 and slope 0.
+#: Particles whose neighbours one staging copy gathers (see :func:`_stage_group`): about 32 x 16.5
+#: pairs x 12 bytes, 6 KB of buffers, stay in the L1 cache; a whole block's (4096 particles) did not
+#: and took twice as long.
+STAGE_GROUP = 32
+
+#: Offset along x of the far-away positions that pad a staged group, in metres: beyond any kernel
+#: support, so a padding lane adds w = 0 and slope 0.
 FAR = 1.0e6
 
 
 @njit(inline="always", cache=True)
 def _stage_width(nbr_count, i0, i1):
-    """Entries of the staging buffers a block i0:i1 needs: its longest range, rounded up to
-    :data:`LANES` (at least one step)."""
-    most = 1
+    """Entries of the staging buffers a block i0:i1 needs: :data:`STAGE_GROUP` times its longest
+    range, plus one step of :data:`LANES` of padding."""
+    most = 0
     for i in range(i0, i1):
         most = max(most, np.int64(nbr_count[i]))
-    return (most + LANES - 1) // LANES * LANES
+    return STAGE_GROUP * most + LANES
 
 
 @njit(inline="always", cache=True)
-def _stage_rows(xf, nbr, p0, cnt, xi, yi, zi, bx, by, bz):
-    """Copy the positions of the neighbours ``nbr[p0:p0 + cnt]`` (rows of the flattened (4 N,) ``xf``)
-    into the contiguous buffers ``bx, by, bz`` and pad them with far-away points up to a multiple of
-    :data:`LANES`; returns that padded length.
+def _stage_group(xf, nbr, nbr_start, nbr_count, g0, g1, bx, by, bz):
+    """Copy the positions of the neighbours of particles g0:g1 (rows of the flattened (4 N,) ``xf``),
+    one range after the other, into the contiguous buffers ``bx, by, bz``, and pad them with
+    :data:`LANES` far-away points; returns the number of entries copied.
 
-    The pair loop then runs over plain arrays in steps of :data:`LANES`, which the compiler turns into
-    vector code (one reciprocal square root for 16 pairs). The copy stays scalar: vector gathers, and
-    16-byte row loads transposed in registers, were both slower here."""
-    for k in range(cnt):
-        r = np.uintp(nbr[np.uintp(p0 + k)]) * np.uintp(4)
-        bx[k] = xf[r]
-        by[k] = xf[r + np.uintp(1)]
-        bz[k] = xf[r + np.uintp(2)]
-    padded = (cnt + LANES - 1) // LANES * LANES
-    far = xi + np.float32(FAR)
-    for k in range(cnt, padded):
-        bx[k] = far
-        by[k] = yi
-        bz[k] = zi
-    return padded
+    The pair loop then reads plain arrays in steps of :data:`LANES`, which the compiler turns into
+    vector code (one reciprocal square root for 16 pairs). The copy stays scalar on purpose: the test
+    for a negative index (there is none) keeps LLVM from vectorising it into gathers of 64-bit indices,
+    which made the density pass 14 % slower (one thread, the benchmark's 64,000 particles). Ranges are
+    packed, not padded each to a multiple of 16: the vector loop masks the lanes past a range instead,
+    about half as many lanes as padding every range."""
+    k = np.uintp(0)
+    for i in range(g0, g1):
+        p0 = np.uintp(nbr_start[i])
+        for t in range(np.uintp(nbr_count[i])):
+            j = nbr[p0 + t]
+            if j < 0:
+                break
+            r = np.uintp(j) * np.uintp(4)
+            bx[k] = xf[r]
+            by[k] = xf[r + np.uintp(1)]
+            bz[k] = xf[r + np.uintp(2)]
+            k += np.uintp(1)
+    far = np.float32(FAR)
+    for t in range(k, k + np.uintp(LANES)):
+        bx[t] = far
+        by[t] = np.float32(0.0)
+        bz[t] = np.float32(0.0)
+    return k
 
 
 @njit(inline="always", cache=True)
@@ -234,56 +247,62 @@ def constraint(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, level
             bs = np.empty(width, dtype=np.uint16)
         s_err = 0.0
         m_err = 0.0
-        for i in range(i0, i1):
-            li = level[i]
-            xi = xq[i, 0]
-            yi = xq[i, 1]
-            zi = xq[i, 2]
-            p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
+        for g0 in range(i0, i1, STAGE_GROUP):
+            g1 = min(i1, g0 + STAGE_GROUP)
             if uniform:
-                cnt = end - p0
-                padded = _stage_rows(xf, nbr, p0, cnt, xi, yi, zi, bx, by, bz)
-                acc = np.float32(1.0) + rho[i]  # w(0) = 1: the particle itself
-                for c in range(0, padded, LANES):
-                    for u in range(LANES):
-                        k = c + u
-                        dx = xi - bx[k]
-                        dy = yi - by[k]
-                        dz = zi - bz[k]
-                        w = _kernel_and_slope(dx * dx + dy * dy + dz * dz, inv_h0, h0, bs, k)
-                        bw[k] = w
-                        acc += w
-                for k in range(cnt):
-                    slope[np.uintp(p0 + k)] = bs[k]
-                for k in range(mid - p0):  # the later particles of i's block get their share
-                    rho[np.uintp(nbr[np.uintp(p0 + k)])] += bw[k]
-                dens = unit0 * acc
-            else:
-                hi_ = lh[li]
-                mi = lmass[li]
-                acc = mi / (hi_ * hi_ * hi_) + rho[i]
-                for t in range(p0, mid):
-                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
-                    lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
-                    w = _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
-                    acc += mj * w
-                    rho[j] += mi * w
-                for t in range(mid, end):
-                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
-                    lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
-                    acc += mj * _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
-                dens = unit * acc
-            r = dens + rho0_ * (np.float32(1.0) - wall_free[i])
-            rho[i] = r
-            c = r / rho0_ - np.float32(1.0)
-            lm = -np.float32(beta) * np.float32(level_k[li]) * c
-            if lm > lam_max[li]:
-                lm = np.float32(lam_max[li])
-            xq[i, 3] = lm
-            if c > 0.0:
-                s_err += c
-                if c > m_err:
-                    m_err = c
+                _stage_group(xf, nbr, nbr_start, nbr_count, g0, g1, bx, by, bz)
+            o = 0  # start of particle i's range in the staging buffers
+            for i in range(g0, g1):
+                li = level[i]
+                xi = xq[i, 0]
+                yi = xq[i, 1]
+                zi = xq[i, 2]
+                p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
+                if uniform:
+                    e = o + (end - p0)
+                    acc = np.float32(1.0) + rho[i]  # w(0) = 1: the particle itself
+                    for c in range(o, e, LANES):
+                        for u in range(LANES):
+                            k = np.uintp(c + u)  # unsigned: a signed index made LLVM gather and scatter
+                            dx = xi - bx[k]
+                            dy = yi - by[k]
+                            dz = zi - bz[k]
+                            w = _kernel_and_slope(dx * dx + dy * dy + dz * dz, inv_h0, h0, bs, k)
+                            w = w if k < np.uintp(e) else zero  # lanes past the range: the next particle's
+                            bw[k] = w
+                            acc += w
+                    for t in range(end - p0):
+                        slope[np.uintp(p0 + t)] = bs[np.uintp(o + t)]
+                    for t in range(mid - p0):  # the later particles of i's block get their share
+                        rho[np.uintp(nbr[np.uintp(p0 + t)])] += bw[np.uintp(o + t)]
+                    o = e
+                    dens = unit0 * acc
+                else:
+                    hi_ = lh[li]
+                    mi = lmass[li]
+                    acc = mi / (hi_ * hi_ * hi_) + rho[i]
+                    for t in range(p0, mid):
+                        j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
+                        lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
+                        w = _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
+                        acc += mj * w
+                        rho[j] += mi * w
+                    for t in range(mid, end):
+                        j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
+                        lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
+                        acc += mj * _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
+                    dens = unit * acc
+                r = dens + rho0_ * (np.float32(1.0) - wall_free[i])
+                rho[i] = r
+                c = r / rho0_ - np.float32(1.0)
+                lm = -np.float32(beta) * np.float32(level_k[li]) * c
+                if lm > lam_max[li]:
+                    lm = np.float32(lam_max[li])
+                xq[i, 3] = lm
+                if c > 0.0:
+                    s_err += c
+                    if c > m_err:
+                        m_err = c
         block_err[b] = s_err
         block_max[b] = m_err
 
