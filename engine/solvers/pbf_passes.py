@@ -435,46 +435,73 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
     af = v_out.reshape(-1)
     inv_h0 = np.float32(1.0) / lh[0]
     cu = np.float32(c_unit)
+    zero = np.float32(0.0)
     for b in prange((n + block - 1) // block):
         i0, i1 = _open_block(b, block, n, v_out)
-        for i in range(i0, i1):
-            li = level[i]
-            hi_ = lh[li]
-            xi, yi, zi, inv_rho_i = _row(xq, i)
-            v0, v1, v2 = _vec3(v, i)
-            a0, a1, a2 = _vec3(v_out, i)  # the shares of the block's earlier particles
-            p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
+        if uniform:
+            width = _stage_width(nbr_count, i0, i1)
+            bx = np.empty(width, dtype=np.float32)
+            by = np.empty(width, dtype=np.float32)
+            bz = np.empty(width, dtype=np.float32)
+            bw = np.empty(width, dtype=np.float32)
+        for g0 in range(i0, i1, STAGE_GROUP):
+            g1 = min(i1, g0 + STAGE_GROUP)
             if uniform:
-                for t in range(p0, end):
-                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
-                    w = _w32(math.sqrt(r2) * inv_h0)
-                    e0, e1, e2 = _velocity_change(vf, j, v0, v1, v2)
-                    wi = w * xf[r + np.uintp(3)]
-                    a0 += wi * e0
-                    a1 += wi * e1
-                    a2 += wi * e2
-                    if t < mid:
-                        _add_share(af, j, -w * inv_rho_i, e0, e1, e2)
-                k = cu * inv_h0 * inv_h0 * inv_h0
-            else:
-                mi = lmass[li]
-                for t in range(p0, end):
-                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
-                    lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
-                    w = _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
-                    e0, e1, e2 = _velocity_change(vf, j, v0, v1, v2)
-                    wi = mj * w * xf[r + np.uintp(3)]
-                    a0 += wi * e0
-                    a1 += wi * e1
-                    a2 += wi * e2
-                    if t < mid:
-                        _add_share(af, j, -mi * w * inv_rho_i, e0, e1, e2)
-                k = cu
-            v_out[i, 0] = v0 + k * a0
-            v_out[i, 1] = v1 + k * a1
-            v_out[i, 2] = v2 + k * a2
-            if is_last:
-                _finish_particle(i, xq, level, level_h, boxes, friction, inv_dt, v_out, a)
+                # the kernel of every pair of the group first, 16 pairs at a time (see :func:`constraint`)
+                _stage_group(xf, nbr, nbr_start, nbr_count, g0, g1, bx, by, bz)
+                o = 0
+                for i in range(g0, g1):
+                    xi, yi, zi, inv_rho_i = _row(xq, i)
+                    e = o + np.int64(nbr_count[i])
+                    for c in range(o, e, LANES):
+                        for u in range(LANES):
+                            kk = np.uintp(c + u)
+                            dx = xi - bx[kk]
+                            dy = yi - by[kk]
+                            dz = zi - bz[kk]
+                            w = _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h0)
+                            bw[kk] = w if kk < np.uintp(e) else zero
+                    o = e
+            o = 0
+            for i in range(g0, g1):
+                li = level[i]
+                hi_ = lh[li]
+                xi, yi, zi, inv_rho_i = _row(xq, i)
+                v0, v1, v2 = _vec3(v, i)
+                a0, a1, a2 = _vec3(v_out, i)  # the shares of the block's earlier particles
+                p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
+                if uniform:
+                    for t in range(p0, end):
+                        j = np.uintp(nbr[np.uintp(t)])
+                        w = bw[np.uintp(o + t - p0)]
+                        e0, e1, e2 = _velocity_change(vf, j, v0, v1, v2)
+                        wi = w * xf[j * np.uintp(4) + np.uintp(3)]
+                        a0 += wi * e0
+                        a1 += wi * e1
+                        a2 += wi * e2
+                        if t < mid:
+                            _add_share(af, j, -w * inv_rho_i, e0, e1, e2)
+                    o += end - p0
+                    k = cu * inv_h0 * inv_h0 * inv_h0
+                else:
+                    mi = lmass[li]
+                    for t in range(p0, end):
+                        j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
+                        lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
+                        w = _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
+                        e0, e1, e2 = _velocity_change(vf, j, v0, v1, v2)
+                        wi = mj * w * xf[r + np.uintp(3)]
+                        a0 += wi * e0
+                        a1 += wi * e1
+                        a2 += wi * e2
+                        if t < mid:
+                            _add_share(af, j, -mi * w * inv_rho_i, e0, e1, e2)
+                    k = cu
+                v_out[i, 0] = v0 + k * a0
+                v_out[i, 1] = v1 + k * a1
+                v_out[i, 2] = v2 + k * a2
+                if is_last:
+                    _finish_particle(i, xq, level, level_h, boxes, friction, inv_dt, v_out, a)
 
 
 @njit(cache=True)
