@@ -52,11 +52,14 @@ Cost (a 2-core AVX-512 machine, whose gathers run at about 2.4 cycles per elemen
 bound by the arithmetic of each pair (square root or its reciprocal, the cubic spline, about 20-35
 scalar instructions); vector code gathering the neighbours' values was no faster than scalar code,
 so the pair loops are plain loops over unsigned, flattened row indices, and the half list halves
-the pairs they walk. The density pass copies each neighbourhood's positions into contiguous
-buffers with scalar loads first and runs the kernel over them 16 pairs at a time (vector code
-without gathers; 4.9 -> 4.5 ms a pass in the step, one thread, 64,000 particles); for XSPH and the
-correction, whose per-pair arithmetic is lighter, the copy costs what the vector loop saves. Positions travel with lambda (the iterations) or 1 / rho (XSPH) in one
-(N, 4) float32 row. The constraint pass also stores each listed pair's kernel slope -w'(q) / q (a
+the pairs they walk. The density and XSPH passes copy the positions of the neighbours of 32
+particles at a time into contiguous buffers with scalar loads first (ranges packed one after the
+other) and run the kernel over them 16 pairs at a time, masking the lanes past a particle's range
+(vector code without gathers; one thread, 64,000 particles, in the step: density 4.9 -> 4.5 ms a
+pass with a copy per particle, about 4.0 ms grouped with a copy LLVM may not turn into gathers;
+XSPH 5.4 -> 4.4 ms). For the correction, whose per-pair arithmetic is lighter, the copy costs what
+the vector loop saves (staged and grouped the same way it took 4.7 ms against 2.4 ms). Positions
+travel with lambda (the iterations) or 1 / rho (XSPH) in one (N, 4) float32 row. The constraint pass also stores each listed pair's kernel slope -w'(q) / q (a
 uint16 per pair, :data:`engine.solvers.pbf_passes.SLOPE_UNIT`), so the correction at the same
 positions does no square root, division or spline: per pair it reads the slope, the neighbour's row,
 and adds (one thread, 64,000 particles: correction 5.9 -> 2.9 ms, constraint 3.4 -> 5.1 ms per pass).

@@ -427,7 +427,9 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
     kernel and mass constants). A pair of one block of the half list is visited once; the later
     particle's share, m_i / rho_i (v_i - v_j) W_ij, waits in ``v_out`` until its turn. With ``is_last``
     the pass also does :func:`finish`'s work on v_out and ``a`` (the same particle's own values: one
-    pass over the particles fewer).
+    pass over the particles fewer). With one level the kernel values of a group of
+    :data:`STAGE_GROUP` particles' pairs are computed first, 16 at a time from staged positions (as in
+    :func:`constraint`), then the velocity sums read them pair by pair.
     """
     n = xq.shape[0]
     xf = xq.reshape(-1)
@@ -435,7 +437,6 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
     af = v_out.reshape(-1)
     inv_h0 = np.float32(1.0) / lh[0]
     cu = np.float32(c_unit)
-    zero = np.float32(0.0)
     for b in prange((n + block - 1) // block):
         i0, i1 = _open_block(b, block, n, v_out)
         if uniform:
@@ -459,8 +460,8 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
                             dx = xi - bx[kk]
                             dy = yi - by[kk]
                             dz = zi - bz[kk]
-                            w = _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h0)
-                            bw[kk] = w if kk < np.uintp(e) else zero
+                            # lanes past the range: the next particle's pairs, overwritten in its turn
+                            bw[kk] = _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h0)
                     o = e
             o = 0
             for i in range(g0, g1):
