@@ -115,13 +115,16 @@ FAR = 1.0e6
 
 
 @njit(inline="always", cache=True)
-def _stage_width(nbr_count, i0, i1):
-    """Entries of the staging buffers a block i0:i1 needs: :data:`STAGE_GROUP` times its longest
-    range, plus one step of :data:`LANES` of padding."""
+def _stage_buffers(nbr_count, i0, i1):
+    """Staging buffers for the positions (x, y, z) and one value per pair of block i0:i1's groups: room
+    for :data:`STAGE_GROUP` times the block's longest range, plus one step of :data:`LANES` of
+    padding."""
     most = 0
     for i in range(i0, i1):
         most = max(most, np.int64(nbr_count[i]))
-    return STAGE_GROUP * most + LANES
+    width = STAGE_GROUP * most + LANES
+    return (np.empty(width, dtype=np.float32), np.empty(width, dtype=np.float32),
+            np.empty(width, dtype=np.float32), np.empty(width, dtype=np.float32))
 
 
 @njit(inline="always", cache=True)
@@ -239,12 +242,8 @@ def constraint(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, level
         for i in range(i0, i1):
             rho[i] = zero
         if uniform:
-            width = _stage_width(nbr_count, i0, i1)
-            bx = np.empty(width, dtype=np.float32)
-            by = np.empty(width, dtype=np.float32)
-            bz = np.empty(width, dtype=np.float32)
-            bw = np.empty(width, dtype=np.float32)
-            bs = np.empty(width, dtype=np.uint16)
+            bx, by, bz, bw = _stage_buffers(nbr_count, i0, i1)
+            bs = np.empty(bx.shape[0], dtype=np.uint16)
         s_err = 0.0
         m_err = 0.0
         for g0 in range(i0, i1, STAGE_GROUP):
@@ -440,11 +439,7 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
     for b in prange((n + block - 1) // block):
         i0, i1 = _open_block(b, block, n, v_out)
         if uniform:
-            width = _stage_width(nbr_count, i0, i1)
-            bx = np.empty(width, dtype=np.float32)
-            by = np.empty(width, dtype=np.float32)
-            bz = np.empty(width, dtype=np.float32)
-            bw = np.empty(width, dtype=np.float32)
+            bx, by, bz, bw = _stage_buffers(nbr_count, i0, i1)
         for g0 in range(i0, i1, STAGE_GROUP):
             g1 = min(i1, g0 + STAGE_GROUP)
             if uniform:
