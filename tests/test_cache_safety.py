@@ -62,9 +62,14 @@ def _dead_pid():
 # -- locks -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="holds the first bake with SIGSTOP (POSIX)")
 def test_a_second_bake_into_a_folder_a_live_bake_holds_is_refused(tmp_path):
     """Before: both bakes wrote into the folder, sharing one manifest temp name and clearing each
-    other's frames; either could report 'complete' over frames of the other scene."""
+    other's frames; either could report 'complete' over frames of the other scene.
+
+    The first bake is stopped (SIGSTOP) after its first frame while the second one tries: a 40-frame
+    bake of 45 particles can otherwise finish, and free the folder, before the second process has
+    started, and the second bake then rightly succeeds."""
     cache_dir = str(tmp_path / "cache")
     job_a, job_b = str(tmp_path / "a"), str(tmp_path / "b")
     sc.save_job(job_a, _scene((1, 40)), SETTINGS)
@@ -75,7 +80,11 @@ def test_a_second_bake_into_a_folder_a_live_bake_holds_is_refused(tmp_path):
     for line in first.stdout:
         if json.loads(line)["event"] == "frame":
             break  # the first bake is simulating
-    second = _cli("bake", job_b, cache_dir)
+    os.kill(first.pid, signal.SIGSTOP)  # alive, holding the lock, until the second bake has tried
+    try:
+        second = _cli("bake", job_b, cache_dir)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
     rest = first.stdout.read()
     first.wait()
     first.stdout.close()
