@@ -447,7 +447,7 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
                 _stage_group(xf, nbr, nbr_start, nbr_count, g0, g1, bx, by, bz)
                 o = 0
                 for i in range(g0, g1):
-                    xi, yi, zi, inv_rho_i = _row(xq, i)
+                    xi, yi, zi = _vec3(xq, i)
                     e = o + np.int64(nbr_count[i])
                     for c in range(o, e, LANES):
                         for u in range(LANES):
