@@ -124,6 +124,26 @@ def move_lanes(typingctx, src, t, dst, at):
 
 
 @intrinsic
+def store_count_up(typingctx, dst, at, first):
+    """``dst[at : at + 16] = first, first + 1, ..., first + 15`` as one vector store (``dst`` a 1-D int32
+    array, ``first`` an integer that fits in int32). numba writes the same loop as 16 scalar stores, and
+    a vector load of the entries soon after cannot take its value from them: it waits until they
+    reach the cache."""
+    if not (isinstance(dst, types.Array) and dst.dtype == types.int32 and isinstance(first, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        start = builder.trunc(args[2], _I32) if sig.args[2].bitwidth > 32 else args[2]
+        steps = ir.Constant(_I32V, list(range(LANES)))
+        values = builder.add(_splat(builder, start, _I32V), steps)
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        builder.store(values, builder.bitcast(builder.gep(data, [args[1]]), _I32V.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return types.void(dst, at, first), codegen
+
+
+@intrinsic
 def popcount(typingctx, v):
     """Number of set bits of an unsigned integer (one ``popcnt`` instruction)."""
     if not isinstance(v, types.Integer):

@@ -140,17 +140,28 @@ def wall_mass(x0, x1, x2, boxes, support, inv_scale, t0, step, psi):
 
 
 @njit(inline="always", cache=True)
-def wall_gradient(x0, x1, x2, boxes, support, inv_scale, t0, step, psi, dpsi):
-    """Gradient of :func:`wall_mass` with respect to the particle position, 1/m.
+def _wall_factor(d, support, inv_scale, t0, step, psi, dpsi):
+    """(1 - psi, dpsi) of a wall at distance d; (1, 0) beyond the support, without a lookup."""
+    if d >= support:
+        return 1.0, 0.0
+    t = d * inv_scale
+    return 1.0 - table(psi, t0, step, t), table(dpsi, t0, step, t)
 
-    The wall mass is 1 - F, F = prod_b F_b the product of the boxes' free fractions
-    F_b = prod_k (1 - psi_k); its gradient is -sum_b grad F_b prod_(c != b) F_c, the product rule
-    across boxes as well as within one (accumulated box by box: G <- G F_b + F grad F_b, F <- F F_b).
-    A sum of the boxes' own gradients would not be the gradient of the mass the density adds
-    where the walls of two boxes act on a particle: two boxes crossing at a corner would push
-    harder than one box's corner (tests/test_walls.py checks both against a brute-force sum over
-    the wall lattice). ``dpsi`` is d psi / d t; it is <= 0, so the gradient points from the liquid
-    into the wall.
+
+@njit(inline="always", cache=True)
+def wall_free_gradient(x0, x1, x2, boxes, support, inv_scale, t0, step, psi, dpsi):
+    """Free fraction F = 1 - :func:`wall_mass` and the gradient of the wall mass (-grad F, 1/m) with
+    respect to the particle position, in one pass over the walls: ``(F, g0, g1, g2)``.
+
+    F = prod_b F_b is the product of the boxes' free fractions F_b = prod_k (1 - psi_k); grad F =
+    sum_b grad F_b prod_(c != b) F_c, the product rule across boxes as well as within one
+    (accumulated box by box: G <- G F_b + F grad F_b, F <- F F_b). A sum of the boxes' own gradients
+    would not be the gradient of the mass the density adds where the walls of two boxes act on a
+    particle: two boxes crossing at a corner would push harder than one box's corner
+    (tests/test_walls.py checks both against a brute-force sum over the wall lattice). ``dpsi`` is
+    d psi / d t; it is <= 0, so the gradient points from the liquid into the wall. A wall farther than
+    the support is skipped, as in :func:`wall_mass` (most particles near a wall are near one of a
+    box's six): F equals 1 - :func:`wall_mass` up to the rounding of the products' order.
     """
     free = 1.0
     g0 = 0.0  # grad F so far
@@ -161,25 +172,31 @@ def wall_gradient(x0, x1, x2, boxes, support, inv_scale, t0, step, psi, dpsi):
         hi = boxes[b, 1]
         if not near_box(x0, x1, x2, lo, hi, support):
             continue
-        l0 = 1.0 - table(psi, t0, step, (x0 - lo[0]) * inv_scale)
-        l1 = 1.0 - table(psi, t0, step, (x1 - lo[1]) * inv_scale)
-        l2 = 1.0 - table(psi, t0, step, (x2 - lo[2]) * inv_scale)
-        u0 = 1.0 - table(psi, t0, step, (hi[0] - x0) * inv_scale)
-        u1 = 1.0 - table(psi, t0, step, (hi[1] - x1) * inv_scale)
-        u2 = 1.0 - table(psi, t0, step, (hi[2] - x2) * inv_scale)
+        # l_k = 1 - psi(x_k - lo_k), u_k = 1 - psi(hi_k - x_k) and their slopes dl_k, du_k (of psi)
+        l0, dl0 = _wall_factor(x0 - lo[0], support, inv_scale, t0, step, psi, dpsi)
+        l1, dl1 = _wall_factor(x1 - lo[1], support, inv_scale, t0, step, psi, dpsi)
+        l2, dl2 = _wall_factor(x2 - lo[2], support, inv_scale, t0, step, psi, dpsi)
+        u0, du0 = _wall_factor(hi[0] - x0, support, inv_scale, t0, step, psi, dpsi)
+        u1, du1 = _wall_factor(hi[1] - x1, support, inv_scale, t0, step, psi, dpsi)
+        u2, du2 = _wall_factor(hi[2] - x2, support, inv_scale, t0, step, psi, dpsi)
         # d/dx_k of (l_k u_k) * (the other factors): d l_k / dx_k = -dpsi(x - lo), d u_k / dx_k = +dpsi(hi - x)
-        d0 = inv_scale * l1 * u1 * l2 * u2 * (l0 * table(dpsi, t0, step, (hi[0] - x0) * inv_scale)
-                                              - u0 * table(dpsi, t0, step, (x0 - lo[0]) * inv_scale))
-        d1 = inv_scale * l0 * u0 * l2 * u2 * (l1 * table(dpsi, t0, step, (hi[1] - x1) * inv_scale)
-                                              - u1 * table(dpsi, t0, step, (x1 - lo[1]) * inv_scale))
-        d2 = inv_scale * l0 * u0 * l1 * u1 * (l2 * table(dpsi, t0, step, (hi[2] - x2) * inv_scale)
-                                              - u2 * table(dpsi, t0, step, (x2 - lo[2]) * inv_scale))
+        d0 = inv_scale * l1 * u1 * l2 * u2 * (l0 * du0 - u0 * dl0)
+        d1 = inv_scale * l0 * u0 * l2 * u2 * (l1 * du1 - u1 * dl1)
+        d2 = inv_scale * l0 * u0 * l1 * u1 * (l2 * du2 - u2 * dl2)
         fb = l0 * u0 * l1 * u1 * l2 * u2
         g0 = g0 * fb + free * d0
         g1 = g1 * fb + free * d1
         g2 = g2 * fb + free * d2
         free *= fb
-    return -g0, -g1, -g2
+    return free, -g0, -g1, -g2
+
+
+@njit(inline="always", cache=True)
+def wall_gradient(x0, x1, x2, boxes, support, inv_scale, t0, step, psi, dpsi):
+    """Gradient of :func:`wall_mass` with respect to the particle position, 1/m (see
+    :func:`wall_free_gradient`)."""
+    _, g0, g1, g2 = wall_free_gradient(x0, x1, x2, boxes, support, inv_scale, t0, step, psi, dpsi)
+    return g0, g1, g2
 
 
 @njit(inline="always", cache=True)

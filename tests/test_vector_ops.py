@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from engine.vector_ops import LANES, candidate_masks, compress_store, move_lanes, popcount
+from engine.vector_ops import LANES, candidate_masks, compress_store, move_lanes, popcount, store_count_up
 
 
 @njit(cache=True)
@@ -25,6 +25,11 @@ def _compress(src, t, mask, dst, at):
 @njit(cache=True)
 def _move(src, t, dst, at):
     move_lanes(src, t, dst, at)
+
+
+@njit(cache=True)
+def _count_up(dst, at, first):
+    store_count_up(dst, at, first)
 
 
 @njit(cache=True)
@@ -95,6 +100,15 @@ def test_move_lanes_copies_sixteen_entries(dtype):
     _move(src, 23, dst, 9)
     np.testing.assert_array_equal(dst[9:25], src[23:39])
     assert not dst[:9].any() and not dst[25:].any()
+
+
+@pytest.mark.parametrize("first", [0, 37, 2_147_483_647 - LANES])
+def test_store_count_up_writes_sixteen_consecutive_indices(first):
+    dst = np.full(40, -5, dtype=np.int32)
+    _count_up(dst, 13, np.uintp(first))
+    np.testing.assert_array_equal(dst[13:13 + LANES], np.arange(first, first + LANES))
+    np.testing.assert_array_equal(dst[:13], -5)  # nothing outside the 16 entries
+    np.testing.assert_array_equal(dst[13 + LANES:], -5)
 
 
 def test_popcount():

@@ -6,7 +6,7 @@ import numpy as np
 from numpy.testing import assert_allclose
 
 from engine.kernels import half_space_tables, lattice_sum
-from engine.walls import wall_gradient, wall_mass
+from engine.walls import wall_free_gradient, wall_gradient, wall_mass
 
 DX = 0.02
 H = 1.2 * DX  # the add-on's default smoothing length
@@ -106,3 +106,21 @@ def test_wall_gradient_is_the_gradient_of_the_wall_mass_across_boxes():
                         - wall_mass(*(x - eps * e), boxes, 2.0 * H, 1.0, t0, step, psi)) / (2 * eps)
                        for e in np.eye(3)])
         assert_allclose(g, fd, rtol=1e-2, atol=1e-2 * scale)
+
+
+def test_free_fraction_from_the_gradients_lookups_equals_one_minus_the_wall_mass():
+    # What PBF's boundary pass reads: F = 1 - wall_mass from the same lookups as the gradient (which
+    # wall_gradient returns, checked against the wall lattice and a central difference of wall_mass
+    # above; walls beyond the support skipped). The same factors multiplied in another order:
+    # rounding only (rtol 1e-12; atol 1e-12 for the points no wall reaches).
+    t0, step, psi, dpsi = _tables()
+    boxes = np.array([[[0.0, 0.0, 0.0], [0.3, 0.2, 0.1]], [[0.25, -0.1, 0.0], [0.6, 0.15, 0.4]]])
+    rng = np.random.default_rng(5)
+    points = rng.uniform([-0.05, -0.15, -0.05], [0.65, 0.25, 0.45], (300, 3))
+    near = 0
+    for x in points:
+        free = wall_free_gradient(*x, boxes, 2.0 * H, 1.0, t0, step, psi, dpsi)[0]
+        mass = wall_mass(*x, boxes, 2.0 * H, 1.0, t0, step, psi)
+        assert_allclose(free, 1.0 - mass, rtol=1e-12, atol=1e-12)
+        near += mass > 0.0
+    assert near > 10  # the points sample the walls' reach, not only the free interior

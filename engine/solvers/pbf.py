@@ -97,7 +97,7 @@ from ..collider_kernels import collider_free, collider_near, project
 from ..collision import CollisionWorld, SWEEP_STEP, empty_world_args
 from ..kernels import cubic_dwdr, cubic_w, half_space_tables, lattice_sum
 from ..neighbors import CellGrid, NeighbourList, build_grid
-from ..walls import clamp_into_boxes, near_walls, wall_gradient, wall_mass
+from ..walls import clamp_into_boxes, near_walls, wall_free_gradient
 from ..particles import Particles
 from ..state_check import max_speed
 from . import SpeedLimit
@@ -340,8 +340,8 @@ def boundary_walls(x, bidx, level, level_h, boxes, table_q0, table_step, psi, dp
         xi = np.float64(x[i, 0])
         yi = np.float64(x[i, 1])
         zi = np.float64(x[i, 2])
-        free_box = 1.0 - wall_mass(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi)
-        w0, w1, w2 = wall_gradient(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi, dpsi)
+        free_box, w0, w1, w2 = wall_free_gradient(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi,
+                                                  dpsi)
         free_col = 1.0
         g0 = 0.0
         g1 = 0.0
