@@ -529,7 +529,7 @@ class PBFSolver:
         """Grid on the predicted positions, reorder every array, then the CSR neighbour list."""
         m, pt = self.model, self.particles
         t0 = time.perf_counter()
-        grid = build_grid(pt.x, m.cell_size)
+        grid = build_grid(pt.x, m.cell_size, previous=self.grid)
         pt.reorder(grid.order)
         self.level = np.ascontiguousarray(self.level[grid.order])
         # the order and the particle -> cell map are not needed after the reorder: don't hold them

@@ -387,7 +387,7 @@ class WCSPHSolver:
             if moved2 <= (0.5 * skin) ** 2:
                 return
         reach = h + 0.5 * skin  # pairs within 2 * reach = 2h + skin
-        grid = build_grid(pt.x, 2.0 * reach)
+        grid = build_grid(pt.x, 2.0 * reach, previous=self.grid)
         pt.reorder(grid.order)
         if self.model.density == "continuity":
             self.rho_liquid = self.rho_liquid[grid.order]
