@@ -266,6 +266,96 @@ def _neighbour_table(cell_key: np.ndarray, previous: CellGrid | None, cell_size:
     return cell_nbr
 
 
+@njit(parallel=True, cache=True)
+def _cells_from_previous(keys, prev_key, prev_start, prev_nbr, slot):
+    """slot[i] = the index in the previous grid of the cell with particle i's key, looked for in the
+    cell i was in (``prev_start``: the particles are in the previous grid's order) and its 26
+    neighbours; -1 where it is in none of them (it moved farther, or into a cell empty before)."""
+    for c in prange(prev_key.shape[0]):
+        for i in range(prev_start[c], prev_start[c + 1]):
+            k = keys[i]
+            s = -1
+            if k == prev_key[c]:
+                s = c
+            else:
+                for q in range(27):
+                    nc = prev_nbr[c, q]
+                    if nc >= 0 and prev_key[nc] == k:
+                        s = nc
+                        break
+            slot[i] = s
+
+
+@njit(cache=True)
+def _sort_into_cells(keys, prev_key, slot,
+                     # outputs
+                     order, cell_key, cell_start, particle_cell):
+    """Counting sort of the particles by cell, given ``slot`` of :func:`_cells_from_previous`: the
+    same order as a stable sort of ``keys``. The cells are the previous grid's and the keys of the
+    particles in none of them, merged in key order (the empty ones dropped). Returns the number of
+    cells; ``slot`` is overwritten."""
+    n = keys.shape[0]
+    mo = prev_key.shape[0]
+    lost = 0
+    for i in range(n):
+        if slot[i] < 0:
+            c = np.searchsorted(prev_key, keys[i])
+            if c < mo and prev_key[c] == keys[i]:
+                slot[i] = c
+            else:
+                lost += 1
+    fresh = np.empty(lost, dtype=np.uint64)
+    t = 0
+    for i in range(n):
+        if slot[i] < 0:
+            fresh[t] = keys[i]
+            t += 1
+    fresh = np.unique(fresh)
+    mf = fresh.shape[0]
+    # every key, previous or new, in ascending order: its rank
+    rank_key = np.empty(mo + mf, dtype=np.uint64)
+    old_rank = np.empty(mo, dtype=np.int64)
+    fresh_rank = np.empty(mf, dtype=np.int64)
+    a = 0
+    b = 0
+    for r in range(mo + mf):
+        if b >= mf or (a < mo and prev_key[a] < fresh[b]):
+            old_rank[a] = r
+            rank_key[r] = prev_key[a]
+            a += 1
+        else:
+            fresh_rank[b] = r
+            rank_key[r] = fresh[b]
+            b += 1
+    fill = np.zeros(mo + mf, dtype=np.int64)
+    for i in range(n):
+        s = slot[i]
+        r = old_rank[s] if s >= 0 else fresh_rank[np.searchsorted(fresh, keys[i])]
+        slot[i] = r
+        fill[r] += 1
+    # the occupied ranks are the cells; fill[r] becomes the next free place of rank r
+    m = 0
+    at = 0
+    rank_cell = np.empty(mo + mf, dtype=np.int32)
+    for r in range(mo + mf):
+        k = fill[r]
+        rank_cell[r] = m
+        if k > 0:
+            cell_key[m] = rank_key[r]
+            cell_start[m] = at
+            m += 1
+        fill[r] = at
+        at += k
+    cell_start[m] = n
+    for i in range(n):
+        r = slot[i]
+        p = fill[r]
+        fill[r] = p + 1
+        order[p] = i
+        particle_cell[p] = rank_cell[r]
+    return m
+
+
 def build_grid(x: np.ndarray, cell_size: float, previous: CellGrid | None = None) -> CellGrid:
     """Bin and sort particles.
 
@@ -275,8 +365,14 @@ def build_grid(x: np.ndarray, cell_size: float, previous: CellGrid | None = None
     cell_size : float
         Cell edge in metres; at least the interaction radius.
     previous : CellGrid, optional
-        The grid built last (of any particles): with the same cell size, its neighbour table is
-        carried over (see :func:`_neighbour_table`; the result is the same).
+        The grid built last, of any particles (the result is the same). With the same cell size, its
+        neighbour table is carried over (see :func:`_neighbour_table`), and for as many particles as
+        it sorted, in its order (a substep's particles after :meth:`Particles.reorder`), the particles
+        are sorted into its cells: a particle is looked for in its last cell and that cell's
+        neighbours, and a counting sort over the cells replaces the sort of the keys
+        (:func:`_sort_into_cells`). In the 97,336-particle dam break of ``bench/bench_blender.py``, 11 %
+        of the particles change cells in a substep; the grid took 1.4 ms to sort them (two threads),
+        0.9 ms now.
 
     Returns
     -------
@@ -291,12 +387,18 @@ def build_grid(x: np.ndarray, cell_size: float, previous: CellGrid | None = None
     n = x.shape[0]
     keys = np.empty(n, dtype=np.uint64)
     _keys(x, 1.0 / cell_size, keys)
-    order = np.argsort(keys, kind="stable")
-    skeys = keys[order]
     cell_key = np.empty(n, dtype=np.uint64)
     cell_start = np.empty(n + 1, dtype=np.int64)
     particle_cell = np.empty(n, dtype=np.int32)
-    m = _cells_from_sorted(skeys, cell_key, cell_start, particle_cell)
+    if (previous is not None and previous.cell_size == float(cell_size) and previous.cell_nbr is not None
+            and previous.cell_start[-1] == n):
+        slot = np.empty(n, dtype=np.int64)
+        _cells_from_previous(keys, previous.cell_key, previous.cell_start, previous.cell_nbr, slot)
+        order = np.empty(n, dtype=np.int64)
+        m = _sort_into_cells(keys, previous.cell_key, slot, order, cell_key, cell_start, particle_cell)
+    else:
+        order = np.argsort(keys, kind="stable")
+        m = _cells_from_sorted(keys[order], cell_key, cell_start, particle_cell)
     cell_key = cell_key[:m].copy()
     cell_start = cell_start[:m + 1].copy()
     cell_nbr = _neighbour_table(cell_key, previous, float(cell_size))

@@ -51,11 +51,13 @@ def test_unbounded_far_apart_clusters():
     assert len(grid.cell_key) < 2 * 300  # memory follows the particles
 
 
-def test_neighbour_table_carried_from_the_last_grid_equals_the_one_looked_up_afresh():
-    """Each grid built from the one before (the substep's path: moved particles, cells emptied and
-    occupied, clusters at the clamped edge of the key range) has the same neighbour table as a grid
-    built alone; so does one after a jump that occupies mostly new cells (looked up afresh), and one
-    whose last grid had another cell size (not carried)."""
+def test_grid_built_from_the_last_one_equals_the_grid_built_alone():
+    """Each grid built from the one before (the substep's path: the particles in the last grid's
+    order, moved, cells emptied and occupied, clusters at the clamped edge of the key range) sorts
+    the particles into the same order and cells, with the same neighbour table, as a grid built alone
+    (a stable sort of the keys, every cell looked up); so does one after a jump that occupies mostly
+    new cells, one from particles not in the last grid's order, and one whose last grid had another
+    cell size (not used)."""
     rng = np.random.default_rng(8)
     x = np.concatenate([rng.uniform(-0.15, 0.15, (1500, 3)),  # 7 particles a cell, as in a liquid
                         rng.uniform(-0.02, 0.02, (50, 3)) + 1e7,      # beyond 2^20 cells: clamped
@@ -63,18 +65,21 @@ def test_neighbour_table_carried_from_the_last_grid_equals_the_one_looked_up_afr
     v = rng.normal(0.0, 1.0, x.shape)
     last = None
     fresh_cells = 0
-    for step in range(8):
+    for step in range(10):
+        if last is not None and step != 7:  # step 7: the particles of the last grid, in another order
+            x, v = x[last.order], v[last.order]
         x = x + 0.004 * v if step != 5 else x + 0.73  # step 5: almost every cell is new
         grid = neighbors.build_grid(x, 0.05, previous=last)
         alone = neighbors.build_grid(x, 0.05)
-        np.testing.assert_array_equal(grid.cell_key, alone.cell_key)
-        np.testing.assert_array_equal(grid.cell_nbr, alone.cell_nbr)
+        for name in ("order", "cell_key", "cell_start", "cell_nbr", "particle_cell"):
+            np.testing.assert_array_equal(getattr(grid, name), getattr(alone, name), err_msg=f"{name}, step {step}")
         if last is not None:
             fresh_cells += np.setdiff1d(grid.cell_key, last.cell_key).size
         last = grid
     assert fresh_cells > 50  # the carried tables had new cells to link in
     other = neighbors.build_grid(x, 0.07, previous=last)
     np.testing.assert_array_equal(other.cell_nbr, neighbors.build_grid(x, 0.07).cell_nbr)
+    np.testing.assert_array_equal(other.order, neighbors.build_grid(x, 0.07).order)
 
 
 def test_morton_keys_sorted_and_cells_contiguous():
