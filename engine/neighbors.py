@@ -537,15 +537,29 @@ _INT32_MAX = np.int32(2147483647)
 
 
 @njit(inline="always", cache=True)
-def _list_bounds(i, half):
+def _block_end(i, half, end):
+    """End of the block of ``half`` particles holding particle i (0 for a full list, ``half`` = 0),
+    given ``end``: 0, or that of an earlier particle. The kernels walk a cell's particles in order
+    and pass 0 for its first one: a division per cell, not per particle (a 64-bit division takes
+    longer than the rest of a particle's bookkeeping)."""
+    if half == 0:
+        return 0
+    if end == 0:
+        return (i // half + 1) * half
+    while end <= i:
+        end += half
+    return end
+
+
+@njit(inline="always", cache=True)
+def _list_bounds(i, half, end):
     """The index bounds (after, end, before, start) of :func:`engine.vector_ops.candidate_masks` for
-    particle i: neighbours j with after < j < end or j < before open its list, those with j >= end or
-    j < start follow (see :class:`NeighbourList`). A full list (``half`` = 0) holds every j != i, in
-    candidate order; a half list first its later neighbours of its own block of ``half`` particles,
-    then its neighbours in other blocks."""
+    particle i (``end`` of :func:`_block_end`): neighbours j with after < j < end or j < before open
+    its list, those with j >= end or j < start follow (see :class:`NeighbourList`). A full list
+    (``half`` = 0) holds every j != i, in candidate order; a half list first its later neighbours of
+    its own block of ``half`` particles, then its neighbours in other blocks."""
     if half == 0:
         return np.int32(i), _INT32_MAX, np.int32(i), _INT32_MIN
-    end = (i // half + 1) * half
     return np.int32(i), np.int32(end), _INT32_MIN, np.int32(end - half)
 
 
@@ -578,9 +592,11 @@ def _list_counts(rows, cell_start, cell_nbr, half, counts):
         for c in range(c0, c1):
             k = gather_rows(c, rows, cell_start, cell_nbr, half, cx, cy, cz, ch, ci)
             padded = _pad_candidates(k, cx, cy, cz, ch, ci)
+            bend = 0
             for i in range(cell_start[c], cell_start[c + 1]):
                 xi, yi, zi, hi = _row_of(rows, i)
-                after, end, before, start = _list_bounds(i, half)
+                bend = _block_end(i, half, bend)
+                after, end, before, start = _list_bounds(i, half, bend)
                 n = 0
                 for t in range(0, padded, LANES):
                     both = candidate_masks(cx, cy, cz, ch, ci, t, xi, yi, zi, hi, after, end, before, start)
@@ -627,9 +643,11 @@ def _list_fill(rows, cell_start, cell_nbr, chunk_base, chunk_cap, block, half, t
         for c in range(c0, c1):
             k = gather_rows(c, rows, cell_start, cell_nbr, half, cx, cy, cz, ch, ci)
             padded = _pad_candidates(k, cx, cy, cz, ch, ci)
+            bend = 0
             for i in range(cell_start[c], cell_start[c + 1]):
                 xi, yi, zi, hi = _row_of(rows, i)
-                after, end, before, start = _list_bounds(i, half)
+                bend = _block_end(i, half, bend)
+                after, end, before, start = _list_bounds(i, half, bend)
                 # straight into the list when even every candidate would fit, else through ``row``
                 direct = cursor + padded + max(block, LANES) <= limit
                 dst = nbr if direct else row
@@ -653,7 +671,7 @@ def _list_fill(rows, cell_start, cell_nbr, chunk_base, chunk_cap, block, half, t
                 for t in range(np.uintp(0), np.uintp(nrem), np.uintp(LANES)):
                     move_lanes(rem, t, dst, at + t)
                 n += nrem
-                padded_n = (n + block - 1) // block * block
+                padded_n = n if block == 1 else (n + block - 1) // block * block
                 nbr_start[i] = cursor
                 nbr_count[i] = n
                 if cursor + padded_n <= limit:
@@ -668,24 +686,24 @@ def _list_fill(rows, cell_start, cell_nbr, chunk_base, chunk_cap, block, half, t
         overflow[b] = over
 
 
-@njit(cache=True)
+@njit(parallel=True, cache=True)
 def _chunk_slices(cell_start, counts, block, grow, pad,
                   # outputs
                   chunk_base, chunk_cap):
     """Slice of every chunk: its particles' counts (each rounded up to a multiple of ``block``) summed,
     times ``grow``, plus ``pad``; returns the total."""
     m = cell_start.shape[0] - 1
-    base = 0
-    for b in range(chunk_base.shape[0]):
+    for b in prange(chunk_base.shape[0]):
         p0 = cell_start[b * LIST_CHUNK]
         p1 = cell_start[min(m, (b + 1) * LIST_CHUNK)]
         total = 0
         for i in range(p0, p1):
-            total += (counts[i] + block - 1) // block * block
-        cap = np.int64(total * grow) + pad
+            total += counts[i] if block == 1 else (counts[i] + block - 1) // block * block
+        chunk_cap[b] = np.int64(total * grow) + pad
+    base = 0
+    for b in range(chunk_base.shape[0]):
         chunk_base[b] = base
-        chunk_cap[b] = cap
-        base += cap
+        base += chunk_cap[b]
     return base
 
 
