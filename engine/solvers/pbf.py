@@ -305,22 +305,40 @@ def predict(x, v, gx, gy, gz, dt, boxes, no_friction, bounce, margin,
 @njit(parallel=True, cache=True)
 def boundary_flags(x, level, level_h, reach_factor, boxes, cset,
                    # outputs
-                   out):
-    """out[i] = 1 where a box wall or a mesh collider lies within ``reach_factor * h_i`` of particle i.
+                   wall_free, slot):
+    """slot[i] = 1 where a box wall or a mesh collider lies within ``reach_factor * h_i`` of particle i,
+    else 0; wall_free[i] = 1 (see :func:`number_flagged`).
 
     Computed once per substep: only these particles can feel a wall during the iterations (the reach
     covers the kernel support plus the most the iterations can move a particle), so only they pay
     for the wall queries of :func:`boundary_walls`.
     """
+    colliders = cset.colliders.shape[0] > 0  # read once: in the loop it made the loop 4.7 times slower
     for i in prange(x.shape[0]):
         reach = reach_factor * level_h[level[i]]
         x0 = np.float64(x[i, 0])
         x1 = np.float64(x[i, 1])
         x2 = np.float64(x[i, 2])
         near = near_walls(x0, x1, x2, boxes, reach)
-        if not near and cset.colliders.shape[0] > 0:
+        if not near and colliders:
             near = collider_near(x0, x1, x2, reach, cset)
-        out[i] = near
+        slot[i] = 1 if near else 0
+        wall_free[i] = np.float32(1.0)
+
+
+@njit(cache=True)
+def number_flagged(slot, bidx):
+    """The flagged particles of :func:`boundary_flags` in order: ``bidx[:k]`` their indices and
+    ``slot[i]`` the place of i in it (-1 for the others); returns k."""
+    k = 0
+    for i in range(slot.shape[0]):
+        if slot[i]:
+            bidx[k] = i
+            slot[i] = k
+            k += 1
+        else:
+            slot[i] = -1
+    return k
 
 
 @njit(parallel=True, cache=True)
@@ -334,6 +352,7 @@ def boundary_walls(x, bidx, level, level_h, boxes, table_q0, table_step, psi, dp
     i in ``bidx``) = grad (1 - F_b F_c) = F_c grad psi_boxes - F_b grad F_c, 1/m, for the push of
     :func:`correct` at the same positions.
     """
+    colliders = cset.colliders.shape[0] > 0  # read once (see boundary_flags)
     for s in prange(bidx.shape[0]):
         i = bidx[s]
         hi_ = level_h[level[i]]
@@ -346,7 +365,7 @@ def boundary_walls(x, bidx, level, level_h, boxes, table_q0, table_step, psi, dp
         g0 = 0.0
         g1 = 0.0
         g2 = 0.0
-        if cset.colliders.shape[0] > 0:
+        if colliders:
             free_col, g0, g1, g2 = collider_free(xi, yi, zi, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi, dpsi,
                                                  cset)
         wall_free[i] = free_box * free_col
@@ -428,6 +447,7 @@ class PBFSolver:
         self.neighbours = NeighbourList(half=HALF_BLOCK)
         self._changed = True
         self._bidx = np.zeros(0, dtype=np.int32)
+        self._flagged = np.zeros(0, dtype=np.int32)
         self._x_buf = np.empty((0, 3), dtype=np.float32)
         self._xq = np.empty((0, 4), dtype=np.float32)
         self._xq_out = np.empty((0, 4), dtype=np.float32)
@@ -477,6 +497,7 @@ class PBFSolver:
         self._xq_out = np.zeros((n, 4), dtype=np.float32)
         self._wall_free = np.ones(n, dtype=np.float32)
         self._slot = np.full(n, -1, dtype=np.int32)
+        self._flagged = np.empty(n, dtype=np.int32)  # the particles near a wall: _bidx is its start
         # blocks of the half neighbour list: also the fixed partition of the error sums
         self.neighbours.half = half_block(n)
         self._block_err = np.zeros(-(-n // self.neighbours.half), dtype=np.float64)
@@ -543,17 +564,15 @@ class PBFSolver:
     def _boundary(self, cset: tuple) -> None:
         """Pick the particles near a wall for this substep (see :func:`boundary_flags`)."""
         m, pt = self.model, self.particles
-        self._wall_free[:] = 1.0
-        self._slot[:] = -1
         if m.boxes.shape[0] == 0 and cset.colliders.shape[0] == 0:
+            self._wall_free[:] = 1.0
+            self._slot[:] = -1
             self._bidx = np.zeros(0, dtype=np.int32)
             return
-        flags = np.empty(len(pt), dtype=np.bool_)
         # the kernel support plus the most FLAG_ITERATIONS iterations can move a particle (MAX_MOVE h each)
         reach = 2.0 + min(m.iterations, FLAG_ITERATIONS) * MAX_MOVE
-        boundary_flags(pt.x, self.level, m.level_h, reach, m.boxes, cset, flags)
-        self._bidx = np.flatnonzero(flags).astype(np.int32)
-        self._slot[self._bidx] = np.arange(self._bidx.shape[0], dtype=np.int32)
+        boundary_flags(pt.x, self.level, m.level_h, reach, m.boxes, cset, self._wall_free, self._slot)
+        self._bidx = self._flagged[:number_flagged(self._slot, self._flagged)]
 
     def step(self, dt: float) -> None:
         """Advance one substep of length dt, s (see the module docstring for the stages)."""
@@ -642,7 +661,7 @@ class PBFSolver:
         """Bytes held by the particle state (every channel at its capacity), the solver's buffers and
         the last grid."""
         arrays = [self.level, self._x_buf, self._xq, self._xq_out, self._slope, self._block_err,
-                   self._block_max, self._wall_free, self._slot, self._bidx]
+                   self._block_max, self._wall_free, self._slot, self._flagged]
         if self.grid is not None:
             g = self.grid
             arrays += [g.cell_key, g.cell_start, g.cell_nbr]
