@@ -46,7 +46,7 @@ Kernel: cubic spline (Monaghan 1992) with h = dx and support 2h, 27-29 neighbour
 (``bench/bench_step.py`` prints the count). At h = dx the lattice sum of the cubic spline is
 0.99997 of the integral (mass m = rho0 dx^3 within 3e-5), and the regularised stiffness needs no
 per-particle gradient sums, so the two passes per iteration touch each pair once (twice across
-blocks: about a tenth of the pairs in blocks of 4096).
+blocks: 7-8 % of the pairs of the benchmark's dam break, see :func:`half_block`).
 
 Cost (a 2-core AVX-512 machine, whose gathers run at about 2.4 cycles per element): a pass is
 bound by the arithmetic of each pair (square root or its reciprocal, the cubic spline, about 20-35
@@ -121,7 +121,7 @@ WALL_FACTOR = 1.0
 
 
 #: Most particles in one block of the half neighbour list (see :func:`half_block`).
-HALF_BLOCK = 4096
+HALF_BLOCK = 16384
 
 #: The blocks of a substep number a multiple of this (at least this many), so that a small scene
 #: still spreads over the threads and 2, 4 or 8 threads get equal shares.
@@ -136,12 +136,15 @@ def half_block(n: int) -> int:
 
     One thread walks a block in order and visits each pair inside it once (see
     :class:`engine.neighbors.NeighbourList`); a pair across two blocks is visited from both sides.
-    Larger blocks leave fewer such pairs (blocks of about 4,000 Morton-ordered particles of the
-    benchmark's dam break: a tenth of the pairs), smaller ones spread a small scene over more
-    threads. The blocks are of equal size, their number a multiple of :data:`BLOCK_MULTIPLE` (at
-    64,000 particles 16 blocks of 4,000: with 4,096 the last block held 2,560 and the two threads'
-    shares of the pairs differed by 11 %). The block depends on n only, never on the number of
-    threads, so a substep's sums are the same on any machine.
+    Larger blocks leave fewer such pairs, smaller ones spread a small scene over more threads. In the
+    benchmark's dam break, Morton-ordered blocks of about 4,000 particles had 11 % of the pairs across
+    blocks at 64,000 particles and 14 % at 125,000; blocks of up to 16,384 (8 of 8,000 and of 15,625)
+    have 8 % and 7 %, and a step took 0.94 and 0.91 times as long on one thread, 0.96 and 0.97 on two
+    (``bench/bench_ab.py``). A block's particles (16-byte rows read and written, the densities) still
+    fit in a core's second-level cache. The blocks are of equal size, their number a multiple of
+    :data:`BLOCK_MULTIPLE` (with blocks of exactly 4,096 the last one at 64,000 particles held 2,560 and
+    the two threads' shares of the pairs differed by 11 %). The block depends on n only, never on the
+    number of threads, so a substep's sums are the same on any machine.
     """
     blocks = -(-max(n, 1) // HALF_BLOCK)
     blocks = -(-blocks // BLOCK_MULTIPLE) * BLOCK_MULTIPLE

@@ -105,7 +105,7 @@ def _row(xq, i):
 LANES = 16
 
 #: Particles whose neighbours one staging copy gathers (see :func:`_stage_group`): about 32 x 16.5
-#: pairs x 12 bytes, 6 KB of buffers, stay in the L1 cache; a whole block's (4096 particles) did not
+#: pairs x 12 bytes, 6 KB of buffers, stay in the L1 cache; a whole block's (4,096 particles) did not
 #: and took twice as long.
 STAGE_GROUP = 32
 
