@@ -342,7 +342,8 @@ def test_density_and_xsph_passes_equal_brute_force_over_many_blocks():
     """The staged pair loops (neighbour positions copied for 32 particles at a time, 16 pairs a vector
     step, the lanes past a particle's range masked) against eq. 1 and eq. 6 summed over every pair in
     float64, on a half list of blocks of 64 particles: pairs inside a block (visited once, a share for
-    both) and across blocks (listed from both sides), and groups that end inside a block."""
+    both) and across blocks (listed from both sides), and groups that end inside a block; XSPH also
+    from the kernel slopes the density pass stored."""
     from engine.neighbors import NeighbourList, build_grid
     from engine.solvers import pbf_passes
 
@@ -395,3 +396,22 @@ def test_density_and_xsph_passes_equal_brute_force_over_many_blocks():
     # each) and float32 velocities (|v| ~ 3, 2.4e-7 m/s); 1e-6 m/s covers both with margin
     assert_allclose(v_out, want, rtol=1e-6, atol=1e-6)
     assert np.abs(v_out - v).max() > 1e-3  # the pass did something
+
+    # XSPH from the slopes the constraint pass stored at these positions (the iterations stopped on the
+    # tolerance): kernel values from the slope codes. A code is within half a unit (2.7e-5) of the
+    # slope, which moves w by at most 4e-5 (engine.solvers.pbf_passes.kernel_of_slope): the bound on
+    # each particle's error is c m / (pi h^3) sum_j 4e-5 |(v_j - v_i) / rho_j| over its neighbours,
+    # plus the float32 rounding allowed above (1e-6 m/s).
+    vq = np.concatenate([v, (1.0 / rho_j)[:, None]], axis=1).astype(np.float32)
+    v_slope = np.empty_like(v)
+    pbf_passes.xsph_from_slopes(vq, xs, nl.start, nl.count, nl.local, nl.nbr, slope, pbf_passes.kernel_of_slope(),
+                                c * pbf._SIGMA * mass / h ** 3, False, level, m.level_h, m.boxes, m.box_friction,
+                                500.0, nl.half, v_slope, a)
+    bound = np.zeros(n)
+    for k in range(0, n, 400):
+        near = np.sqrt(((x64[k:k + 400, None, :] - x64[None, :, :]) ** 2).sum(-1)) < 2.0 * h
+        diff = np.abs(v64[None, :, :] - v64[k:k + 400, None, :]) * share[None, :, :]
+        bound[k:k + 400] = (near[:, :, None] * diff).sum(1).max(-1)
+    bound = c * mass / (np.pi * h ** 3) * 4e-5 * bound + 1e-6
+    assert np.all(np.abs(v_slope - want).max(-1) <= bound)
+    assert np.abs(v_slope - want).max() > 1e-7  # not the exact path by accident: the codes are rounded

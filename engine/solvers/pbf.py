@@ -63,6 +63,11 @@ travel with lambda (the iterations) or 1 / rho (XSPH) in one (N, 4) float32 row.
 uint16 per pair, :data:`engine.solvers.pbf_passes.SLOPE_UNIT`), so the correction at the same
 positions does no square root, division or spline: per pair it reads the slope, the neighbour's row,
 and adds (one thread, 64,000 particles: correction 5.9 -> 2.9 ms, constraint 3.4 -> 5.1 ms per pass).
+When the iterations stop on the tolerance, the last pass over the pairs was a constraint pass at the
+final positions, and XSPH reads each pair's kernel value from its slope code through a table
+(:func:`engine.solvers.pbf_passes.kernel_of_slope`: the slope names q; w within 4e-5 of w(0)),
+with each neighbour's velocity and 1 / rho in one 16-byte row: no positions, distances or splines
+(97,336-particle dam break of ``bench/bench_blender.py``, two threads: 4.0 -> 2.6 ms a pass).
 h = 1.2 dx
 would cost 1.7x more neighbour work per iteration and lowers the Jacobi bound below (k mu_max =
 3.9, so beta < 0.51); it was not pursued further. The corrections use the cubic spline's own
@@ -101,7 +106,8 @@ from ..walls import clamp_into_boxes, near_walls, wall_free_gradient
 from ..particles import Particles
 from ..state_check import max_speed
 from . import SpeedLimit
-from .pbf_passes import FASTMATH, FLAG_ITERATIONS, MAX_MOVE, constraint, copy_xyz, correct, finish, xsph_pass
+from .pbf_passes import (FASTMATH, FLAG_ITERATIONS, MAX_MOVE, constraint, copy_xyz, correct, finish, kernel_of_slope,
+                         velocity_rows, xsph_from_slopes, xsph_pass)
 
 
 #: Smoothing length as a multiple of the particle spacing (see the module docstring).
@@ -455,6 +461,7 @@ class PBFSolver:
         self._xq = np.empty((0, 4), dtype=np.float32)
         self._xq_out = np.empty((0, 4), dtype=np.float32)
         self._slope = np.empty(0, dtype=np.uint16)
+        self._w_of_slope = kernel_of_slope()
         self._ensure_capacity()
         #: seconds spent in the last substep, by phase (the benchmark reads it)
         self.timings = {"predict": 0.0, "grid": 0.0, "neighbours": 0.0, "solve": 0.0, "viscosity": 0.0}
@@ -610,6 +617,9 @@ class PBFSolver:
         scale = _SIGMA * float(m.level_mass[0]) / m.rho0
         level_k = m.level_k.astype(np.float32)
         used = 0
+        # whether the last pass over the pairs was a constraint pass at the final positions: its slopes
+        # then give XSPH the kernel values (one level only: the constraint stores slopes for one)
+        slopes_fresh = False
         xq, xq_out = self._xq, self._xq_out
         copy_xyz(pt.x, xq)
         if self._slope.shape[0] != nl.nbr.shape[0]:
@@ -627,6 +637,7 @@ class PBFSolver:
             # At least one correction per substep: skipping it lets gravity build momentum in a
             # liquid whose mean error is small only because the compressed layer is thin.
             if it > 0 and self.density_error <= m.tolerance:
+                slopes_fresh = self._uniform
                 break
             correct(xq, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass, cohesion,
                     self._uniform, scale, self._slot, wall_grad, WALL_FACTOR, MAX_MOVE, self._boxes32, margin,
@@ -643,12 +654,18 @@ class PBFSolver:
         passes = m.xsph_passes
         # collider friction acts between the viscosity and the box walls' friction: then finish alone
         fused = not (self.collision is not None and self.collision.has_friction)
-        if passes:
+        if passes and not slopes_fresh:
             np.divide(np.float32(1.0), pt.rho, out=xq[:, 3])  # lambda is spent: 1 / rho in its place
         for k in range(passes):
-            xsph_pass(xq, pt.v, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass,
-                      self._uniform, m.xsph / passes * rho_unit, fused and k == passes - 1, m.level_h, m.boxes,
-                      m.box_friction, inv_dt, nl.half, self._x_buf, pt.a)
+            if slopes_fresh:
+                velocity_rows(pt.v, pt.rho, xq_out)  # free after the iterations
+                xsph_from_slopes(xq_out, pt.x, nl.start, nl.count, nl.local, nl.nbr, self._slope, self._w_of_slope,
+                                 m.xsph / passes * rho_unit / float(self._lh[0]) ** 3, fused and k == passes - 1,
+                                 self.level, m.level_h, m.boxes, m.box_friction, inv_dt, nl.half, self._x_buf, pt.a)
+            else:
+                xsph_pass(xq, pt.v, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass,
+                          self._uniform, m.xsph / passes * rho_unit, fused and k == passes - 1, m.level_h, m.boxes,
+                          m.box_friction, inv_dt, nl.half, self._x_buf, pt.a)
             pt.v, self._x_buf = self._x_buf, pt.v
         if not fused:
             # friction (relative to the moving surface) within h/4 of a collider, as for box walls

@@ -38,6 +38,22 @@ MAX_MOVE = 0.25
 #: 2e-6 of that largest push whatever is stored.
 SLOPE_UNIT = 3.5 / 65535.0
 
+def kernel_of_slope() -> np.ndarray:
+    """w(q) for every stored slope code of :data:`SLOPE_UNIT` (65,536 float32, 256 KB): the slope
+    -w'(q) / q falls strictly from 3 at q = 0 to 0 at q = 2, so it names q. Below q = 1 the slope is
+    3 - 2.25 q; above, 0.75 (2 - q)^2 / q, whose root in [1, 2] is q = ((3 + s) - sqrt((3 + s)^2 - 9)) /
+    1.5. For :func:`xsph_from_slopes`: the kernel values of the pairs at the positions the last
+    constraint pass saw, without their distances. A code's rounding (half a unit, 2.7e-5) moves w by
+    at most 4e-5 (|dw/ds| <= 1.5, at q = 2 - 0.01 where the slope is 3.75e-5) of w(0) = 1."""
+    s = np.arange(65536, dtype=np.float64) * SLOPE_UNIT
+    inner = (3.0 - np.minimum(s, 3.0)) / 2.25
+    outer = ((3.0 + s) - np.sqrt(np.maximum((3.0 + s) ** 2 - 9.0, 0.0))) / 1.5
+    q = np.where(s >= 0.75, inner, outer)
+    t = np.maximum(2.0 - q, 0.0)
+    u = np.maximum(1.0 - q, 0.0)
+    return (0.25 * t ** 3 - u ** 3).astype(np.float32)
+
+
 #: Iterations whose moves the near-wall flags of a substep cover (the solver's boundary pass):
 #: within them only flagged particles can feel or reach a wall.
 FLAG_ITERATIONS = 4
@@ -498,6 +514,59 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
                 v_out[i, 2] = v2 + k * a2
                 if is_last:
                     _finish_particle(i, xq, level, level_h, boxes, friction, inv_dt, v_out, a)
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def xsph_from_slopes(vq, x, nbr_start, nbr_count, nbr_local, nbr, slope, w_of_slope, c_unit, is_last, level,
+                     level_h, boxes, friction, inv_dt, block,
+                     # outputs
+                     v_out, a):
+    """:func:`xsph_pass` for one level when the last pass over the pairs was :func:`constraint` at the
+    same positions (the iterations stopped on the tolerance): a pair's kernel value is read from the
+    slope that pass stored (``w_of_slope`` of :func:`kernel_of_slope`), so no distance or spline is
+    computed and no position read. ``vq`` (N, 4) float32 holds the velocities and 1 / rho: one
+    16-byte row a neighbour. ``x`` (N, 3) the positions (for :func:`finish`'s work with ``is_last``);
+    ``c_unit`` as for :func:`xsph_pass`, times 1 / h^3."""
+    n = vq.shape[0]
+    qf = vq.reshape(-1)
+    af = v_out.reshape(-1)
+    k = np.float32(c_unit)
+    for b in prange((n + block - 1) // block):
+        i0, i1 = _open_block(b, block, n, v_out)
+        for i in range(i0, i1):
+            v0, v1, v2, inv_rho_i = _row(vq, i)
+            a0, a1, a2 = _vec3(v_out, i)  # the shares of the block's earlier particles
+            p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
+            for t in range(p0, end):
+                tt = np.uintp(t)
+                r = np.uintp(nbr[tt]) * np.uintp(4)
+                w = w_of_slope[np.uintp(slope[tt])]
+                e0 = qf[r] - v0
+                e1 = qf[r + np.uintp(1)] - v1
+                e2 = qf[r + np.uintp(2)] - v2
+                wi = w * qf[r + np.uintp(3)]
+                a0 += wi * e0
+                a1 += wi * e1
+                a2 += wi * e2
+                if t < mid:
+                    _add_share(af, np.uintp(nbr[tt]), -w * inv_rho_i, e0, e1, e2)
+            v_out[i, 0] = v0 + k * a0
+            v_out[i, 1] = v1 + k * a1
+            v_out[i, 2] = v2 + k * a2
+            if is_last:
+                _finish_particle(i, x, level, level_h, boxes, friction, inv_dt, v_out, a)
+
+
+@njit(parallel=True, cache=True)
+def velocity_rows(v, rho,
+                  # outputs
+                  vq):
+    """vq[i] = (v_i, 1 / rho_i): the rows :func:`xsph_from_slopes` reads."""
+    for i in prange(v.shape[0]):
+        vq[i, 0] = v[i, 0]
+        vq[i, 1] = v[i, 1]
+        vq[i, 2] = v[i, 2]
+        vq[i, 3] = np.float32(1.0) / rho[i]
 
 
 @njit(cache=True)
