@@ -380,12 +380,13 @@ def test_density_and_xsph_passes_equal_brute_force_over_many_blocks():
 
     # XSPH, eq. 6: v_i + c sum_j m_j / rho_j (v_j - v_i) W_ij, with scattered densities and velocities
     rho_j = rng.uniform(900.0, 1100.0, n).astype(np.float32)
-    xq[:, 3] = 1.0 / rho_j
     v = rng.normal(0.0, 1.0, (n, 3)).astype(np.float32)
+    vq = np.empty((n, 4), dtype=np.float32)
+    pbf_passes.velocity_rows(v, rho_j, vq)
     c = 0.3
     v_out = np.empty_like(v)
     a = np.zeros_like(v)
-    pbf_passes.xsph_pass(xq, v, level, nl.start, nl.count, nl.local, nl.nbr, s._lh, s._lmass, True,
+    pbf_passes.xsph_pass(xq, vq, level, nl.start, nl.count, nl.local, nl.nbr, s._lh, s._lmass, True,
                          c * pbf._SIGMA * mass, False, m.level_h, m.boxes, m.box_friction, 500.0, nl.half,
                          v_out, a)
     v64 = v.astype(np.float64)
@@ -402,7 +403,6 @@ def test_density_and_xsph_passes_equal_brute_force_over_many_blocks():
     # slope, which moves w by at most 4e-5 (engine.solvers.pbf_passes.kernel_of_slope): the bound on
     # each particle's error is c m / (pi h^3) sum_j 4e-5 |(v_j - v_i) / rho_j| over its neighbours,
     # plus the float32 rounding allowed above (1e-6 m/s).
-    vq = np.concatenate([v, (1.0 / rho_j)[:, None]], axis=1).astype(np.float32)
     v_slope = np.empty_like(v)
     pbf_passes.xsph_from_slopes(vq, xs, nl.start, nl.count, nl.local, nl.nbr, slope, pbf_passes.kernel_of_slope(),
                                 c * pbf._SIGMA * mass / h ** 3, False, level, m.level_h, m.boxes, m.box_friction,

@@ -654,16 +654,14 @@ class PBFSolver:
         passes = m.xsph_passes
         # collider friction acts between the viscosity and the box walls' friction: then finish alone
         fused = not (self.collision is not None and self.collision.has_friction)
-        if passes and not slopes_fresh:
-            np.divide(np.float32(1.0), pt.rho, out=xq[:, 3])  # lambda is spent: 1 / rho in its place
         for k in range(passes):
+            velocity_rows(pt.v, pt.rho, xq_out)  # free after the iterations
             if slopes_fresh:
-                velocity_rows(pt.v, pt.rho, xq_out)  # free after the iterations
                 xsph_from_slopes(xq_out, pt.x, nl.start, nl.count, nl.local, nl.nbr, self._slope, self._w_of_slope,
                                  m.xsph / passes * rho_unit / float(self._lh[0]) ** 3, fused and k == passes - 1,
                                  self.level, m.level_h, m.boxes, m.box_friction, inv_dt, nl.half, self._x_buf, pt.a)
             else:
-                xsph_pass(xq, pt.v, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass,
+                xsph_pass(xq, xq_out, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass,
                           self._uniform, m.xsph / passes * rho_unit, fused and k == passes - 1, m.level_h, m.boxes,
                           m.box_friction, inv_dt, nl.half, self._x_buf, pt.a)
             pt.v, self._x_buf = self._x_buf, pt.v

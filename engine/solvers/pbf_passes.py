@@ -201,10 +201,11 @@ def _push(xf, nbr, slope, t, xi, yi, zi, lami):
 
 
 @njit(inline="always", cache=True)
-def _velocity_change(vf, j, v0, v1, v2):
-    """v_j - v_i from the flattened (3 N,) velocities ``vf`` (``j`` unsigned, see :func:`_offset`)."""
-    r = j * np.uintp(3)
-    return vf[r] - v0, vf[r + np.uintp(1)] - v1, vf[r + np.uintp(2)] - v2
+def _velocity_row(qf, j, v0, v1, v2):
+    """v_j - v_i and 1 / rho_j from the flattened (4 N,) rows of :func:`velocity_rows` (``j`` unsigned,
+    see :func:`_offset`)."""
+    r = j * np.uintp(4)
+    return qf[r] - v0, qf[r + np.uintp(1)] - v1, qf[r + np.uintp(2)] - v2, qf[r + np.uintp(3)]
 
 
 @njit(inline="always", cache=True)
@@ -431,15 +432,16 @@ def correct(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, cohesion
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uniform, c_unit,
+def xsph_pass(xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uniform, c_unit,
               is_last, level_h, boxes, friction, inv_dt, block,
               # outputs
               v_out, a):
     """One XSPH pass, eq. 6: v_out_i = v_i + c sum_j m_j / rho_j (v_j - v_i) W_ij.
 
-    ``xq`` (N, 4) float32 holds positions and 1 / rho (a product per pair instead of a division, read
-    with the position from one row); ``c_unit`` = c sigma m_0 (the pass's coefficient times the
-    kernel and mass constants). A pair of one block of the half list is visited once; the later
+    ``xq`` (N, 4) float32 holds the positions (first three columns); ``vq`` (N, 4) float32 the
+    velocities and 1 / rho (a product per pair instead of a division, read with the velocity from one
+    row: :func:`velocity_rows`); ``c_unit`` = c sigma m_0 (the pass's coefficient times the kernel and
+    mass constants). A pair of one block of the half list is visited once; the later
     particle's share, m_i / rho_i (v_i - v_j) W_ij, waits in ``v_out`` until its turn. With ``is_last``
     the pass also does :func:`finish`'s work on v_out and ``a`` (the same particle's own values: one
     pass over the particles fewer). With one level the kernel values of a group of
@@ -448,7 +450,7 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
     """
     n = xq.shape[0]
     xf = xq.reshape(-1)
-    vf = v.reshape(-1)
+    qf = vq.reshape(-1)
     af = v_out.reshape(-1)
     inv_h0 = np.float32(1.0) / lh[0]
     cu = np.float32(c_unit)
@@ -478,16 +480,16 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
             for i in range(g0, g1):
                 li = level[i]
                 hi_ = lh[li]
-                xi, yi, zi, inv_rho_i = _row(xq, i)
-                v0, v1, v2 = _vec3(v, i)
+                xi, yi, zi = _vec3(xq, i)
+                v0, v1, v2, inv_rho_i = _row(vq, i)
                 a0, a1, a2 = _vec3(v_out, i)  # the shares of the block's earlier particles
                 p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
                 if uniform:
                     for t in range(p0, end):
                         j = np.uintp(nbr[np.uintp(t)])
                         w = bw[np.uintp(o + t - p0)]
-                        e0, e1, e2 = _velocity_change(vf, j, v0, v1, v2)
-                        wi = w * xf[j * np.uintp(4) + np.uintp(3)]
+                        e0, e1, e2, inv_rho_j = _velocity_row(qf, j, v0, v1, v2)
+                        wi = w * inv_rho_j
                         a0 += wi * e0
                         a1 += wi * e1
                         a2 += wi * e2
@@ -501,8 +503,8 @@ def xsph_pass(xq, v, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uni
                         j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
                         lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
                         w = _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
-                        e0, e1, e2 = _velocity_change(vf, j, v0, v1, v2)
-                        wi = mj * w * xf[r + np.uintp(3)]
+                        e0, e1, e2, inv_rho_j = _velocity_row(qf, j, v0, v1, v2)
+                        wi = mj * w * inv_rho_j
                         a0 += wi * e0
                         a1 += wi * e1
                         a2 += wi * e2
@@ -539,17 +541,15 @@ def xsph_from_slopes(vq, x, nbr_start, nbr_count, nbr_local, nbr, slope, w_of_sl
             p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
             for t in range(p0, end):
                 tt = np.uintp(t)
-                r = np.uintp(nbr[tt]) * np.uintp(4)
+                j = np.uintp(nbr[tt])
                 w = w_of_slope[np.uintp(slope[tt])]
-                e0 = qf[r] - v0
-                e1 = qf[r + np.uintp(1)] - v1
-                e2 = qf[r + np.uintp(2)] - v2
-                wi = w * qf[r + np.uintp(3)]
+                e0, e1, e2, inv_rho_j = _velocity_row(qf, j, v0, v1, v2)
+                wi = w * inv_rho_j
                 a0 += wi * e0
                 a1 += wi * e1
                 a2 += wi * e2
                 if t < mid:
-                    _add_share(af, np.uintp(nbr[tt]), -w * inv_rho_i, e0, e1, e2)
+                    _add_share(af, j, -w * inv_rho_i, e0, e1, e2)
             v_out[i, 0] = v0 + k * a0
             v_out[i, 1] = v1 + k * a1
             v_out[i, 2] = v2 + k * a2
