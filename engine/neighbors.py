@@ -270,8 +270,9 @@ def _neighbour_table(cell_key: np.ndarray, previous: CellGrid | None, cell_size:
 def _cells_from_previous(keys, prev_key, prev_start, prev_nbr, slot):
     """slot[i] = the index in the previous grid of the cell with particle i's key, looked for in the
     cell i was in (``prev_start``: the particles are in the previous grid's order) and its 26
-    neighbours; -1 where it is in none of them (it moved farther, or into a cell empty before)."""
-    for c in prange(prev_key.shape[0]):
+    neighbours, else searched in the sorted keys; -1 where no previous cell has it."""
+    m = prev_key.shape[0]
+    for c in prange(m):
         for i in range(prev_start[c], prev_start[c + 1]):
             k = keys[i]
             s = -1
@@ -283,6 +284,10 @@ def _cells_from_previous(keys, prev_key, prev_start, prev_nbr, slot):
                     if nc >= 0 and prev_key[nc] == k:
                         s = nc
                         break
+                if s < 0:  # moved farther than a cell, or into a cell empty before
+                    a = np.searchsorted(prev_key, k)
+                    if a < m and prev_key[a] == k:
+                        s = a
             slot[i] = s
 
 
@@ -298,12 +303,7 @@ def _sort_into_cells(keys, prev_key, slot,
     mo = prev_key.shape[0]
     lost = 0
     for i in range(n):
-        if slot[i] < 0:
-            c = np.searchsorted(prev_key, keys[i])
-            if c < mo and prev_key[c] == keys[i]:
-                slot[i] = c
-            else:
-                lost += 1
+        lost += slot[i] < 0
     fresh = np.empty(lost, dtype=np.uint64)
     t = 0
     for i in range(n):
