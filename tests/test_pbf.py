@@ -386,9 +386,10 @@ def test_density_and_xsph_passes_equal_brute_force_over_many_blocks():
     c = 0.3
     v_out = np.empty_like(v)
     a = np.zeros_like(v)
+    table = pbf_passes.kernel_of_slope()
     pbf_passes.xsph_pass(xq, vq, level, nl.start, nl.count, nl.local, nl.nbr, s._lh, s._lmass, True,
                          c * pbf._SIGMA * mass, False, m.level_h, m.boxes, m.box_friction, 500.0, nl.half,
-                         v_out, a)
+                         False, slope, table, v_out, a)
     v64 = v.astype(np.float64)
     share = (1.0 / rho_j.astype(np.float64))[:, None]
     sums = _brute_kernel_sums(x64, h, share * v64) - _brute_kernel_sums(x64, h, share) * v64
@@ -404,9 +405,9 @@ def test_density_and_xsph_passes_equal_brute_force_over_many_blocks():
     # each particle's error is c m / (pi h^3) sum_j 4e-5 |(v_j - v_i) / rho_j| over its neighbours,
     # plus the float32 rounding allowed above (1e-6 m/s).
     v_slope = np.empty_like(v)
-    pbf_passes.xsph_from_slopes(vq, xs, nl.start, nl.count, nl.local, nl.nbr, slope, pbf_passes.kernel_of_slope(),
-                                c * pbf._SIGMA * mass / h ** 3, False, level, m.level_h, m.boxes, m.box_friction,
-                                500.0, nl.half, v_slope, a)
+    pbf_passes.xsph_pass(xq, vq, level, nl.start, nl.count, nl.local, nl.nbr, s._lh, s._lmass, True,
+                         c * pbf._SIGMA * mass, False, m.level_h, m.boxes, m.box_friction, 500.0, nl.half,
+                         True, slope, table, v_slope, a)
     bound = np.zeros(n)
     for k in range(0, n, 400):
         near = np.sqrt(((x64[k:k + 400, None, :] - x64[None, :, :]) ** 2).sum(-1)) < 2.0 * h

@@ -107,7 +107,7 @@ from ..particles import Particles
 from ..state_check import max_speed
 from . import SpeedLimit
 from .pbf_passes import (FASTMATH, FLAG_ITERATIONS, MAX_MOVE, constraint, copy_xyz, correct, finish, kernel_of_slope,
-                         velocity_rows, xsph_from_slopes, xsph_pass)
+                         velocity_rows, xsph_pass)
 
 
 #: Smoothing length as a multiple of the particle spacing (see the module docstring).
@@ -656,14 +656,10 @@ class PBFSolver:
         fused = not (self.collision is not None and self.collision.has_friction)
         for k in range(passes):
             velocity_rows(pt.v, pt.rho, xq_out)  # free after the iterations
-            if slopes_fresh:
-                xsph_from_slopes(xq_out, pt.x, nl.start, nl.count, nl.local, nl.nbr, self._slope, self._w_of_slope,
-                                 m.xsph / passes * rho_unit / float(self._lh[0]) ** 3, fused and k == passes - 1,
-                                 self.level, m.level_h, m.boxes, m.box_friction, inv_dt, nl.half, self._x_buf, pt.a)
-            else:
-                xsph_pass(xq, xq_out, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass,
-                          self._uniform, m.xsph / passes * rho_unit, fused and k == passes - 1, m.level_h, m.boxes,
-                          m.box_friction, inv_dt, nl.half, self._x_buf, pt.a)
+            xsph_pass(xq, xq_out, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass,
+                      self._uniform, m.xsph / passes * rho_unit, fused and k == passes - 1, m.level_h, m.boxes,
+                      m.box_friction, inv_dt, nl.half, slopes_fresh, self._slope, self._w_of_slope, self._x_buf,
+                      pt.a)
             pt.v, self._x_buf = self._x_buf, pt.v
         if not fused:
             # friction (relative to the moving surface) within h/4 of a collider, as for box walls
