@@ -322,7 +322,7 @@ def boundary_flags(x, level, level_h, reach_factor, boxes, cset,
     covers the kernel support plus the most the iterations can move a particle), so only they pay
     for the wall queries of :func:`boundary_walls`.
     """
-    colliders = cset.colliders.shape[0] > 0  # read once: in the loop it made the loop 4.7 times slower
+    colliders = cset.colliders.shape[0] > 0  # read once, outside the loop
     for i in prange(x.shape[0]):
         reach = reach_factor * level_h[level[i]]
         x0 = np.float64(x[i, 0])
@@ -361,7 +361,7 @@ def boundary_walls(x, bidx, level, level_h, boxes, table_q0, table_step, psi, dp
     i in ``bidx``) = grad (1 - F_b F_c) = F_c grad psi_boxes - F_b grad F_c, 1/m, for the push of
     :func:`correct` at the same positions.
     """
-    colliders = cset.colliders.shape[0] > 0  # read once (see boundary_flags)
+    colliders = cset.colliders.shape[0] > 0  # read once, outside the loop
     for s in prange(bidx.shape[0]):
         i = bidx[s]
         hi_ = level_h[level[i]]
