@@ -626,7 +626,11 @@ def test_dam_break_classification_against_the_liquid(dam_breaks):
     assert len(spray) and len(foam) and len(bubbles)
     # foam at the surface: every foam particle within 2 spacings of a liquid particle's centre and 95 %
     # within 1.5 (measured: median 0.76, 95th percentile 1.23, largest 1.67); bubbles among the liquid
-    # particles (largest 0.88); spray mostly well away (median 5.9 spacings)
+    # particles (largest 0.88); spray away from it, farther than the foam. The spray's median distance
+    # is chaotic at this coarse spacing: the same bake with gravity scaled by 1 +- 1e-5 to 2e-4 gave
+    # medians of 1.46-2.80 spacings in ten runs of the engine before XSPH read its kernel values from
+    # the density pass's slope codes, 1.20-2.28 in ten runs after (a bound of 2 failed 4 of the ten
+    # before); hence 1.0, above the foam's median and the bubbles' largest distance
     assert foam.max() < 2.0 and np.percentile(foam, 95) < 1.5
     assert bubbles.max() < 1.0
-    assert np.median(spray) > 2.0
+    assert np.median(spray) > 1.0 and np.median(spray) > np.median(foam)
