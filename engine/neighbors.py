@@ -86,6 +86,13 @@ def morton_key(ci, cj, ck):
 
 
 @njit(inline="always", cache=True)
+def _key_coords(key):
+    """Integer cell coordinates of a Morton key (inverse of :func:`morton_key`), int64."""
+    return (np.int64(_compact(key)), np.int64(_compact(key >> np.uint64(1))),
+            np.int64(_compact(key >> np.uint64(2))))
+
+
+@njit(inline="always", cache=True)
 def _cell_coord(xc, inv):
     c = np.int64(np.floor(xc * inv)) + _OFFSET
     if c < 0:
@@ -176,9 +183,7 @@ def _neighbour_cells(cell_key, table, bits, out):
     mask = table.shape[0] - 1
     for c in prange(cell_key.shape[0]):
         key = cell_key[c]
-        ci = np.int64(_compact(key))
-        cj = np.int64(_compact(key >> np.uint64(1)))
-        ck = np.int64(_compact(key >> np.uint64(2)))
+        ci, cj, ck = _key_coords(key)
         n = 0
         for di in range(-1, 2):
             for dj in range(-1, 2):
@@ -233,14 +238,17 @@ def _link_fresh_cells(cell_key, new_to_old, out):
         if new_to_old[c] >= 0:
             continue
         key = cell_key[c]
-        ci = np.int64(_compact(key))
-        cj = np.int64(_compact(key >> np.uint64(1)))
-        ck = np.int64(_compact(key >> np.uint64(2)))
+        ci, cj, ck = _key_coords(key)
         for q in range(27):
             nc = around_cell(cell_key, ci, cj, ck, q)
             out[c, q] = nc
             if nc >= 0:
                 out[nc, 26 - q] = c
+
+
+def _carries(previous: CellGrid | None, cell_size: float) -> bool:
+    """Whether a grid can start from ``previous``: one of the same cell size, with its neighbour table."""
+    return previous is not None and previous.cell_size == cell_size and previous.cell_nbr is not None
 
 
 def _neighbour_table(cell_key: np.ndarray, previous: CellGrid | None, cell_size: float) -> np.ndarray:
@@ -251,7 +259,7 @@ def _neighbour_table(cell_key: np.ndarray, previous: CellGrid | None, cell_size:
     a hash table of the occupied keys."""
     m = cell_key.shape[0]
     cell_nbr = np.empty((m, 27), dtype=np.int32)
-    if previous is not None and previous.cell_size == cell_size and previous.cell_nbr is not None:
+    if _carries(previous, cell_size):
         new_to_old = np.empty(m, dtype=np.int32)
         old_to_new = np.empty(previous.cell_key.shape[0], dtype=np.int32)
         fresh = _match_cells(previous.cell_key, cell_key, new_to_old, old_to_new)
@@ -390,8 +398,7 @@ def build_grid(x: np.ndarray, cell_size: float, previous: CellGrid | None = None
     cell_key = np.empty(n, dtype=np.uint64)
     cell_start = np.empty(n + 1, dtype=np.int64)
     particle_cell = np.empty(n, dtype=np.int32)
-    if (previous is not None and previous.cell_size == float(cell_size) and previous.cell_nbr is not None
-            and previous.cell_start[-1] == n):
+    if _carries(previous, float(cell_size)) and previous.cell_start[-1] == n:
         slot = np.empty(n, dtype=np.int64)
         _cells_from_previous(keys, previous.cell_key, previous.cell_start, previous.cell_nbr, slot)
         order = np.empty(n, dtype=np.int64)
