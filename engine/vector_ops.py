@@ -1,15 +1,18 @@
-"""Sixteen-lane operations of the neighbour search, written as LLVM vector code.
+"""Vector operations of the neighbour search and the PBF pair passes, written as LLVM vector code.
 
 numba compiles a loop that packs 64 comparisons into a bit mask (``mask |= (d < r) << u``) into
 shifts and ors of 64-bit lanes, and has no way to say "store the selected lanes, packed". Both are
 single instructions on a vector machine (a compare into a mask register; ``vpcompressd``), and LLVM
-emits them from its vector types and ``llvm.experimental.vector.compress``. On a machine without
-them LLVM expands the same code into equivalent scalar or narrower vector instructions, so the
-results never depend on the machine.
+emits them from its vector types and ``llvm.experimental.vector.compress``. Likewise a particle's
+16-byte row (position and one more value) read or updated as one 4-lane vector, which numba's loops
+read and write one float at a time. On a machine without these instructions LLVM expands the same
+code into equivalent scalar or narrower vector instructions, so the results never depend on the
+machine.
 
 Arithmetic here is exact IEEE single precision in the order the scalar kernels write it (no
 fast-math flags): :func:`candidate_masks` selects exactly the pairs a scalar test
-``dx * dx + dy * dy + dz * dz < (h_i + h_j) ** 2`` selects.
+``dx * dx + dy * dy + dz * dz < (h_i + h_j) ** 2`` selects, and the pair sums are float32 sums in the
+order their docstrings give.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ _MASKV = ir.VectorType(ir.IntType(1), LANES)
 def _splat(builder, value, vty):
     """``value`` in every lane of a vector of type ``vty``."""
     one = builder.insert_element(ir.Constant(vty, None), value, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(one, ir.Constant(vty, None), ir.Constant(_I32V, None))
+    return builder.shuffle_vector(one, ir.Constant(vty, None), ir.Constant(ir.VectorType(_I32, vty.count), None))
 
 
 def _load_lanes(context, builder, arrty, arr, start, vty):
@@ -153,3 +156,104 @@ def popcount(typingctx, v):
         return builder.ctpop(args[0])
 
     return v(v), codegen
+
+
+_F32X4 = ir.VectorType(ir.FloatType(), 4)
+
+
+def _push_entry(builder, xdata, odata, ndata, sdata, t, xi4, lami, shared):
+    """List entry t of :func:`push_range_shared`: (f (x_i - x_j), 0) as one 4-lane vector, and its
+    opposite added to row j of ``of`` when ``shared``."""
+    j = builder.zext(builder.load(builder.gep(ndata, [t])), _I64)
+    r = builder.shl(j, ir.Constant(_I64, 2))
+    row = builder.load(builder.bitcast(builder.gep(xdata, [r]), _F32X4.as_pointer()), align=4)
+    lam_j = builder.extract_element(row, ir.Constant(_I32, 3))
+    s = builder.uitofp(builder.load(builder.gep(sdata, [t])), ir.FloatType())
+    f = builder.fmul(builder.fadd(lami, lam_j), s)
+    d = builder.fsub(xi4, row)
+    # (f dx, f dy, f dz, 0): lane 3 of a row is lambda, not a coordinate
+    c = builder.shuffle_vector(builder.fmul(_splat(builder, f, _F32X4), d), ir.Constant(_F32X4, None),
+                               ir.Constant(ir.VectorType(_I32, 4), [0, 1, 2, 4]))
+    if shared:
+        optr = builder.bitcast(builder.gep(odata, [r]), _F32X4.as_pointer())
+        builder.store(builder.fsub(builder.load(optr, align=4), c), optr, align=4)
+    return c
+
+
+def _push_range_typer(shared, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami):
+    """Signature and code of :func:`push_range` (``shared`` False) or :func:`push_range_shared`."""
+    if not (all(isinstance(a, types.Array) and a.ndim == 1 for a in (xf, of, nbr, slope))
+            and xf.dtype == types.float32 and of.dtype == types.float32 and nbr.dtype == types.int32
+            and slope.dtype == types.uint16 and all(_is(v, types.Float, 32) for v in (xi, yi, zi, lami))
+            and isinstance(t0, types.Integer) and isinstance(t1, types.Integer)):
+        return None
+    ret = types.UniTuple(types.float32, 3)
+
+    def codegen(context, builder, sig, args):
+        xdata, odata, ndata, sdata = (context.make_array(sig.args[k])(context, builder, args[k]).data
+                                      for k in range(4))
+        t0_, t1_ = (context.cast(builder, args[k], sig.args[k], types.int64) for k in (4, 5))
+        xi4 = ir.Constant(_F32X4, None)
+        for lane, k in enumerate((6, 7, 8)):
+            xi4 = builder.insert_element(xi4, args[k], ir.Constant(_I32, lane))
+        lami = args[9]
+        zero4 = ir.Constant(_F32X4, None)
+
+        def entry(t):
+            return _push_entry(builder, xdata, odata, ndata, sdata, t, xi4, lami, shared)
+
+        # two entries a step into two sums (each addition waits for the last one into its sum), then
+        # the odd entry left over into the first
+        start = builder.block
+        head, body, tail, last, done = (builder.append_basic_block(f"push.{name}")
+                                        for name in ("head", "body", "tail", "last", "done"))
+        builder.branch(head)
+        builder.position_at_end(head)
+        t = builder.phi(_I64)
+        acc_a = builder.phi(_F32X4)
+        acc_b = builder.phi(_F32X4)
+        for phi, value in ((t, t0_), (acc_a, zero4), (acc_b, zero4)):
+            phi.add_incoming(value, start)
+        builder.cbranch(builder.icmp_signed("<", builder.add(t, ir.Constant(_I64, 1)), t1_), body, tail)
+        builder.position_at_end(body)
+        next_a = builder.fadd(acc_a, entry(t))
+        next_b = builder.fadd(acc_b, entry(builder.add(t, ir.Constant(_I64, 1))))
+        for phi, value in ((t, builder.add(t, ir.Constant(_I64, 2))), (acc_a, next_a), (acc_b, next_b)):
+            phi.add_incoming(value, body)
+        builder.branch(head)
+        builder.position_at_end(tail)
+        builder.cbranch(builder.icmp_signed("<", t, t1_), last, done)
+        builder.position_at_end(last)
+        acc_last = builder.fadd(acc_a, entry(t))
+        builder.branch(done)
+        builder.position_at_end(done)
+        acc = builder.phi(_F32X4)
+        acc.add_incoming(acc_a, tail)
+        acc.add_incoming(acc_last, last)
+        total = builder.fadd(acc, acc_b)
+        return context.make_tuple(builder, ret, [builder.extract_element(total, ir.Constant(_I32, k))
+                                                 for k in range(3)])
+
+    return ret(xf, of, nbr, slope, t0, t1, xi, yi, zi, lami), codegen
+
+
+@intrinsic
+def push_range_shared(typingctx, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami):
+    """The position correction of PBF from stored kernel slopes, summed over the list entries
+    ``t0 <= t < t1`` of a particle i at (xi, yi, zi) with multiplier lami: returns the sums of
+    f (x_i - x_j) (three float32), f = (lami + lambda_j) slope[t], j = nbr[t]; and subtracts each entry's
+    f (x_i - x_j) from the first three values of row j of ``of`` (the later particle of a pair of i's
+    own block, visited once). ``xf`` and ``of`` are flattened (4 N,) float32 rows, position and lambda
+    in ``xf``; ``nbr`` int32, ``slope`` uint16.
+
+    A neighbour's row is one 16-byte load and its share one 16-byte read-modify-write (four loads and
+    three read-modify-writes in a scalar loop; 25 % off the correction pass, one thread, the
+    benchmark's 64,000 particles). Entries alternate between two sums (added at the end, the first
+    plus the second), so that an addition need not wait for the one before."""
+    return _push_range_typer(True, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami)
+
+
+@intrinsic
+def push_range(typingctx, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami):
+    """:func:`push_range_shared` without the writes to ``of``: pairs listed from both sides."""
+    return _push_range_typer(False, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami)

@@ -338,12 +338,13 @@ def _brute_kernel_sums(x, h, values):
     return out
 
 
-def test_density_and_xsph_passes_equal_brute_force_over_many_blocks():
+def test_pair_passes_equal_brute_force_over_many_blocks():
     """The staged pair loops (neighbour positions copied for 32 particles at a time, 16 pairs a vector
     step, the lanes past a particle's range masked) against eq. 1 and eq. 6 summed over every pair in
     float64, on a half list of blocks of 64 particles: pairs inside a block (visited once, a share for
-    both) and across blocks (listed from both sides), and groups that end inside a block; XSPH also
-    from the kernel slopes the density pass stored."""
+    both) and across blocks (listed from both sides), and groups that end inside a block; the
+    correction (eq. 5, from the slopes the density pass stored) on the same list; XSPH also from the
+    kernel slopes."""
     from engine.neighbors import NeighbourList, build_grid
     from engine.solvers import pbf_passes
 
@@ -377,6 +378,37 @@ def test_density_and_xsph_passes_equal_brute_force_over_many_blocks():
     rho_ref = mass / (np.pi * h ** 3) * _brute_kernel_sums(x64, h, np.ones(n))
     # rtol 1e-5: the float32 sum of about 30 terms, 6e-8 relative rounding each (as in eq. 5's test)
     assert_allclose(rho, rho_ref, rtol=1e-5, atol=0.0)
+
+    # correction, eq. 5, with half the multipliers the pass wrote into xq[:, 3] (the lattice's closest
+    # pairs would otherwise ask for more than the clamp of MAX_MOVE h); no walls
+    xq[:, 3] *= np.float32(0.5)
+    x_out = np.zeros((n, 4), dtype=np.float32)
+    x_out[:, 3] = 7.0  # the fourth column is left alone
+    v0 = np.zeros((n, 3), dtype=np.float32)
+    no_boxes = np.zeros((0, 2, 3), dtype=np.float32)
+    pbf_passes.correct(xq, level, nl.start, nl.count, nl.local, nl.nbr, s._lh, s._lmass,
+                       np.zeros(1, dtype=np.float32), True, pbf._SIGMA * mass / m.rho0, np.full(n, -1, np.int32),
+                       np.zeros((0, 3), np.float32), pbf.WALL_FACTOR, pbf.MAX_MOVE, no_boxes, m.cell_size, False,
+                       500.0, nl.half, slope, x_out, v0)
+    lam = xq[:, 3].astype(np.float64)
+    pushes = np.zeros((n, 3))
+    biggest = 0.0
+    for k in range(0, n, 400):
+        d = x64[k:k + 400, None, :] - x64[None, :, :]
+        r = np.sqrt((d ** 2).sum(-1))
+        q = r / h
+        dw = -0.75 * np.clip(2.0 - q, 0.0, None) ** 2 + 3.0 * np.clip(1.0 - q, 0.0, None) ** 2
+        with np.errstate(invalid="ignore", divide="ignore"):
+            grad = np.where(r[..., None] > 0.0, (dw / (np.pi * h ** 4) / r)[..., None] * d, 0.0)
+        pair = mass / m.rho0 * (lam[k:k + 400, None] + lam[None, :])[..., None] * grad
+        pushes[k:k + 400] = pair.sum(axis=1)
+        biggest = max(biggest, np.abs(pair).max())
+    assert np.abs(pushes).max() > 0.01 * dx and np.linalg.norm(pushes, axis=1).max() < pbf.MAX_MOVE * h
+    # as in eq. 5's test: each stored slope within 5.4e-5 of the largest pair push, ~30 pairs, plus
+    # float32 positions (3e-8 m at 0.26 m)
+    assert_allclose(x_out[:, :3], x64 + pushes, rtol=0.0, atol=1.6e-3 * biggest + 3e-8)
+    assert np.all(x_out[:, 3] == 7.0)
+    assert_allclose(v0, (x_out[:, :3] - xs) * 500.0, rtol=1e-6, atol=1e-6)  # v += dx / dt
 
     # XSPH, eq. 6: v_i + c sum_j m_j / rho_j (v_j - v_i) W_ij, with scattered densities and velocities
     rho_j = rng.uniform(900.0, 1100.0, n).astype(np.float32)

@@ -1,4 +1,4 @@
-"""The sixteen-lane operations of the neighbour search (engine.vector_ops) against numpy.
+"""The vector operations of the neighbour search and the PBF pair passes (engine.vector_ops) against numpy.
 
 References are exact: the candidate test must select the pairs a scalar float32 test selects, bit for
 bit (numpy's float32 arithmetic is IEEE single precision, one rounding per operation, as the
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from engine.vector_ops import LANES, candidate_masks, compress_store, move_lanes, popcount, store_count_up
+from engine.vector_ops import (LANES, candidate_masks, compress_store, move_lanes, popcount, push_range,
+                               push_range_shared, store_count_up)
 
 
 @njit(cache=True)
@@ -35,6 +36,13 @@ def _count_up(dst, at, first):
 @njit(cache=True)
 def _popcount(v):
     return popcount(v)
+
+
+@njit(cache=True)
+def _push(xf, of, nbr, slope, t0, t1, xi, yi, zi, lami, shared):
+    if shared:
+        return push_range_shared(xf, of, nbr, slope, t0, t1, xi, yi, zi, lami)
+    return push_range(xf, of, nbr, slope, t0, t1, xi, yi, zi, lami)
 
 
 def _reference(cx, cy, cz, ch, ci, t, xi, yi, zi, hi, after, end, before, start):
@@ -114,6 +122,34 @@ def test_store_count_up_writes_sixteen_consecutive_indices(first):
 def test_popcount():
     for v in [0, 1, 0xFFFF, 0xFFFF_0000_FFFF, (1 << 64) - 1, 0x8000_0000_0000_0001]:
         assert _popcount(np.uint64(v)) == bin(v).count("1")
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("t0, t1", [(3, 3), (3, 4), (3, 5), (2, 9), (0, 16), (5, 22)])
+def test_push_range_sums_and_shares_in_the_stated_order(t0, t1, shared):
+    """float32, exactly: entry t adds f (x_i - x_j), f = (lambda_i + lambda_j) slope[t], to sum a (entries
+    t0, t0 + 2, ...) or b (t0 + 1, ...); the result is a + b. With ``shared`` row j of ``of`` loses the
+    same vector in its first three values; nothing else changes."""
+    rng = np.random.default_rng(t1 * 2 + shared)
+    n = 40
+    rows = rng.uniform(-2.0, 2.0, (n, 4)).astype(np.float32)
+    out = rng.uniform(-1.0, 1.0, (n, 4)).astype(np.float32)
+    nbr = np.full(30, -7, dtype=np.int32)  # entries outside t0:t1 must not be read (-7: out of range)
+    nbr[t0:t1] = rng.permutation(n)[:t1 - t0]
+    slope = rng.integers(0, 65536, 30).astype(np.uint16)
+    xi, yi, zi, lami = (np.float32(v) for v in rng.uniform(-2.0, 2.0, 4))
+    before = out.copy()
+    want_out = out.copy()
+    sums = np.zeros((2, 3), dtype=np.float32)
+    for k, t in enumerate(range(t0, t1)):
+        j = nbr[t]
+        f = (lami + rows[j, 3]) * np.float32(slope[t])
+        c = f * (np.array([xi, yi, zi], dtype=np.float32) - rows[j, :3])
+        sums[k % 2] += c
+        want_out[j, :3] -= c
+    got = _push(rows.reshape(-1), out.reshape(-1), nbr, slope, t0, t1, xi, yi, zi, lami, shared)
+    np.testing.assert_array_equal(np.array(got, dtype=np.float32), sums[0] + sums[1])
+    np.testing.assert_array_equal(out, want_out if shared else before)
 
 
 @pytest.mark.slow

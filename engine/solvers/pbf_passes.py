@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32
+from ..vector_ops import push_range, push_range_shared
 from ..walls import clamp_point_into_boxes, near_box
 
 #: fastmath for every kernel of the PBF passes, set in one place (off: bit-reproducible results).
@@ -185,18 +186,6 @@ def _kernel_and_slope(r2, inv_h0, h0):
     q = r2 * ir * inv_h0
     k = -_dw32(q) * ir * h0
     return _w32(q), np.uint16(np.int32(k * np.float32(1.0 / SLOPE_UNIT) + np.float32(0.5)))
-
-
-@njit(inline="always", cache=True)
-def _push(xf, nbr, slope, t, xi, yi, zi, lami):
-    """Single level, no cohesion: the pair term of eq. 5 for neighbour nbr[t] from the slope the
-    constraint pass stored, -(lambda_i + lambda_j) (-w'(q) / q) (x_i - x_j) in units of SLOPE_UNIT (the
-    constant factors applied by the caller), and the row r of j in ``xf``. A pair at r = 0 gets no
-    push: x_i - x_j = 0."""
-    tt = np.uintp(t)
-    r = np.uintp(nbr[tt]) * np.uintp(4)
-    f = (lami + xf[r + np.uintp(3)]) * np.float32(slope[tt])
-    return r, f * (xi - xf[r]), f * (yi - xf[r + np.uintp(1)]), f * (zi - xf[r + np.uintp(2)])
 
 
 @njit(inline="always", cache=True)
@@ -376,23 +365,16 @@ def correct(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, cohesion
             d0, d1, d2 = _vec3(x_out, i)  # the shares of the block's earlier particles
             p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
             if uniform and gi == 0.0:
-                for t in range(p0, mid):  # pairs of i's block: i's share and j's (opposite sign)
-                    r, f0, f1, f2 = _push(xf, nbr, slope, t, xi, yi, zi, lami)
-                    d0 += f0
-                    d1 += f1
-                    d2 += f2
-                    of[r] -= f0
-                    of[r + np.uintp(1)] -= f1
-                    of[r + np.uintp(2)] -= f2
-                for t in range(mid, end):
-                    r, f0, f1, f2 = _push(xf, nbr, slope, t, xi, yi, zi, lami)
-                    d0 += f0
-                    d1 += f1
-                    d2 += f2
+                # Single level, no cohesion: the pair term of eq. 5 from the slope the constraint pass
+                # stored, (lambda_i + lambda_j) (-w'(q) / q) (x_i - x_j) in units of SLOPE_UNIT (a pair
+                # at r = 0 gets no push: x_i - x_j = 0). The pairs of i's block (i's share, and j's
+                # with the opposite sign), then the others.
+                a0, a1, a2 = push_range_shared(xf, of, nbr, slope, p0, mid, xi, yi, zi, lami)
+                b0, b1, b2 = push_range(xf, of, nbr, slope, mid, end, xi, yi, zi, lami)
                 # grad W = sigma / h^4 w'(q) (x_i - x_j) / r = -sigma / h^5 (-w'(q) / q) (x_i - x_j)
-                d0 *= slope_scale
-                d1 *= slope_scale
-                d2 *= slope_scale
+                d0 = (d0 + a0 + b0) * slope_scale
+                d1 = (d1 + a1 + b1) * slope_scale
+                d2 = (d2 + a2 + b2) * slope_scale
             else:
                 mi = lmass[li]
                 for t in range(p0, end):
