@@ -49,20 +49,21 @@ per-particle gradient sums, so the two passes per iteration touch each pair once
 blocks: 7-8 % of the pairs of the benchmark's dam break, see :func:`half_block`).
 
 Cost (a 2-core AVX-512 machine, whose gathers run at about 2.4 cycles per element): a pass is
-bound by the arithmetic of each pair (square root or its reciprocal, the cubic spline, about 20-35
-scalar instructions); vector code gathering the neighbours' values was no faster than scalar code,
-so the pair loops are plain loops over unsigned, flattened row indices, and the half list halves
-the pairs they walk. The density and XSPH passes copy the positions of the neighbours of 32
-particles at a time into contiguous buffers with scalar loads first (ranges packed one after the
-other) and run the kernel over them 16 pairs at a time, masking the lanes past a particle's range
-(vector code without gathers; one thread, 64,000 particles, in the step: density 4.9 -> 4.5 ms a
-pass with a copy per particle, about 4.0 ms grouped with a copy LLVM may not turn into gathers;
-XSPH 5.4 -> 4.4 ms). For the correction, whose per-pair arithmetic is lighter, the copy costs what
-the vector loop saves (staged and grouped the same way it took 4.7 ms against 2.4 ms). Positions
-travel with lambda (the iterations) or 1 / rho (XSPH) in one (N, 4) float32 row. The constraint pass also stores each listed pair's kernel slope -w'(q) / q (a
+bound by the arithmetic of each pair (square root or its reciprocal, the cubic spline) and by
+reading each neighbour's row; the half list halves the pairs the passes walk. Positions travel with
+lambda (the iterations) or 1 / rho (XSPH) in one (N, 4) float32 row, and the pair loops read a
+neighbour's row as one 16-byte load (:mod:`engine.vector_ops`; numba's loops read it one float at a
+time, and gathers were slower than scalar loads). The density and XSPH passes take 16 pairs at a
+time: 16 rows regrouped into x, y and z vectors by shuffles, the kernel in 16 lanes, the lanes past a
+particle's range masked (against a scalar copy of the coordinates into buffers and a loop numba
+vectorises: density 3.4 -> 2.7 ms a pass, one thread, 64,000 particles). The correction's per-pair
+arithmetic is light: a pair is one row load, its push as one 4-lane vector and, for a pair of the
+particle's own block, one 16-byte read-modify-write of the later particle's share (2.55 -> 1.85 ms a
+pass). The constraint pass also stores each listed pair's kernel slope -w'(q) / q (a
 uint16 per pair, :data:`engine.solvers.pbf_passes.SLOPE_UNIT`), so the correction at the same
 positions does no square root, division or spline: per pair it reads the slope, the neighbour's row,
-and adds (one thread, 64,000 particles: correction 5.9 -> 2.9 ms, constraint 3.4 -> 5.1 ms per pass).
+and adds (one thread, 64,000 particles: correction 5.9 -> 2.9 ms, constraint 3.4 -> 5.1 ms per pass,
+when this was introduced).
 When the iterations stop on the tolerance, the last pass over the pairs was a constraint pass at the
 final positions, and XSPH reads each pair's kernel value from its slope code through a table
 (:func:`engine.solvers.pbf_passes.kernel_of_slope`: the slope names q; w within 4e-5 of w(0)),

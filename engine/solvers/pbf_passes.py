@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32
-from ..vector_ops import push_range, push_range_shared
+from ..vector_ops import density_lanes, kernel_lanes, push_range, push_range_shared
 from ..walls import clamp_point_into_boxes, near_box
 
 #: fastmath for every kernel of the PBF passes, set in one place (off: bit-reproducible results).
@@ -116,76 +116,26 @@ def _row(xq, i):
     return xq[i, 0], xq[i, 1], xq[i, 2], xq[i, 3]
 
 
-#: Pairs per step of the staged pair loop (see :func:`_stage_group`): 16 float32 lanes fill one AVX-512
-#: register (two AVX2 ones). A compile-time constant, so the step's loop is one vector iteration. With 8
-#: the density pass took 1.7 times as long (one thread, the benchmark's 64,000 particles).
+#: Pairs per step of the density and XSPH pair loops (:func:`engine.vector_ops.density_lanes`): 16
+#: float32 lanes fill one AVX-512 register (two AVX2 ones). With 8 the density pass took 1.7 times as
+#: long (one thread, the benchmark's 64,000 particles).
 LANES = 16
 
-#: Particles whose neighbours one staging copy gathers (see :func:`_stage_group`): about 32 x 16.5
-#: pairs x 12 bytes, 6 KB of buffers, stay in the L1 cache; a whole block's (4,096 particles) did not
-#: and took twice as long.
+#: Particles whose kernel values :func:`xsph_pass` computes before their velocity sums: about 32 x
+#: 16.5 pairs x 4 bytes stay in the L1 cache. Particle by particle, each waiting for its own values,
+#: XSPH took 10 % longer; the density pass, whose sums come out of the vector step, is 6 % faster
+#: particle by particle than grouped.
 STAGE_GROUP = 32
-
-#: Offset along x of the far-away positions that pad a staged group, in metres: beyond any kernel
-#: support, so a padding lane adds w = 0 and slope 0.
-FAR = 1.0e6
 
 
 @njit(inline="always", cache=True)
-def _stage_buffers(nbr_count, i0, i1):
-    """Staging buffers for the positions (x, y, z) and one value per pair of block i0:i1's groups: room
-    for :data:`STAGE_GROUP` times the block's longest range, plus one step of :data:`LANES` of
-    padding."""
+def _kernel_buffer(nbr_count, i0, i1, particles):
+    """Kernel values of the pairs of ``particles`` particles of block i0:i1, one range after the other:
+    room for that many times the block's longest range, plus one step of :data:`LANES`."""
     most = 0
     for i in range(i0, i1):
         most = max(most, np.int64(nbr_count[i]))
-    width = STAGE_GROUP * most + LANES
-    return (np.empty(width, dtype=np.float32), np.empty(width, dtype=np.float32),
-            np.empty(width, dtype=np.float32), np.empty(width, dtype=np.float32))
-
-
-@njit(inline="always", cache=True)
-def _stage_group(xf, nbr, nbr_start, nbr_count, g0, g1, bx, by, bz):
-    """Copy the positions of the neighbours of particles g0:g1 (rows of the flattened (4 N,) ``xf``),
-    one range after the other, into the contiguous buffers ``bx, by, bz``, and pad them with
-    :data:`LANES` far-away points; returns the number of entries copied.
-
-    The pair loop then reads plain arrays in steps of :data:`LANES`, which the compiler turns into
-    vector code (one reciprocal square root for 16 pairs). The copy stays scalar on purpose: the test
-    for a negative index (there is none) keeps LLVM from vectorising it into gathers of 64-bit indices,
-    which made the density pass 14 % slower (one thread, the benchmark's 64,000 particles). Ranges are
-    packed, not padded each to a multiple of 16: the vector loop masks the lanes past a range instead,
-    about half as many lanes as padding every range."""
-    k = np.uintp(0)
-    for i in range(g0, g1):
-        p0 = np.uintp(nbr_start[i])
-        for t in range(np.uintp(nbr_count[i])):
-            j = nbr[p0 + t]
-            if j < 0:
-                break
-            r = np.uintp(j) * np.uintp(4)
-            bx[k] = xf[r]
-            by[k] = xf[r + np.uintp(1)]
-            bz[k] = xf[r + np.uintp(2)]
-            k += np.uintp(1)
-    far = np.float32(FAR)
-    for t in range(k, k + np.uintp(LANES)):
-        bx[t] = far
-        by[t] = np.float32(0.0)
-        bz[t] = np.float32(0.0)
-    return k
-
-
-@njit(inline="always", cache=True)
-def _kernel_and_slope(r2, inv_h0, h0):
-    """Single level: w(q) of a pair at squared distance r2 (q = r / h) and -w'(q) / q in units of
-    :data:`SLOPE_UNIT`, rounded (uint16), for :func:`correct`, which needs it at the same positions.
-    Coincident particles (r = 0) get slope 0: w'(0) = 0."""
-    r2 = max(r2, np.float32(1e-30))
-    ir = np.float32(1.0) / math.sqrt(r2)
-    q = r2 * ir * inv_h0
-    k = -_dw32(q) * ir * h0
-    return _w32(q), np.uint16(np.int32(k * np.float32(1.0 / SLOPE_UNIT) + np.float32(0.5)))
+    return np.empty(particles * most + LANES, dtype=np.float32)
 
 
 @njit(inline="always", cache=True)
@@ -243,10 +193,11 @@ def constraint(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, level
     float32; ``rho_unit`` = sigma m_0 (so that m_j W_ij = rho_unit * lmass_j * w(q) / h^3); ``wall_free``
     is F_i of :func:`boundary_walls` (1 away from walls). ``block_err[b]`` / ``block_max[b]`` are the sum
     / largest of max(C_i, 0) over block b: a fixed partition, so the sums are the same whatever the
-    number of threads. With one level the pass also stores each pair's kernel slope in ``slope`` (see
-    :data:`SLOPE_UNIT`) straight from the vector loop, a masked store of the lanes inside the range
-    (through a staging buffer and a copy per particle the pass took 3.9 ms, now 3.55: one thread,
-    the benchmark's 64,000 particles, medians in the step).
+    number of threads. With one level the pass takes a particle's pairs 16 at a time
+    (:func:`engine.vector_ops.density_lanes`: the neighbours' rows one 16-byte load each, the kernel
+    and the slope -w'(q) / q of each pair, see :data:`SLOPE_UNIT`, stored for :func:`correct`). Against
+    copying the neighbours' coordinates into buffers with scalar loads first and a loop numba
+    vectorises: 3.4 -> 2.7 ms a pass (one thread, the benchmark's 64,000 particles).
     """
     n = xq.shape[0]
     xf = xq.reshape(-1)
@@ -256,73 +207,56 @@ def constraint(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, level
     unit = np.float32(rho_unit)
     rho0_ = np.float32(rho0)
     zero = np.float32(0.0)
+    inv_unit = np.float32(1.0 / SLOPE_UNIT)
     for b in prange(block_err.shape[0]):
         i0 = b * block
         i1 = min(n, i0 + block)
         for i in range(i0, i1):
             rho[i] = zero
         if uniform:
-            bx, by, bz, bw = _stage_buffers(nbr_count, i0, i1)
+            bw = _kernel_buffer(nbr_count, i0, i1, 1)
         s_err = 0.0
         m_err = 0.0
-        for g0 in range(i0, i1, STAGE_GROUP):
-            g1 = min(i1, g0 + STAGE_GROUP)
+        for i in range(i0, i1):
+            li = level[i]
+            xi = xq[i, 0]
+            yi = xq[i, 1]
+            zi = xq[i, 2]
+            p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
             if uniform:
-                _stage_group(xf, nbr, nbr_start, nbr_count, g0, g1, bx, by, bz)
-            o = 0  # start of particle i's range in the staging buffers
-            for i in range(g0, g1):
-                li = level[i]
-                xi = xq[i, 0]
-                yi = xq[i, 1]
-                zi = xq[i, 2]
-                p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
-                if uniform:
-                    e = o + (end - p0)
-                    acc = np.float32(1.0) + rho[i]  # w(0) = 1: the particle itself
-                    at = np.uintp(p0) - np.uintp(o)  # list position of staged entry k: at + k
-                    for c in range(o, e, LANES):
-                        for u in range(LANES):
-                            k = np.uintp(c + u)  # unsigned: a signed index made LLVM gather and scatter
-                            dx = xi - bx[k]
-                            dy = yi - by[k]
-                            dz = zi - bz[k]
-                            w, code = _kernel_and_slope(dx * dx + dy * dy + dz * dz, inv_h0, h0)
-                            inside = k < np.uintp(e)  # lanes past the range: the next particle's
-                            if inside:
-                                slope[at + k] = code
-                            w = w if inside else zero
-                            bw[k] = w
-                            acc += w
-                    for t in range(mid - p0):  # the later particles of i's block get their share
-                        rho[np.uintp(nbr[np.uintp(p0 + t)])] += bw[np.uintp(o + t)]
-                    o = e
-                    dens = unit0 * acc
-                else:
-                    hi_ = lh[li]
-                    mi = lmass[li]
-                    acc = mi / (hi_ * hi_ * hi_) + rho[i]
-                    for t in range(p0, mid):
-                        j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
-                        lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
-                        w = _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
-                        acc += mj * w
-                        rho[j] += mi * w
-                    for t in range(mid, end):
-                        j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
-                        lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
-                        acc += mj * _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
-                    dens = unit * acc
-                r = dens + rho0_ * (np.float32(1.0) - wall_free[i])
-                rho[i] = r
-                c = r / rho0_ - np.float32(1.0)
-                lm = -np.float32(beta) * np.float32(level_k[li]) * c
-                if lm > lam_max[li]:
-                    lm = np.float32(lam_max[li])
-                xq[i, 3] = lm
-                if c > 0.0:
-                    s_err += c
-                    if c > m_err:
-                        m_err = c
+                m = end - p0
+                acc = np.float32(1.0) + rho[i]  # w(0) = 1: the particle itself
+                for c in range(0, m, LANES):
+                    acc += density_lanes(xf, nbr, p0 + c, m - c, xi, yi, zi, inv_h0, h0, inv_unit, bw, c, slope)
+                for t in range(mid - p0):  # the later particles of i's block get their share
+                    rho[np.uintp(nbr[np.uintp(p0 + t)])] += bw[np.uintp(t)]
+                dens = unit0 * acc
+            else:
+                hi_ = lh[li]
+                mi = lmass[li]
+                acc = mi / (hi_ * hi_ * hi_) + rho[i]
+                for t in range(p0, mid):
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
+                    lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
+                    w = _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
+                    acc += mj * w
+                    rho[j] += mi * w
+                for t in range(mid, end):
+                    j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
+                    lj, inv_h, mj = _pair_level(level, lh, lmass, j, hi_)
+                    acc += mj * _w32(math.sqrt(r2) * inv_h) * inv_h * inv_h * inv_h
+                dens = unit * acc
+            r = dens + rho0_ * (np.float32(1.0) - wall_free[i])
+            rho[i] = r
+            c = r / rho0_ - np.float32(1.0)
+            lm = -np.float32(beta) * np.float32(level_k[li]) * c
+            if lm > lam_max[li]:
+                lm = np.float32(lam_max[li])
+            xq[i, 3] = lm
+            if c > 0.0:
+                s_err += c
+                if c > m_err:
+                    m_err = c
         block_err[b] = s_err
         block_max[b] = m_err
 
@@ -442,13 +376,13 @@ def xsph_pass(xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, un
     particle's share, m_i / rho_i (v_i - v_j) W_ij, waits in ``v_out`` until its turn. With ``is_last``
     the pass also does :func:`finish`'s work on v_out and ``a`` (the same particle's own values: one
     pass over the particles fewer). With one level the kernel values of a group of
-    :data:`STAGE_GROUP` particles' pairs are computed first, 16 at a time from staged positions (as in
-    :func:`constraint`), then the velocity sums read them pair by pair.
+    :data:`STAGE_GROUP` particles' pairs are computed first, 16 at a time
+    (:func:`engine.vector_ops.kernel_lanes`), then the velocity sums read them pair by pair.
 
     With ``from_slopes`` (one level, and the last pass over the pairs was :func:`constraint` at these
     positions: the iterations stopped on the tolerance) a pair's kernel value is read from the slope
     code that pass stored in ``slope``, through ``w_of_slope`` (:func:`kernel_of_slope`): no position
-    is staged, no distance or spline computed (97,336-particle dam break of ``bench/bench_blender.py``,
+    is read, no distance or spline computed (97,336-particle dam break of ``bench/bench_blender.py``,
     two threads: 4.0 -> 2.6 ms a pass). One kernel for both ways, so that a bake compiles it once.
     """
     n = xq.shape[0]
@@ -461,25 +395,21 @@ def xsph_pass(xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, un
         i0, i1 = _open_block(b, block, n, v_out)
         staged = uniform and not from_slopes
         if staged:
-            bx, by, bz, bw = _stage_buffers(nbr_count, i0, i1)
+            bw = _kernel_buffer(nbr_count, i0, i1, STAGE_GROUP)
         for g0 in range(i0, i1, STAGE_GROUP):
             g1 = min(i1, g0 + STAGE_GROUP)
             if staged:
-                # the kernel of every pair of the group first, 16 pairs at a time (see :func:`constraint`)
-                _stage_group(xf, nbr, nbr_start, nbr_count, g0, g1, bx, by, bz)
+                # the kernel values of every pair of the group first, 16 at a time (computed particle by
+                # particle before the sums, each particle waited for its own: 10 % slower)
                 o = 0
                 for i in range(g0, g1):
                     xi, yi, zi = _vec3(xq, i)
-                    e = o + np.int64(nbr_count[i])
-                    for c in range(o, e, LANES):
-                        for u in range(LANES):
-                            kk = np.uintp(c + u)
-                            dx = xi - bx[kk]
-                            dy = yi - by[kk]
-                            dz = zi - bz[kk]
-                            # lanes past the range: the next particle's pairs, overwritten in its turn
-                            bw[kk] = _w32(math.sqrt(dx * dx + dy * dy + dz * dz) * inv_h0)
-                    o = e
+                    p0 = nbr_start[i]
+                    m = np.int64(nbr_count[i])
+                    for c in range(0, m, LANES):
+                        # lanes past the range are 0, overwritten by the next particle's
+                        kernel_lanes(xf, nbr, p0 + c, m - c, xi, yi, zi, inv_h0, bw, o + c)
+                    o += m
             o = 0
             for i in range(g0, g1):
                 li = level[i]
