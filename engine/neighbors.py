@@ -466,13 +466,15 @@ def _candidate_rows(x, hsup,
                     # outputs
                     rows):
     """rows[0:3, i] = x_i, rows[3, i] = hsup_i, float32, one contiguous row per value (``rows`` (4, N +
-    :data:`LANES`); the last LANES columns are only read, never used, by :func:`gather_rows`)."""
+    :data:`LANES`); the last LANES columns are only read, never used, by :func:`gather_rows`). A
+    ``hsup`` of one entry is every particle's."""
     n = x.shape[0]
+    one = hsup.shape[0] == 1
     for i in prange(n):
         rows[0, i] = np.float32(x[i, 0])
         rows[1, i] = np.float32(x[i, 1])
         rows[2, i] = np.float32(x[i, 2])
-        rows[3, i] = np.float32(hsup[i])
+        rows[3, i] = np.float32(hsup[0] if one else hsup[i])
     for i in range(n, rows.shape[1]):
         for k in range(4):
             rows[k, i] = np.inf
@@ -791,9 +793,9 @@ class NeighbourList:
         Parameters
         ----------
         x_sorted : ndarray, shape (N, 3), float32
-        hsup : ndarray, shape (N,), float32
-            Smoothing length h of each particle (support 2h); ``2 * max(hsup)`` must not exceed
-            ``grid.cell_size``.
+        hsup : ndarray, shape (N,) or (1,), float32
+            Smoothing length h of each particle (support 2h), or one for all; ``2 * max(hsup)`` must
+            not exceed ``grid.cell_size``.
         grid : CellGrid
             The grid ``x_sorted`` was sorted by; its ``order`` maps the previous order of the same
             particles to this one (pass a grid without ``order`` when the particles changed).

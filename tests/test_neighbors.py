@@ -177,7 +177,8 @@ def test_neighbour_list_rejects_a_bad_half_block():
 def test_neighbour_list_from_a_count_guess_equals_the_counted_one(guess):
     """A count guess (the hybrid's, for a particle set that is not a reordering of the last) only
     sizes the list's slices: too low costs a second filling pass, too high some memory; the list is
-    the same as the one built after a counting pass."""
+    the same as the one built after a counting pass (and with one smoothing length given for all
+    particles, the same as with one each)."""
     rng = np.random.default_rng(9)
     x = rng.uniform(-0.5, 0.5, (3000, 3)).astype(np.float32)
     h = np.full(3000, 0.04, dtype=np.float32)
@@ -188,7 +189,8 @@ def test_neighbour_list_from_a_count_guess_equals_the_counted_one(guess):
     hint = {"low": np.zeros(3000, dtype=np.int64), "exact": counted.count.astype(np.int64),
             "high": counted.count.astype(np.int64) * 3 + 5}[guess]
     nl = neighbors.NeighbourList()
-    nl.build(xs, h, grid._replace(order=None), counts_hint=hint)
+    # one smoothing length given for all builds the same list as one per particle
+    nl.build(xs, np.full(1, 0.04, dtype=np.float32), grid._replace(order=None), counts_hint=hint)
     assert nl.recounts == (1 if guess == "low" else 0)
     np.testing.assert_array_equal(nl.count, counted.count)
     for i in range(len(xs)):

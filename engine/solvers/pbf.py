@@ -563,14 +563,15 @@ class PBFSolver:
         t0 = time.perf_counter()
         grid = build_grid(pt.x, m.cell_size, previous=self.grid)
         pt.reorder(grid.order)
-        self.level = np.ascontiguousarray(self.level[grid.order])
+        if not self._uniform:  # one level: every particle's is 0, in any order
+            self.level = np.ascontiguousarray(self.level[grid.order])
         # the order and the particle -> cell map are not needed after the reorder: don't hold them
         self.grid = grid._replace(order=None, particle_cell=None)
         self.timings["grid"] = time.perf_counter() - t0
         if self._changed:
             grid = grid._replace(order=None)  # other particles than last substep: count afresh
             self._changed = False
-        self.neighbours.build(pt.x, self._lh[self.level], grid)
+        self.neighbours.build(pt.x, self._lh[:1] if self._uniform else self._lh[self.level], grid)
 
     def _boundary(self, cset: tuple) -> None:
         """Pick the particles near a wall for this substep (see :func:`boundary_flags`)."""

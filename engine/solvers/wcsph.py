@@ -393,7 +393,7 @@ class WCSPHSolver:
             self.rho_liquid = self.rho_liquid[grid.order]
         if self._changed:
             grid = grid._replace(order=None)  # other particles than at the last build: count afresh
-        self.neighbours.build(pt.x, np.full(n, reach, dtype=np.float32), grid)
+        self.neighbours.build(pt.x, np.full(1, reach, dtype=np.float32), grid)
         self.grid = grid._replace(order=None, particle_cell=None)
         if self._x_ref is not None and self._x_ref.shape == pt.x.shape:
             self._x_ref[:] = pt.x  # into the same buffer: no fresh pages to fault in
@@ -411,7 +411,7 @@ class WCSPHSolver:
         grid = build_grid(x_ref, 2.0 * reach)
         if not np.array_equal(grid.order, np.arange(len(pt))):
             raise ValueError("the saved neighbour-list positions are not in the particles' order")
-        self.neighbours.build(x_ref, np.full(len(pt), reach, dtype=np.float32), grid._replace(order=None))
+        self.neighbours.build(x_ref, np.full(1, reach, dtype=np.float32), grid._replace(order=None))
         self.grid = grid._replace(order=None, particle_cell=None)
         self._x_ref = x_ref.copy()
         self._changed = False
