@@ -172,12 +172,62 @@ def _push_entry(builder, xdata, odata, ndata, sdata, t, xi4, lami, shared):
     f = builder.fmul(builder.fadd(lami, lam_j), s)
     d = builder.fsub(xi4, row)
     # (f dx, f dy, f dz, 0): lane 3 of a row is lambda, not a coordinate
-    c = builder.shuffle_vector(builder.fmul(_splat(builder, f, _F32X4), d), ir.Constant(_F32X4, None),
-                               ir.Constant(ir.VectorType(_I32, 4), [0, 1, 2, 4]))
+    c = builder.shuffle_vector(builder.fmul(_splat(builder, f, _F32X4), d), ir.Constant(_F32X4, None), _XYZ0)
     if shared:
         optr = builder.bitcast(builder.gep(odata, [r]), _F32X4.as_pointer())
         builder.store(builder.fsub(builder.load(optr, align=4), c), optr, align=4)
     return c
+
+
+def _two_sums(builder, t0, t1, entry):
+    """The sum of ``entry(t)`` (4-lane float32 vectors) over t0 <= t < t1 (int64), emitted as a loop:
+    entries alternate between two sums, a (t0, t0 + 2, ...) and b (t0 + 1, ...), so that an addition
+    need not wait for the one before; the odd entry left over goes into a; returns a + b."""
+    zero4 = ir.Constant(_F32X4, None)
+    start = builder.block
+    head, body, tail, last, done = (builder.append_basic_block(f"sums.{name}")
+                                    for name in ("head", "body", "tail", "last", "done"))
+    builder.branch(head)
+    builder.position_at_end(head)
+    t = builder.phi(_I64)
+    acc_a = builder.phi(_F32X4)
+    acc_b = builder.phi(_F32X4)
+    for phi, value in ((t, t0), (acc_a, zero4), (acc_b, zero4)):
+        phi.add_incoming(value, start)
+    builder.cbranch(builder.icmp_signed("<", builder.add(t, ir.Constant(_I64, 1)), t1), body, tail)
+    builder.position_at_end(body)
+    next_a = builder.fadd(acc_a, entry(t))
+    next_b = builder.fadd(acc_b, entry(builder.add(t, ir.Constant(_I64, 1))))
+    for phi, value in ((t, builder.add(t, ir.Constant(_I64, 2))), (acc_a, next_a), (acc_b, next_b)):
+        phi.add_incoming(value, builder.block)
+    builder.branch(head)
+    builder.position_at_end(tail)
+    builder.cbranch(builder.icmp_signed("<", t, t1), last, done)
+    builder.position_at_end(last)
+    acc_last = builder.fadd(acc_a, entry(t))
+    last_end = builder.block
+    builder.branch(done)
+    builder.position_at_end(done)
+    acc = builder.phi(_F32X4)
+    acc.add_incoming(acc_a, tail)
+    acc.add_incoming(acc_last, last_end)
+    return builder.fadd(acc, acc_b)
+
+
+def _vec4(builder, values):
+    """A 4-lane float32 vector of ``values`` (up to four scalars; the lanes after them 0)."""
+    v = ir.Constant(_F32X4, None)
+    for lane, x in enumerate(values):
+        v = builder.insert_element(v, x, ir.Constant(_I32, lane))
+    return v
+
+
+def _xyz(context, builder, ret, v):
+    """Lanes 0, 1, 2 of ``v`` as a tuple of three float32."""
+    return context.make_tuple(builder, ret, [builder.extract_element(v, ir.Constant(_I32, k)) for k in range(3)])
+
+
+_XYZ0 = ir.Constant(ir.VectorType(_I32, 4), [0, 1, 2, 4])  # lanes 0-2 of a vector, then lane 0 of another
 
 
 def _push_range_typer(shared, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami):
@@ -193,46 +243,10 @@ def _push_range_typer(shared, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami):
         xdata, odata, ndata, sdata = (context.make_array(sig.args[k])(context, builder, args[k]).data
                                       for k in range(4))
         t0_, t1_ = (context.cast(builder, args[k], sig.args[k], types.int64) for k in (4, 5))
-        xi4 = ir.Constant(_F32X4, None)
-        for lane, k in enumerate((6, 7, 8)):
-            xi4 = builder.insert_element(xi4, args[k], ir.Constant(_I32, lane))
-        lami = args[9]
-        zero4 = ir.Constant(_F32X4, None)
-
-        def entry(t):
-            return _push_entry(builder, xdata, odata, ndata, sdata, t, xi4, lami, shared)
-
-        # two entries a step into two sums (each addition waits for the last one into its sum), then
-        # the odd entry left over into the first
-        start = builder.block
-        head, body, tail, last, done = (builder.append_basic_block(f"push.{name}")
-                                        for name in ("head", "body", "tail", "last", "done"))
-        builder.branch(head)
-        builder.position_at_end(head)
-        t = builder.phi(_I64)
-        acc_a = builder.phi(_F32X4)
-        acc_b = builder.phi(_F32X4)
-        for phi, value in ((t, t0_), (acc_a, zero4), (acc_b, zero4)):
-            phi.add_incoming(value, start)
-        builder.cbranch(builder.icmp_signed("<", builder.add(t, ir.Constant(_I64, 1)), t1_), body, tail)
-        builder.position_at_end(body)
-        next_a = builder.fadd(acc_a, entry(t))
-        next_b = builder.fadd(acc_b, entry(builder.add(t, ir.Constant(_I64, 1))))
-        for phi, value in ((t, builder.add(t, ir.Constant(_I64, 2))), (acc_a, next_a), (acc_b, next_b)):
-            phi.add_incoming(value, body)
-        builder.branch(head)
-        builder.position_at_end(tail)
-        builder.cbranch(builder.icmp_signed("<", t, t1_), last, done)
-        builder.position_at_end(last)
-        acc_last = builder.fadd(acc_a, entry(t))
-        builder.branch(done)
-        builder.position_at_end(done)
-        acc = builder.phi(_F32X4)
-        acc.add_incoming(acc_a, tail)
-        acc.add_incoming(acc_last, last)
-        total = builder.fadd(acc, acc_b)
-        return context.make_tuple(builder, ret, [builder.extract_element(total, ir.Constant(_I32, k))
-                                                 for k in range(3)])
+        xi4 = _vec4(builder, args[6:9])
+        total = _two_sums(builder, t0_, t1_,
+                          lambda t: _push_entry(builder, xdata, odata, ndata, sdata, t, xi4, args[9], shared))
+        return _xyz(context, builder, ret, total)
 
     return ret(xf, of, nbr, slope, t0, t1, xi, yi, zi, lami), codegen
 
@@ -248,8 +262,7 @@ def push_range_shared(typingctx, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami):
 
     A neighbour's row is one 16-byte load and its share one 16-byte read-modify-write (four loads and
     three read-modify-writes in a scalar loop; 25 % off the correction pass, one thread, the
-    benchmark's 64,000 particles). Entries alternate between two sums (added at the end, the first
-    plus the second), so that an addition need not wait for the one before."""
+    benchmark's 64,000 particles). Entries alternate between two sums (see :func:`_two_sums`)."""
     return _push_range_typer(True, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami)
 
 
@@ -257,6 +270,65 @@ def push_range_shared(typingctx, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami):
 def push_range(typingctx, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami):
     """:func:`push_range_shared` without the writes to ``of``: pairs listed from both sides."""
     return _push_range_typer(False, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami)
+
+
+def _xsph_entry(builder, qdata, adata, ndata, cdata, tdata, t, vi4, inv_rho_i, shared):
+    """List entry t of :func:`xsph_range_shared`: w / rho_j (v_j - v_i) in lanes 0-2 of a 4-lane
+    vector (w = table[codes[t]]), and -w / rho_i (v_j - v_i) added to row j of ``af`` when ``shared``."""
+    j = builder.zext(builder.load(builder.gep(ndata, [t])), _I64)
+    r = builder.shl(j, ir.Constant(_I64, 2))
+    w = builder.load(builder.gep(tdata, [builder.zext(builder.load(builder.gep(cdata, [t])), _I64)]))
+    row = builder.load(builder.bitcast(builder.gep(qdata, [r]), _F32X4.as_pointer()), align=4)
+    e = builder.fsub(row, vi4)  # lanes 0-2: v_j - v_i; lane 3: 1 / rho_j (lane 3 of vi4 is 0)
+    wi = builder.fmul(w, builder.extract_element(row, ir.Constant(_I32, 3)))
+    if shared:
+        share = builder.fmul(_splat(builder, builder.fmul(builder.fneg(w), inv_rho_i), _F32X4), e)
+        share = builder.shuffle_vector(share, ir.Constant(_F32X4, None), _XYZ0)
+        aptr = builder.bitcast(builder.gep(adata, [r]), _F32X4.as_pointer())
+        builder.store(builder.fadd(builder.load(aptr, align=4), share), aptr, align=4)
+    return builder.fmul(_splat(builder, wi, _F32X4), e)
+
+
+def _xsph_range_typer(shared, qf, af, nbr, codes, table, t0, t1, v0, v1, v2, inv_rho_i):
+    """Signature and code of :func:`xsph_range` (``shared`` False) or :func:`xsph_range_shared`."""
+    if not (all(isinstance(a, types.Array) and a.ndim == 1 for a in (qf, af, nbr, codes, table))
+            and qf.dtype == types.float32 and af.dtype == types.float32 and table.dtype == types.float32
+            and nbr.dtype == types.int32 and codes.dtype == types.uint16
+            and all(_is(v, types.Float, 32) for v in (v0, v1, v2, inv_rho_i))
+            and isinstance(t0, types.Integer) and isinstance(t1, types.Integer)):
+        return None
+    ret = types.UniTuple(types.float32, 3)
+
+    def codegen(context, builder, sig, args):
+        qdata, adata, ndata, cdata, tdata = (context.make_array(sig.args[k])(context, builder, args[k]).data
+                                             for k in range(5))
+        t0_, t1_ = (context.cast(builder, args[k], sig.args[k], types.int64) for k in (5, 6))
+        vi4 = _vec4(builder, args[7:10])
+        total = _two_sums(builder, t0_, t1_, lambda t: _xsph_entry(builder, qdata, adata, ndata, cdata, tdata, t,
+                                                                   vi4, args[10], shared))
+        return _xyz(context, builder, ret, total)
+
+    return ret(qf, af, nbr, codes, table, t0, t1, v0, v1, v2, inv_rho_i), codegen
+
+
+@intrinsic
+def xsph_range_shared(typingctx, qf, af, nbr, codes, table, t0, t1, v0, v1, v2, inv_rho_i):
+    """XSPH's sums over the list entries ``t0 <= t < t1`` of a particle i with velocity (v0, v1, v2)
+    and 1 / rho_i, kernel values from stored codes: returns the sums of w_t / rho_j (v_j - v_i) (three
+    float32), w_t = ``table[codes[t]]``, j = ``nbr[t]``; and adds -w_t / rho_i (v_j - v_i) to the first
+    three values of row j of ``af`` (the later particle of a pair of i's own block, visited once).
+    ``qf`` holds the flattened (4 N,) float32 rows (v_j, 1 / rho_j), ``af`` flattened (4 N,) float32
+    rows whose fourth values are left alone.
+
+    A neighbour's row is one 16-byte load and its share one 16-byte read-modify-write; entries
+    alternate between two sums (see :func:`_two_sums`)."""
+    return _xsph_range_typer(True, qf, af, nbr, codes, table, t0, t1, v0, v1, v2, inv_rho_i)
+
+
+@intrinsic
+def xsph_range(typingctx, qf, af, nbr, codes, table, t0, t1, v0, v1, v2, inv_rho_i):
+    """:func:`xsph_range_shared` without the writes to ``af``: pairs listed from both sides."""
+    return _xsph_range_typer(False, qf, af, nbr, codes, table, t0, t1, v0, v1, v2, inv_rho_i)
 
 
 _FAST = ("fast",)

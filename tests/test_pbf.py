@@ -419,7 +419,7 @@ def test_pair_passes_equal_brute_force_over_many_blocks():
     v_out = np.empty_like(v)
     a = np.zeros_like(v)
     table = pbf_passes.kernel_of_slope()
-    pbf_passes.xsph_pass(xq, vq, level, nl.start, nl.count, nl.local, nl.nbr, s._lh, s._lmass, True,
+    pbf_passes.xsph_pass(xs, xq, vq, level, nl.start, nl.count, nl.local, nl.nbr, s._lh, s._lmass, True,
                          c * pbf._SIGMA * mass, False, m.level_h, m.boxes, m.box_friction, 500.0, nl.half,
                          False, slope, table, v_out, a)
     v64 = v.astype(np.float64)
@@ -437,7 +437,7 @@ def test_pair_passes_equal_brute_force_over_many_blocks():
     # each particle's error is c m / (pi h^3) sum_j 4e-5 |(v_j - v_i) / rho_j| over its neighbours,
     # plus the float32 rounding allowed above (1e-6 m/s).
     v_slope = np.empty_like(v)
-    pbf_passes.xsph_pass(xq, vq, level, nl.start, nl.count, nl.local, nl.nbr, s._lh, s._lmass, True,
+    pbf_passes.xsph_pass(xs, xq, vq, level, nl.start, nl.count, nl.local, nl.nbr, s._lh, s._lmass, True,
                          c * pbf._SIGMA * mass, False, m.level_h, m.boxes, m.box_friction, 500.0, nl.half,
                          True, slope, table, v_slope, a)
     bound = np.zeros(n)

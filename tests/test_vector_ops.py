@@ -10,7 +10,8 @@ import pytest
 from numba import njit
 
 from engine.vector_ops import (LANES, candidate_masks, compress_store, density_lanes, kernel_lanes, move_lanes,
-                               popcount, push_range, push_range_shared, store_count_up)
+                               popcount, push_range, push_range_shared, store_count_up, xsph_range,
+                               xsph_range_shared)
 
 
 @njit(cache=True)
@@ -46,6 +47,13 @@ def _density(xf, nbr, t, count, xi, yi, zi, inv_h, h, inv_unit, w_out, at, slope
 @njit(cache=True)
 def _kernel(xf, nbr, t, count, xi, yi, zi, inv_h, w_out, at):
     kernel_lanes(xf, nbr, t, count, xi, yi, zi, inv_h, w_out, at)
+
+
+@njit(cache=True)
+def _xsph(qf, af, nbr, codes, table, t0, t1, v0, v1, v2, inv_rho_i, shared):
+    if shared:
+        return xsph_range_shared(qf, af, nbr, codes, table, t0, t1, v0, v1, v2, inv_rho_i)
+    return xsph_range(qf, af, nbr, codes, table, t0, t1, v0, v1, v2, inv_rho_i)
 
 
 @njit(cache=True)
@@ -158,6 +166,37 @@ def test_push_range_sums_and_shares_in_the_stated_order(t0, t1, shared):
         sums[k % 2] += c
         want_out[j, :3] -= c
     got = _push(rows.reshape(-1), out.reshape(-1), nbr, slope, t0, t1, xi, yi, zi, lami, shared)
+    np.testing.assert_array_equal(np.array(got, dtype=np.float32), sums[0] + sums[1])
+    np.testing.assert_array_equal(out, want_out if shared else before)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("t0, t1", [(3, 3), (3, 4), (3, 5), (2, 9), (5, 22)])
+def test_xsph_range_sums_and_shares_in_the_stated_order(t0, t1, shared):
+    """float32, exactly: entry t adds w / rho_j (v_j - v_i), w = table[codes[t]], to sum a (entries t0,
+    t0 + 2, ...) or b (t0 + 1, ...); the result is a + b. With ``shared`` row j of ``af`` gains
+    -w / rho_i (v_j - v_i) in its first three values; nothing else changes."""
+    rng = np.random.default_rng(t1 * 2 + shared + 100)
+    n = 40
+    rows = rng.uniform(-2.0, 2.0, (n, 4)).astype(np.float32)
+    rows[:, 3] = rng.uniform(0.9e-3, 1.1e-3, n)  # 1 / rho_j
+    out = rng.uniform(-1.0, 1.0, (n, 4)).astype(np.float32)
+    table = rng.uniform(0.0, 1.0, 1000).astype(np.float32)
+    nbr = np.full(30, -7, dtype=np.int32)  # entries outside t0:t1 must not be read
+    nbr[t0:t1] = rng.permutation(n)[:t1 - t0]
+    codes = rng.integers(0, 1000, 30).astype(np.uint16)
+    v0, v1, v2 = (np.float32(v) for v in rng.uniform(-2.0, 2.0, 3))
+    inv_rho_i = np.float32(1.01e-3)
+    before = out.copy()
+    want_out = out.copy()
+    sums = np.zeros((2, 3), dtype=np.float32)
+    for k, t in enumerate(range(t0, t1)):
+        j = nbr[t]
+        w = table[codes[t]]
+        e = rows[j, :3] - np.array([v0, v1, v2], dtype=np.float32)
+        sums[k % 2] += (w * rows[j, 3]) * e
+        want_out[j, :3] += (-w * inv_rho_i) * e
+    got = _xsph(rows.reshape(-1), out.reshape(-1), nbr, codes, table, t0, t1, v0, v1, v2, inv_rho_i, shared)
     np.testing.assert_array_equal(np.array(got, dtype=np.float32), sums[0] + sums[1])
     np.testing.assert_array_equal(out, want_out if shared else before)
 

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32
-from ..vector_ops import density_lanes, kernel_lanes, push_range, push_range_shared
+from ..vector_ops import density_lanes, kernel_lanes, push_range, push_range_shared, xsph_range, xsph_range_shared
 from ..walls import clamp_point_into_boxes, near_box
 
 #: fastmath for every kernel of the PBF passes, set in one place (off: bit-reproducible results).
@@ -363,13 +363,14 @@ def correct(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, cohesion
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def xsph_pass(xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uniform, c_unit,
+def xsph_pass(x, xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, uniform, c_unit,
               is_last, level_h, boxes, friction, inv_dt, block, from_slopes, slope, w_of_slope,
               # outputs
               v_out, a):
     """One XSPH pass, eq. 6: v_out_i = v_i + c sum_j m_j / rho_j (v_j - v_i) W_ij.
 
-    ``xq`` (N, 4) float32 holds the positions (first three columns); ``vq`` (N, 4) float32 the
+    ``x`` (N, 3) holds the positions (for the wall friction of ``is_last``) and so do the first three
+    columns of ``xq`` (N, 4) float32, for the kernel; ``vq`` (N, 4) float32 the
     velocities and 1 / rho (a product per pair instead of a division, read with the velocity from one
     row: :func:`velocity_rows`); ``c_unit`` = c sigma m_0 (the pass's coefficient times the kernel and
     mass constants). A pair of one block of the half list is visited once; the later
@@ -383,7 +384,12 @@ def xsph_pass(xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, un
     positions: the iterations stopped on the tolerance) a pair's kernel value is read from the slope
     code that pass stored in ``slope``, through ``w_of_slope`` (:func:`kernel_of_slope`): no position
     is read, no distance or spline computed (97,336-particle dam break of ``bench/bench_blender.py``,
-    two threads: 4.0 -> 2.6 ms a pass). One kernel for both ways, so that a bake compiles it once.
+    two threads: 4.0 -> 2.6 ms a pass). The positions in ``xq`` are then not needed: its rows hold the
+    later particles' shares instead (``xq`` is overwritten), so that a neighbour's velocity row and
+    its share are each one 16-byte access (:func:`engine.vector_ops.xsph_range_shared`; in the
+    three-float rows of ``v_out`` a 16-byte update overlaps the next row and stalls the next read of
+    it: slower than scalar code). One thread, the benchmark's 64,000 particles: 2.6 -> 1.8 ms a pass.
+    One kernel for both ways, so that a bake compiles it once.
     """
     n = xq.shape[0]
     xf = xq.reshape(-1)
@@ -392,7 +398,7 @@ def xsph_pass(xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, un
     inv_h0 = np.float32(1.0) / lh[0]
     cu = np.float32(c_unit)
     for b in prange((n + block - 1) // block):
-        i0, i1 = _open_block(b, block, n, v_out)
+        i0, i1 = _open_block(b, block, n, xq if uniform and from_slopes else v_out)
         staged = uniform and not from_slopes
         if staged:
             bw = _kernel_buffer(nbr_count, i0, i1, STAGE_GROUP)
@@ -414,17 +420,26 @@ def xsph_pass(xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, un
             for i in range(g0, g1):
                 li = level[i]
                 hi_ = lh[li]
-                xi, yi, zi = _vec3(xq, i)
                 v0, v1, v2, inv_rho_i = _row(vq, i)
-                a0, a1, a2 = _vec3(v_out, i)  # the shares of the block's earlier particles
                 p0, mid, end = _walk(nbr_start, nbr_count, nbr_local, i)
                 if uniform and from_slopes:
-                    for t in range(p0, end):
-                        j = np.uintp(nbr[np.uintp(t)])
-                        w = w_of_slope[np.uintp(slope[np.uintp(t)])]
-                        a0, a1, a2 = _xsph_pair(qf, af, j, w, t < mid, v0, v1, v2, inv_rho_i, a0, a1, a2)
+                    # the shares of the block's earlier particles wait in the rows of xq
+                    a0, a1, a2 = _vec3(xq, i)
+                    s0, s1, s2 = xsph_range_shared(qf, xf, nbr, slope, w_of_slope, p0, mid, v0, v1, v2, inv_rho_i)
+                    u0, u1, u2 = xsph_range(qf, xf, nbr, slope, w_of_slope, mid, end, v0, v1, v2, inv_rho_i)
+                    a0 += s0 + u0
+                    a1 += s1 + u1
+                    a2 += s2 + u2
                     k = cu * inv_h0 * inv_h0 * inv_h0
-                elif uniform:
+                    v_out[i, 0] = v0 + k * a0
+                    v_out[i, 1] = v1 + k * a1
+                    v_out[i, 2] = v2 + k * a2
+                    if is_last:
+                        _finish_particle(i, x, level, level_h, boxes, friction, inv_dt, v_out, a)
+                    continue
+                xi, yi, zi = _vec3(xq, i)
+                a0, a1, a2 = _vec3(v_out, i)  # the shares of the block's earlier particles
+                if uniform:
                     for t in range(p0, end):
                         j = np.uintp(nbr[np.uintp(t)])
                         w = bw[np.uintp(o + t - p0)]
@@ -449,7 +464,7 @@ def xsph_pass(xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, un
                 v_out[i, 1] = v1 + k * a1
                 v_out[i, 2] = v2 + k * a2
                 if is_last:
-                    _finish_particle(i, xq, level, level_h, boxes, friction, inv_dt, v_out, a)
+                    _finish_particle(i, x, level, level_h, boxes, friction, inv_dt, v_out, a)
 
 
 @njit(parallel=True, cache=True)
