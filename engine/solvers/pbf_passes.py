@@ -197,7 +197,9 @@ def constraint(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, level
     (:func:`engine.vector_ops.density_lanes`: the neighbours' rows one 16-byte load each, the kernel
     and the slope -w'(q) / q of each pair, see :data:`SLOPE_UNIT`, stored for :func:`correct`). Against
     copying the neighbours' coordinates into buffers with scalar loads first and a loop numba
-    vectorises: 3.4 -> 2.7 ms a pass (one thread, the benchmark's 64,000 particles).
+    vectorises: 3.4 -> 2.7 ms a pass (one thread, the benchmark's 64,000 particles). A row's fourth
+    value, the lambda this pass writes (other threads too, for their blocks), is loaded along with the
+    position and never used.
     """
     n = xq.shape[0]
     xf = xq.reshape(-1)
