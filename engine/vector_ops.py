@@ -161,12 +161,17 @@ def popcount(typingctx, v):
 _F32X4 = ir.VectorType(ir.FloatType(), 4)
 
 
+def _entry_row(builder, data, ndata, t):
+    """For list entry t (j = nbr[t], int32): the start 4 j of j's row in the flattened (4 N,) float32
+    ``data`` and the row as one 4-lane vector."""
+    r = builder.shl(builder.zext(builder.load(builder.gep(ndata, [t])), _I64), ir.Constant(_I64, 2))
+    return r, builder.load(builder.bitcast(builder.gep(data, [r]), _F32X4.as_pointer()), align=4)
+
+
 def _push_entry(builder, xdata, odata, ndata, sdata, t, xi4, lami, shared):
     """List entry t of :func:`push_range_shared`: (f (x_i - x_j), 0) as one 4-lane vector, and its
     opposite added to row j of ``of`` when ``shared``."""
-    j = builder.zext(builder.load(builder.gep(ndata, [t])), _I64)
-    r = builder.shl(j, ir.Constant(_I64, 2))
-    row = builder.load(builder.bitcast(builder.gep(xdata, [r]), _F32X4.as_pointer()), align=4)
+    r, row = _entry_row(builder, xdata, ndata, t)
     lam_j = builder.extract_element(row, ir.Constant(_I32, 3))
     s = builder.uitofp(builder.load(builder.gep(sdata, [t])), ir.FloatType())
     f = builder.fmul(builder.fadd(lami, lam_j), s)
@@ -275,10 +280,8 @@ def push_range(typingctx, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami):
 def _xsph_entry(builder, qdata, adata, ndata, cdata, tdata, t, vi4, inv_rho_i, shared):
     """List entry t of :func:`xsph_range_shared`: w / rho_j (v_j - v_i) in lanes 0-2 of a 4-lane
     vector (w = table[codes[t]]), and -w / rho_i (v_j - v_i) added to row j of ``af`` when ``shared``."""
-    j = builder.zext(builder.load(builder.gep(ndata, [t])), _I64)
-    r = builder.shl(j, ir.Constant(_I64, 2))
+    r, row = _entry_row(builder, qdata, ndata, t)
     w = builder.load(builder.gep(tdata, [builder.zext(builder.load(builder.gep(cdata, [t])), _I64)]))
-    row = builder.load(builder.bitcast(builder.gep(qdata, [r]), _F32X4.as_pointer()), align=4)
     e = builder.fsub(row, vi4)  # lanes 0-2: v_j - v_i; lane 3: 1 / rho_j (lane 3 of vi4 is 0)
     wi = builder.fmul(w, builder.extract_element(row, ir.Constant(_I32, 3)))
     if shared:
@@ -341,9 +344,7 @@ def _neighbour_xyz(builder, xdata, ndata, t, count):
     rows = []
     for u in range(LANES):
         k = builder.select(builder.icmp_signed("<", ir.Constant(_I64, u), count), builder.add(t, ir.Constant(_I64, u)), t)
-        j = builder.zext(builder.load(builder.gep(ndata, [k])), _I64)
-        ptr = builder.bitcast(builder.gep(xdata, [builder.shl(j, ir.Constant(_I64, 2))]), _F32X4.as_pointer())
-        rows.append(builder.load(ptr, align=4))
+        rows.append(_entry_row(builder, xdata, ndata, k)[1])
     while len(rows) > 1:  # concatenate: 16 x 4 -> 64 floats, row u at 4 u
         width = rows[0].type.count * 2
         rows = [builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(_I32, width), list(range(width))))
@@ -424,6 +425,14 @@ def _hsum(builder, v):
     return builder.extract_element(v, ir.Constant(_I32, 0))
 
 
+def _lanes_args_ok(xf, nbr, w_out, floats, ints):
+    """The argument types :func:`density_lanes` and :func:`kernel_lanes` share: float32 rows, int32
+    indices, a float32 output, float32 scalars and integer positions."""
+    return (isinstance(xf, types.Array) and xf.dtype == types.float32 and isinstance(nbr, types.Array)
+            and nbr.dtype == types.int32 and isinstance(w_out, types.Array) and w_out.dtype == types.float32
+            and all(_is(v, types.Float, 32) for v in floats) and all(isinstance(v, types.Integer) for v in ints))
+
+
 @intrinsic
 def density_lanes(typingctx, xf, nbr, t, count, xi, yi, zi, inv_h, h, inv_unit, w_out, at, slope):
     """The kernel shape of the cubic spline for 16 neighbours of a particle at (xi, yi, zi), and the
@@ -437,11 +446,8 @@ def density_lanes(typingctx, xf, nbr, t, count, xi, yi, zi, inv_h, h, inv_unit, 
     Fast-math arithmetic (a reciprocal square root estimate refined by one Newton step; the sum in
     any order), as the compiled pair loops of the solvers. The neighbours' rows are one 16-byte
     load each, regrouped by shuffles; numba's loops would read them one float at a time."""
-    if not (isinstance(xf, types.Array) and xf.dtype == types.float32 and isinstance(nbr, types.Array)
-            and nbr.dtype == types.int32 and isinstance(w_out, types.Array) and w_out.dtype == types.float32
-            and isinstance(slope, types.Array) and slope.dtype == types.uint16
-            and all(_is(v, types.Float, 32) for v in (xi, yi, zi, inv_h, h, inv_unit))
-            and all(isinstance(v, types.Integer) for v in (t, count, at))):
+    if not (_lanes_args_ok(xf, nbr, w_out, (xi, yi, zi, inv_h, h, inv_unit), (t, count, at))
+            and isinstance(slope, types.Array) and slope.dtype == types.uint16):
         return None
 
     def codegen(context, builder, sig, args):
@@ -461,10 +467,7 @@ def density_lanes(typingctx, xf, nbr, t, count, xi, yi, zi, inv_h, h, inv_unit, 
 def kernel_lanes(typingctx, xf, nbr, t, count, xi, yi, zi, inv_h, w_out, at):
     """:func:`density_lanes` without the slopes: ``w_out[at + u]`` = w(q) for the 16 list entries from
     t (0 past the range)."""
-    if not (isinstance(xf, types.Array) and xf.dtype == types.float32 and isinstance(nbr, types.Array)
-            and nbr.dtype == types.int32 and isinstance(w_out, types.Array) and w_out.dtype == types.float32
-            and all(_is(v, types.Float, 32) for v in (xi, yi, zi, inv_h))
-            and all(isinstance(v, types.Integer) for v in (t, count, at))):
+    if not _lanes_args_ok(xf, nbr, w_out, (xi, yi, zi, inv_h), (t, count, at)):
         return None
 
     def codegen(context, builder, sig, args):

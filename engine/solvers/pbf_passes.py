@@ -433,15 +433,8 @@ def xsph_pass(x, xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass,
                     a1 += s1 + u1
                     a2 += s2 + u2
                     k = cu * inv_h0 * inv_h0 * inv_h0
-                    v_out[i, 0] = v0 + k * a0
-                    v_out[i, 1] = v1 + k * a1
-                    v_out[i, 2] = v2 + k * a2
-                    if is_last:
-                        _finish_particle(i, x, level, level_h, boxes, friction, inv_dt, v_out, a)
-                    continue
-                xi, yi, zi = _vec3(xq, i)
-                a0, a1, a2 = _vec3(v_out, i)  # the shares of the block's earlier particles
-                if uniform:
+                elif uniform:
+                    a0, a1, a2 = _vec3(v_out, i)  # the shares of the block's earlier particles
                     for t in range(p0, end):
                         j = np.uintp(nbr[np.uintp(t)])
                         w = bw[np.uintp(o + t - p0)]
@@ -449,6 +442,8 @@ def xsph_pass(x, xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass,
                     o += end - p0
                     k = cu * inv_h0 * inv_h0 * inv_h0
                 else:
+                    xi, yi, zi = _vec3(xq, i)
+                    a0, a1, a2 = _vec3(v_out, i)
                     mi = lmass[li]
                     for t in range(p0, end):
                         j, r, dx, dy, dz, r2 = _offset(xf, nbr, t, xi, yi, zi)
