@@ -13,12 +13,12 @@ bulk); ``--wcsph-h 1.2`` times WCSPH at the add-on's default smoothing length in
     .venv/bin/python bench/bench_step.py --solver WCSPH --wcsph-h 1.2
     .venv/bin/python bench/bench_step.py --peer taichi --peer-python ENV/bin/python --peer-script PATH
 
-``--peer taichi`` runs, for each N, Surge's PBF with 4 iterations always and then the taichi PBF
+``--peer taichi`` runs, for each N, Surge's PBF with 4 iterations always and the taichi PBF
 reference on the same scene (``bench/peer_taichi.py``: taichi 1.7.4 in an environment of its own,
 outside the repository; its interpreter and script come from ``--peer-python`` / ``--peer-script`` or
-``SURGE_PEER_PYTHON`` / ``SURGE_PEER_SCRIPT``), one after the other with the same number of threads,
-and prints both figures and their ratio; nothing else runs then. Without a usable peer it says why
-and prints Surge's figures alone.
+``SURGE_PEER_PYTHON`` / ``SURGE_PEER_SCRIPT``) in turn, a Surge run then a taichi run, ``--repeats``
+times, with the same number of threads, and prints both figures and the median of the pairs' ratios;
+nothing else runs then. Without a usable peer it says why and prints Surge's figures alone.
 
 Targets (not asserted): PBF with 4 iterations at least twice taichi's particle-steps/s and at most
 50 ns per particle per iteration; WCSPH >= 1.4 M particle-steps/s.
@@ -55,45 +55,48 @@ def _median_run(run, repeats):
     return results[len(results) // 2], [r[0] for r in results]
 
 
-def bench_pbf(n, warm, steps, iterations, tolerance_stop, repeats):
-    x, box = scene(n)
+def pbf_run(x, box, warm, steps, iterations, tolerance_stop):
+    """One timed run of Surge's PBF on the scene (x, box): (seconds, phases dict, extra dict)."""
+    s = make_pbf(x, box, iterations)
+    if not tolerance_stop:
+        object.__setattr__(s.model, "tolerance", 0.0)  # always the full budget: a fixed cost per step
+    for _ in range(warm):
+        s.step(0.002)
+    phases = dict.fromkeys(s.timings, 0.0)
+    iters = []
+    errors = []
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        s.step(0.002)
+        for k, v in s.timings.items():
+            phases[k] += v
+        iters.append(s.iterations)
+        errors.append(s.density_error)
+    total = time.perf_counter() - t0
+    extra = dict(n=len(s.particles), iters=iters, errors=errors, nbrs=s.neighbours.pairs / len(s.particles),
+                 entries=int(s.neighbours.count.sum(dtype=np.int64)) / len(s.particles),
+                 bytes=s.memory_bytes() / len(s.particles))
+    return total, phases, extra
 
-    def run():
-        s = make_pbf(x, box, iterations)
-        if not tolerance_stop:
-            object.__setattr__(s.model, "tolerance", 0.0)  # always the full budget: a fixed cost per step
-        for _ in range(warm):
-            s.step(0.002)
-        phases = dict.fromkeys(s.timings, 0.0)
-        iters = []
-        errors = []
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            s.step(0.002)
-            for k, v in s.timings.items():
-                phases[k] += v
-            iters.append(s.iterations)
-            errors.append(s.density_error)
-        total = time.perf_counter() - t0
-        extra = dict(n=len(s.particles), iters=iters, errors=errors, nbrs=s.neighbours.pairs / len(s.particles),
-                     entries=int(s.neighbours.count.sum(dtype=np.int64)) / len(s.particles),
-                     bytes=s.memory_bytes() / len(s.particles))
-        return total, phases, extra
 
-    (total, phases, extra), totals = _median_run(run, repeats)
+def report_pbf(results, steps, iterations, tolerance_stop):
+    """Print the figures of the run with the median time among ``results`` (from :func:`pbf_run`; each
+    run's own figure too, in the order run); return its particle-steps/s."""
+    total, phases, extra = sorted(results, key=lambda r: r[0])[len(results) // 2]
     npart = extra["n"]
     solve = phases["solve"]
     iters = extra["iters"]
     mean_it = float(np.mean(iters))
     print(f"PBF  N={npart:,}  dt=2 ms  iterations max {iterations}"
-          f"{' (tolerance 0.5 %)' if tolerance_stop else ' (always all)'}  median of {repeats}")
+          f"{' (tolerance 0.5 %)' if tolerance_stop else ' (always all)'}  median of {len(results)}")
     print(f"  particle-steps/s          {npart * steps / total / 1e6:8.3f} M   "
-          f"(runs: {', '.join(f'{npart * steps / t / 1e6:.3f}' for t in totals)})")
+          f"(runs: {', '.join(f'{npart * steps / r[0] / 1e6:.3f}' for r in results)})")
     print(f"  ms per step               {total / steps * 1e3:8.2f}")
     print(f"  s per simulated second    {total / (steps * 0.002):8.2f}")
     print(f"  iterations per substep    {mean_it:8.2f}   (mean density error {np.mean(extra['errors']) * 100:.3f} %)")
+    per_run = [r[1]["solve"] / max(sum(r[2]["iters"]), 1) / npart * 1e9 for r in results]
     print(f"  ns / particle / iteration {solve / max(sum(iters), 1) / npart * 1e9:8.1f}   "
-          f"(wall queries, constraint and correction passes)")
+          f"(wall queries, constraint and correction passes; runs: {', '.join(f'{v:.1f}' for v in per_run)})")
     share = {k: v / total * 100 for k, v in phases.items()}
     print(f"  time shares: grid+reorder {share['grid']:.1f} %, neighbour list {share['neighbours']:.1f} %, "
           f"solve {share['solve']:.1f} %, XSPH+finish {share['viscosity']:.1f} %, predict {share['predict']:.1f} %")
@@ -104,22 +107,50 @@ def bench_pbf(n, warm, steps, iterations, tolerance_stop, repeats):
     return npart * steps / total
 
 
+def bench_pbf(n, warm, steps, iterations, tolerance_stop, repeats):
+    x, box = scene(n)
+    results = [pbf_run(x, box, warm, steps, iterations, tolerance_stop) for _ in range(repeats)]
+    return report_pbf(results, steps, iterations, tolerance_stop)
+
+
 def compare_with_peer(n, warm, steps, iterations, repeats, args):
-    """Surge's PBF (all ``iterations`` always), then the taichi reference on the same scene; the ratio."""
-    surge = bench_pbf(n, warm, steps, iterations, tolerance_stop=False, repeats=repeats)
+    """Surge's PBF (all ``iterations`` always) and the taichi reference on the same scene, in turn:
+    Surge's run 1, taichi's run 1, Surge's run 2, ... The ratio printed first is the median of the
+    ratios of each Surge run to the taichi run right after it: a slower spell of the machine (both
+    engines' figures move 10-30 % between minutes here) then lands on both sides of a ratio, not on
+    one engine's runs only as when all of Surge's runs came first."""
+    x, box = scene(n)
     edge = int(round(n ** (1.0 / 3.0)))
     import numba
-    try:
-        if iterations != 4:
-            raise peer_taichi.PeerUnavailable(f"the taichi script runs 4 iterations, not {iterations}")
-        peer = peer_taichi.run(args.peer_python, args.peer_script, edge, numba.get_num_threads(), args.peer_timeout)
-    except peer_taichi.PeerUnavailable as exc:
-        print(f"taichi N={edge ** 3:,}: skipped ({exc})")
+    results, peers = [], []
+    for _ in range(repeats):
+        results.append(pbf_run(x, box, warm, steps, iterations, tolerance_stop=False))
+        if args.peer_python is None:
+            continue
+        try:
+            if iterations != 4:
+                raise peer_taichi.PeerUnavailable(f"the taichi script runs 4 iterations, not {iterations}")
+            peers.append(peer_taichi.run(args.peer_python, args.peer_script, edge, numba.get_num_threads(),
+                                         args.peer_timeout))
+        except peer_taichi.PeerUnavailable as exc:
+            print(f"taichi N={edge ** 3:,}: skipped ({exc})")
+            args.peer_python = None
+    surge = report_pbf(results, steps, iterations, tolerance_stop=False)
+    if not peers or len(peers) != len(results):
         return
-    print(f"taichi PBF  N={peer.n:,}  dt=2 ms  4 iterations  {peer.threads} threads  (median of 3 x 100 steps)")
-    print(f"  particle-steps/s          {peer.steps_per_s / 1e6:8.3f} M   ({peer.ns_per_iteration:.0f} ns per particle "
-          f"and iteration, whole step / 4)")
-    print(f"  Surge / taichi            {surge / peer.steps_per_s:8.2f}x  particle-steps/s, N={peer.n:,}")
+    npart = results[0][2]["n"]
+    rates = [npart * steps / r[0] for r in results]
+    ratios = [s / p.steps_per_s for s, p in zip(rates, peers)]
+    peer_rates = sorted(p.steps_per_s for p in peers)
+    peer_median = peer_rates[len(peer_rates) // 2]
+    threads = peers[0].threads
+    print(f"taichi PBF  N={peers[0].n:,}  dt=2 ms  4 iterations  {threads} threads  "
+          f"({len(peers)} runs, each the median of 3 x 100 steps)")
+    print(f"  particle-steps/s          {peer_median / 1e6:8.3f} M   (runs in turn with Surge's: "
+          f"{', '.join(f'{p.steps_per_s / 1e6:.3f}' for p in peers)}; "
+          f"{1e9 / peer_median / 4:.0f} ns per particle and iteration, whole step / 4)")
+    print(f"  Surge / taichi            {float(np.median(ratios)):8.2f}x  particle-steps/s, N={peers[0].n:,}: median of "
+          f"the side-by-side pairs ({', '.join(f'{r:.2f}' for r in ratios)}); medians' ratio {surge / peer_median:.2f}")
 
 
 def neighbours_within_support(s) -> float:
@@ -214,10 +245,7 @@ def main(argv=None):
             print(f"peer taichi skipped: {exc}")
             args.peer_python = None
         for n in args.n:
-            if args.peer_python is None:
-                bench_pbf(n, warm, steps, args.iterations, tolerance_stop=False, repeats=repeats)
-            else:
-                compare_with_peer(n, warm, steps, args.iterations, repeats, args)
+            compare_with_peer(n, warm, steps, args.iterations, repeats, args)
         return
     for n in args.n:
         if args.solver in ("PBF", "both"):
