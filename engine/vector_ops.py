@@ -337,12 +337,12 @@ def xsph_range(typingctx, qf, af, nbr, codes, table, t0, t1, v0, v1, v2, inv_rho
 _FAST = ("fast",)
 
 
-def _neighbour_xyz(builder, xdata, ndata, t, count):
-    """x, y and z of the neighbours j = nbr[t + u], u < 16, as three 16-lane vectors: one 16-byte load
-    of each row of ``xdata`` (4 floats a particle), then shuffles. Lanes u >= count repeat entry t,
-    so ``nbr`` is not read past the range."""
+def _neighbour_xyz(builder, xdata, ndata, t, count, lanes):
+    """x, y and z of the neighbours j = nbr[t + u], u < ``lanes``, as three vectors of that many lanes:
+    one 16-byte load of each row of ``xdata`` (4 floats a particle), then shuffles. Lanes u >= count
+    repeat entry t, so ``nbr`` is not read past the range."""
     rows = []
-    for u in range(LANES):
+    for u in range(lanes):
         k = builder.select(builder.icmp_signed("<", ir.Constant(_I64, u), count), builder.add(t, ir.Constant(_I64, u)), t)
         rows.append(_entry_row(builder, xdata, ndata, k)[1])
     while len(rows) > 1:  # concatenate: 16 x 4 -> 64 floats, row u at 4 u
@@ -350,14 +350,14 @@ def _neighbour_xyz(builder, xdata, ndata, t, count):
         rows = [builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(_I32, width), list(range(width))))
                 for a, b in zip(rows[0::2], rows[1::2])]
     return tuple(builder.shuffle_vector(rows[0], ir.Constant(rows[0].type, None),
-                                        ir.Constant(_I32V, [4 * u + axis for u in range(LANES)]))
+                                        ir.Constant(ir.VectorType(_I32, lanes), [4 * u + axis for u in range(lanes)]))
                  for axis in range(3))
 
 
-def _lanes_below(builder, count):
-    """Mask of the lanes u < count."""
-    return builder.icmp_signed("<", ir.Constant(ir.VectorType(_I64, LANES), list(range(LANES))),
-                               _splat(builder, count, ir.VectorType(_I64, LANES)))
+def _lanes_below(builder, count, lanes):
+    """Mask of the lanes u < count of a vector of ``lanes`` lanes."""
+    return builder.icmp_signed("<", ir.Constant(ir.VectorType(_I64, lanes), list(range(lanes))),
+                               _splat(builder, count, ir.VectorType(_I64, lanes)))
 
 
 def _relu(builder, v):
@@ -366,44 +366,46 @@ def _relu(builder, v):
     return builder.select(builder.fcmp_ordered(">", v, zero), v, zero)
 
 
-def _cubic_lanes(context, builder, sig, args, with_slope):
-    """Code shared by :func:`density_lanes` and :func:`kernel_lanes`: (w, slope code or None, lanes)."""
+def _cubic_lanes(context, builder, sig, args, with_slope, n_lanes):
+    """Code shared by :func:`density_lanes` and :func:`kernel_lanes` for vectors of ``n_lanes`` lanes:
+    (w, slope code or None, mask of the lanes in the range, t)."""
+    f32v = ir.VectorType(ir.FloatType(), n_lanes)
     xdata = context.make_array(sig.args[0])(context, builder, args[0]).data
     ndata = context.make_array(sig.args[1])(context, builder, args[1]).data
     t, count = (context.cast(builder, args[k], sig.args[k], types.int64) for k in (2, 3))
-    x, y, z = _neighbour_xyz(builder, xdata, ndata, t, count)
+    x, y, z = _neighbour_xyz(builder, xdata, ndata, t, count, n_lanes)
     r2 = None
     for coord, k in zip((x, y, z), (4, 5, 6)):
-        d = builder.fsub(_splat(builder, args[k], _F32V), coord, flags=_FAST)
+        d = builder.fsub(_splat(builder, args[k], f32v), coord, flags=_FAST)
         r2 = builder.fmul(d, d, flags=_FAST) if r2 is None else builder.fadd(r2, builder.fmul(d, d, flags=_FAST),
                                                                                 flags=_FAST)
-    r2 = builder.select(builder.fcmp_ordered(">", r2, _splat(builder, ir.Constant(ir.FloatType(), 1e-30), _F32V)),
-                        r2, _splat(builder, ir.Constant(ir.FloatType(), 1e-30), _F32V))
-    sqrt = builder.module.declare_intrinsic("llvm.sqrt.v16f32", fnty=ir.FunctionType(_F32V, [_F32V]))
-    ir_ = builder.fdiv(_splat(builder, ir.Constant(ir.FloatType(), 1.0), _F32V),
+    r2 = builder.select(builder.fcmp_ordered(">", r2, _splat(builder, ir.Constant(ir.FloatType(), 1e-30), f32v)),
+                        r2, _splat(builder, ir.Constant(ir.FloatType(), 1e-30), f32v))
+    sqrt = builder.module.declare_intrinsic(f"llvm.sqrt.v{n_lanes}f32", fnty=ir.FunctionType(f32v, [f32v]))
+    ir_ = builder.fdiv(_splat(builder, ir.Constant(ir.FloatType(), 1.0), f32v),
                        builder.call(sqrt, [r2], fastmath=_FAST), flags=_FAST)  # 1 / r
-    q = builder.fmul(builder.fmul(r2, ir_, flags=_FAST), _splat(builder, args[7], _F32V), flags=_FAST)
-    one = _splat(builder, ir.Constant(ir.FloatType(), 1.0), _F32V)
-    two = _splat(builder, ir.Constant(ir.FloatType(), 2.0), _F32V)
+    q = builder.fmul(builder.fmul(r2, ir_, flags=_FAST), _splat(builder, args[7], f32v), flags=_FAST)
+    one = _splat(builder, ir.Constant(ir.FloatType(), 1.0), f32v)
+    two = _splat(builder, ir.Constant(ir.FloatType(), 2.0), f32v)
     tt = _relu(builder, builder.fsub(two, q, flags=_FAST))
     ss = _relu(builder, builder.fsub(one, q, flags=_FAST))
     tt2 = builder.fmul(tt, tt, flags=_FAST)
     ss2 = builder.fmul(ss, ss, flags=_FAST)
-    quarter = _splat(builder, ir.Constant(ir.FloatType(), 0.25), _F32V)
+    quarter = _splat(builder, ir.Constant(ir.FloatType(), 0.25), f32v)
     w = builder.fsub(builder.fmul(builder.fmul(quarter, tt2, flags=_FAST), tt, flags=_FAST),
                      builder.fmul(ss2, ss, flags=_FAST), flags=_FAST)
-    lanes = _lanes_below(builder, count)
-    w = builder.select(lanes, w, ir.Constant(_F32V, None))
+    lanes = _lanes_below(builder, count, n_lanes)
+    w = builder.select(lanes, w, ir.Constant(f32v, None))
     code = None
     if with_slope:
         # -w'(q) / q = (0.75 t^2 - 3 s^2) / q = (0.75 t^2 - 3 s^2) h / r, in units of the slope unit
-        three = _splat(builder, ir.Constant(ir.FloatType(), 3.0), _F32V)
-        three_q = _splat(builder, ir.Constant(ir.FloatType(), 0.75), _F32V)
+        three = _splat(builder, ir.Constant(ir.FloatType(), 3.0), f32v)
+        three_q = _splat(builder, ir.Constant(ir.FloatType(), 0.75), f32v)
         mdw = builder.fsub(builder.fmul(three_q, tt2, flags=_FAST), builder.fmul(three, ss2, flags=_FAST), flags=_FAST)
-        k = builder.fmul(builder.fmul(mdw, ir_, flags=_FAST), _splat(builder, args[8], _F32V), flags=_FAST)
-        half = _splat(builder, ir.Constant(ir.FloatType(), 0.5), _F32V)
-        scaled = builder.fadd(builder.fmul(k, _splat(builder, args[9], _F32V), flags=_FAST), half, flags=_FAST)
-        code = builder.trunc(builder.fptosi(scaled, _I32V), ir.VectorType(ir.IntType(16), LANES))
+        k = builder.fmul(builder.fmul(mdw, ir_, flags=_FAST), _splat(builder, args[8], f32v), flags=_FAST)
+        half = _splat(builder, ir.Constant(ir.FloatType(), 0.5), f32v)
+        scaled = builder.fadd(builder.fmul(k, _splat(builder, args[9], f32v), flags=_FAST), half, flags=_FAST)
+        code = builder.trunc(builder.fptosi(scaled, ir.VectorType(_I32, n_lanes)), ir.VectorType(ir.IntType(16), n_lanes))
     return w, code, lanes, t
 
 
@@ -413,8 +415,8 @@ def _store16(context, builder, arrty, arr, at, values):
 
 
 def _hsum(builder, v):
-    """The sum of the 16 lanes of ``v`` (pairwise: lanes 0-7 plus 8-15, and so on)."""
-    width = LANES
+    """The sum of the lanes of ``v`` (pairwise: for 16 lanes, lanes 0-7 plus 8-15, and so on)."""
+    width = v.type.count
     while width > 1:
         width //= 2
         lo = builder.shuffle_vector(v, ir.Constant(v.type, None), ir.Constant(ir.VectorType(_I32, width),
@@ -433,46 +435,66 @@ def _lanes_args_ok(xf, nbr, w_out, floats, ints):
             and all(_is(v, types.Float, 32) for v in floats) and all(isinstance(v, types.Integer) for v in ints))
 
 
-@intrinsic
-def density_lanes(typingctx, xf, nbr, t, count, xi, yi, zi, inv_h, h, inv_unit, w_out, at, slope):
-    """The kernel shape of the cubic spline for 16 neighbours of a particle at (xi, yi, zi), and the
-    slope codes of the PBF correction: for the list entries ``t + u``, u < min(count, 16) (count at
-    least 1), j = ``nbr[t + u]`` (int32), q = |x_i - x_j| inv_h from the (4 N,) float32 rows ``xf``:
-    ``w_out[at + u]`` = w(q) = (2 - q)+^3 / 4 - (1 - q)+^3 (0 in the lanes past the range: all 16 are
-    written) and ``slope[t + u]`` = round(-w'(q) / q inv_unit), with -w'(q) / q = (0.75 (2 - q)+^2 - 3
-    (1 - q)+^2) h / r (uint16; a squared distance below 1e-30 counts as 1e-30). Returns the sum of
-    the w's (float32).
+def _density_lanes_of(n_lanes):
+    """:data:`density_lanes` for vectors of ``n_lanes`` lanes."""
 
-    Fast-math arithmetic (a reciprocal square root estimate refined by one Newton step; the sum in
-    any order), as the compiled pair loops of the solvers. The neighbours' rows are one 16-byte
-    load each, regrouped by shuffles; numba's loops would read them one float at a time."""
-    if not (_lanes_args_ok(xf, nbr, w_out, (xi, yi, zi, inv_h, h, inv_unit), (t, count, at))
-            and isinstance(slope, types.Array) and slope.dtype == types.uint16):
-        return None
+    def density_lanes(typingctx, xf, nbr, t, count, xi, yi, zi, inv_h, h, inv_unit, w_out, at, slope):
+        if not (_lanes_args_ok(xf, nbr, w_out, (xi, yi, zi, inv_h, h, inv_unit), (t, count, at))
+                and isinstance(slope, types.Array) and slope.dtype == types.uint16):
+            return None
 
-    def codegen(context, builder, sig, args):
-        w, code, lanes, t_ = _cubic_lanes(context, builder, sig, args, True)
-        _store16(context, builder, sig.args[10], args[10], context.cast(builder, args[11], sig.args[11], types.int64), w)
-        data = context.make_array(sig.args[12])(context, builder, args[12]).data
-        ptr = builder.bitcast(builder.gep(data, [t_]), code.type.as_pointer())
-        fnty = ir.FunctionType(ir.VoidType(), [code.type, code.type.as_pointer(), _I32, _MASKV])
-        store = builder.module.declare_intrinsic("llvm.masked.store.v16i16.p0", fnty=fnty)
-        builder.call(store, [code, ptr, ir.Constant(_I32, 2), lanes])
-        return _hsum(builder, w)
+        def codegen(context, builder, sig, args):
+            w, code, lanes, t_ = _cubic_lanes(context, builder, sig, args, True, n_lanes)
+            _store16(context, builder, sig.args[10], args[10],
+                     context.cast(builder, args[11], sig.args[11], types.int64), w)
+            data = context.make_array(sig.args[12])(context, builder, args[12]).data
+            ptr = builder.bitcast(builder.gep(data, [t_]), code.type.as_pointer())
+            fnty = ir.FunctionType(ir.VoidType(), [code.type, code.type.as_pointer(), _I32, lanes.type])
+            store = builder.module.declare_intrinsic(f"llvm.masked.store.v{n_lanes}i16.p0", fnty=fnty)
+            builder.call(store, [code, ptr, ir.Constant(_I32, 2), lanes])
+            return _hsum(builder, w)
 
-    return types.float32(xf, nbr, t, count, xi, yi, zi, inv_h, h, inv_unit, w_out, at, slope), codegen
+        return types.float32(xf, nbr, t, count, xi, yi, zi, inv_h, h, inv_unit, w_out, at, slope), codegen
+
+    density_lanes.__name__ = density_lanes.__qualname__ = f"density_lanes{n_lanes}"
+    return intrinsic(density_lanes)
 
 
-@intrinsic
-def kernel_lanes(typingctx, xf, nbr, t, count, xi, yi, zi, inv_h, w_out, at):
-    """:func:`density_lanes` without the slopes: ``w_out[at + u]`` = w(q) for the 16 list entries from
-    t (0 past the range)."""
-    if not _lanes_args_ok(xf, nbr, w_out, (xi, yi, zi, inv_h), (t, count, at)):
-        return None
+def _kernel_lanes_of(n_lanes):
+    """:data:`kernel_lanes` for vectors of ``n_lanes`` lanes."""
 
-    def codegen(context, builder, sig, args):
-        w, _, _, _ = _cubic_lanes(context, builder, sig, args, False)
-        _store16(context, builder, sig.args[8], args[8], context.cast(builder, args[9], sig.args[9], types.int64), w)
-        return context.get_dummy_value()
+    def kernel_lanes(typingctx, xf, nbr, t, count, xi, yi, zi, inv_h, w_out, at):
+        if not _lanes_args_ok(xf, nbr, w_out, (xi, yi, zi, inv_h), (t, count, at)):
+            return None
 
-    return types.void(xf, nbr, t, count, xi, yi, zi, inv_h, w_out, at), codegen
+        def codegen(context, builder, sig, args):
+            w, _, _, _ = _cubic_lanes(context, builder, sig, args, False, n_lanes)
+            _store16(context, builder, sig.args[8], args[8], context.cast(builder, args[9], sig.args[9], types.int64),
+                     w)
+            return context.get_dummy_value()
+
+        return types.void(xf, nbr, t, count, xi, yi, zi, inv_h, w_out, at), codegen
+
+    kernel_lanes.__name__ = kernel_lanes.__qualname__ = f"kernel_lanes{n_lanes}"
+    return intrinsic(kernel_lanes)
+
+
+#: ``density_lanes(xf, nbr, t, count, xi, yi, zi, inv_h, h, inv_unit, w_out, at, slope)``: the kernel
+#: shape of the cubic spline for 16 neighbours of a particle at (xi, yi, zi), and the slope codes of
+#: the PBF correction: for the list entries ``t + u``, u < min(count, 16) (count at least 1), j =
+#: ``nbr[t + u]`` (int32), q = |x_i - x_j| inv_h from the (4 N,) float32 rows ``xf``: ``w_out[at + u]``
+#: = w(q) = (2 - q)+^3 / 4 - (1 - q)+^3 (0 in the lanes past the range: all 16 are written) and
+#: ``slope[t + u]`` = round(-w'(q) / q inv_unit), with -w'(q) / q = (0.75 (2 - q)+^2 - 3 (1 - q)+^2) h / r
+#: (uint16; a squared distance below 1e-30 counts as 1e-30). Returns the sum of the w's (float32).
+#:
+#: Fast-math arithmetic (a reciprocal square root estimate refined by one Newton step; the sum in any
+#: order), as the compiled pair loops of the solvers. The neighbours' rows are one 16-byte load each,
+#: regrouped by shuffles; numba's loops would read them one float at a time.
+density_lanes = _density_lanes_of(LANES)
+#: :data:`density_lanes` for 8 entries (8 values of ``w_out`` written): the end of a range.
+density_lanes8 = _density_lanes_of(8)
+#: ``kernel_lanes(xf, nbr, t, count, xi, yi, zi, inv_h, w_out, at)``: :data:`density_lanes` without the
+#: slopes: ``w_out[at + u]`` = w(q) for the 16 list entries from t (0 past the range).
+kernel_lanes = _kernel_lanes_of(LANES)
+#: :data:`kernel_lanes` for 8 entries.
+kernel_lanes8 = _kernel_lanes_of(8)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from engine.vector_ops import (LANES, candidate_masks, compress_store, density_lanes, kernel_lanes, move_lanes,
+from engine.vector_ops import (LANES, candidate_masks, compress_store, density_lanes, density_lanes8, kernel_lanes,
+                               kernel_lanes8, move_lanes,
                                popcount, push_range, push_range_shared, store_count_up, xsph_range,
                                xsph_range_shared)
 
@@ -40,13 +41,18 @@ def _popcount(v):
 
 
 @njit(cache=True)
-def _density(xf, nbr, t, count, xi, yi, zi, inv_h, h, inv_unit, w_out, at, slope):
+def _density(lanes, xf, nbr, t, count, xi, yi, zi, inv_h, h, inv_unit, w_out, at, slope):
+    if lanes == 8:
+        return density_lanes8(xf, nbr, t, count, xi, yi, zi, inv_h, h, inv_unit, w_out, at, slope)
     return density_lanes(xf, nbr, t, count, xi, yi, zi, inv_h, h, inv_unit, w_out, at, slope)
 
 
 @njit(cache=True)
-def _kernel(xf, nbr, t, count, xi, yi, zi, inv_h, w_out, at):
-    kernel_lanes(xf, nbr, t, count, xi, yi, zi, inv_h, w_out, at)
+def _kernel(lanes, xf, nbr, t, count, xi, yi, zi, inv_h, w_out, at):
+    if lanes == 8:
+        kernel_lanes8(xf, nbr, t, count, xi, yi, zi, inv_h, w_out, at)
+    else:
+        kernel_lanes(xf, nbr, t, count, xi, yi, zi, inv_h, w_out, at)
 
 
 @njit(cache=True)
@@ -201,11 +207,13 @@ def test_xsph_range_sums_and_shares_in_the_stated_order(t0, t1, shared):
     np.testing.assert_array_equal(out, want_out if shared else before)
 
 
-@pytest.mark.parametrize("count", [1, 7, 16, 23])
-def test_density_and_kernel_lanes_against_the_cubic_spline_in_double_precision(count):
-    """w(q) = (2 - q)+^3 / 4 - (1 - q)+^3 and the slope code round(-w'(q) / q / unit) of the 16 entries
-    from t (q = |x_i - x_j| / h, neighbours inside and outside the support), against float64; lanes
-    past ``count`` give w = 0 and leave the slope codes and ``nbr`` past the range alone."""
+@pytest.mark.parametrize("lanes", [16, 8])
+@pytest.mark.parametrize("count", [1, 7, 8, 16, 23])
+def test_density_and_kernel_lanes_against_the_cubic_spline_in_double_precision(count, lanes):
+    """w(q) = (2 - q)+^3 / 4 - (1 - q)+^3 and the slope code round(-w'(q) / q / unit) of the 16 (8)
+    entries from t (q = |x_i - x_j| / h, neighbours inside and outside the support), against float64;
+    lanes past ``count`` give w = 0 and leave the slope codes and ``nbr`` past the range alone, and
+    nothing past the step's lanes is written."""
     rng = np.random.default_rng(count)
     h, unit = 0.025, 3.5 / 65535.0
     n = 60
@@ -221,8 +229,8 @@ def test_density_and_kernel_lanes_against_the_cubic_spline_in_double_precision(c
     nbr[t:t + count] = rng.permutation(n)[:count]
     slope = np.full(40, 12345, dtype=np.uint16)
     w_out = np.full(40, -1.0, dtype=np.float32)
-    k = min(count, LANES)
-    total = _density(rows.reshape(-1), nbr, t, count, xi[0], xi[1], xi[2], np.float32(1 / h), np.float32(h),
+    k = min(count, lanes)
+    total = _density(lanes, rows.reshape(-1), nbr, t, count, xi[0], xi[1], xi[2], np.float32(1 / h), np.float32(h),
                      np.float32(1 / unit), w_out, 3, slope)
     j = nbr[t:t + k]
     r = np.sqrt(((x[j].astype(np.float64) - xi.astype(np.float64)) ** 2).sum(1))
@@ -233,17 +241,17 @@ def test_density_and_kernel_lanes_against_the_cubic_spline_in_double_precision(c
     # w: the reciprocal square root is an estimate refined by one Newton step (relative error about
     # 1e-7, float32 rounding of q and of the spline's terms about as much); |dw/dq| <= 0.75: 2e-6
     np.testing.assert_allclose(w_out[3:3 + k], w, rtol=0.0, atol=2e-6)
-    np.testing.assert_array_equal(w_out[3 + k:3 + LANES], 0.0)  # lanes past the range
-    assert w_out[:3].tolist() == [-1.0] * 3 and np.all(w_out[3 + LANES:] == -1.0)
+    np.testing.assert_array_equal(w_out[3 + k:3 + lanes], 0.0)  # lanes past the range
+    assert w_out[:3].tolist() == [-1.0] * 3 and np.all(w_out[3 + lanes:] == -1.0)
     # codes: the slope to float32 precision, scaled by 1 / unit = 18724: a code within 1 of round()
     assert np.abs(slope[t:t + k].astype(np.int64) - np.round(code)).max() <= 1
     assert np.all(slope[:t] == 12345) and np.all(slope[t + k:] == 12345)
     assert abs(total - w.sum()) <= 16 * 2e-6
-    if count >= LANES:
+    if k == LANES:
         assert (w > 0).any() and (w == 0).any()  # inside and outside the support
 
     w_only = np.full(40, -1.0, dtype=np.float32)
-    _kernel(rows.reshape(-1), nbr, t, count, xi[0], xi[1], xi[2], np.float32(1 / h), w_only, 3)
+    _kernel(lanes, rows.reshape(-1), nbr, t, count, xi[0], xi[1], xi[2], np.float32(1 / h), w_only, 3)
     np.testing.assert_array_equal(w_only, w_out)
 
 
