@@ -247,7 +247,7 @@ def constraint(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, level
     for b in prange(block_err.shape[0]):
         i0 = b * block
         i1 = min(n, i0 + block)
-        for i in range(i0, i1):
+        for i in range(np.uintp(i0), np.uintp(i1)):  # unsigned: a signed index made this loop scatters
             rho[i] = zero
         if uniform:
             bw = _kernel_buffer(nbr_count, i0, i1, 1)
