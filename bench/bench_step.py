@@ -149,8 +149,9 @@ def compare_with_peer(n, warm, steps, iterations, repeats, args):
     print(f"  particle-steps/s          {peer_median / 1e6:8.3f} M   (runs in turn with Surge's: "
           f"{', '.join(f'{p.steps_per_s / 1e6:.3f}' for p in peers)}; "
           f"{1e9 / peer_median / 4:.0f} ns per particle and iteration, whole step / 4)")
-    print(f"  Surge / taichi            {float(np.median(ratios)):8.2f}x  particle-steps/s, N={peers[0].n:,}: median of "
-          f"the side-by-side pairs ({', '.join(f'{r:.2f}' for r in ratios)}); medians' ratio {surge / peer_median:.2f}")
+    print(f"  Surge / taichi            {float(np.median(ratios)):8.2f}x  particle-steps/s, N={peers[0].n:,}: "
+          f"median of the side-by-side pairs ({', '.join(f'{r:.2f}' for r in ratios)}); "
+          f"medians' ratio {surge / peer_median:.2f}")
 
 
 def neighbours_within_support(s) -> float:

@@ -405,7 +405,8 @@ def _cubic_lanes(context, builder, sig, args, with_slope, n_lanes):
         k = builder.fmul(builder.fmul(mdw, ir_, flags=_FAST), _splat(builder, args[8], f32v), flags=_FAST)
         half = _splat(builder, ir.Constant(ir.FloatType(), 0.5), f32v)
         scaled = builder.fadd(builder.fmul(k, _splat(builder, args[9], f32v), flags=_FAST), half, flags=_FAST)
-        code = builder.trunc(builder.fptosi(scaled, ir.VectorType(_I32, n_lanes)), ir.VectorType(ir.IntType(16), n_lanes))
+        code = builder.trunc(builder.fptosi(scaled, ir.VectorType(_I32, n_lanes)),
+                             ir.VectorType(ir.IntType(16), n_lanes))
     return w, code, lanes, t
 
 

@@ -138,8 +138,9 @@ def _density_range(xf, nbr, p0, m, xi, yi, zi, inv_h, h, inv_unit, bw, slope):
     16 lanes of float32 are two halves of the work of 8 where the vector unit is 256 bits wide (AVX-512
     on AMD Zen 4, or AVX2): lanes past the range cost as much as lanes in it, and a third of the lanes
     of 16-entry steps to the end of each range were past it (the benchmark's 64,000 particles, 14.6
-    entries a particle). One thread, the density pass: 7 % off (paired, six processes: 0.927-0.940).
-    Steps of 4 for the last 4 entries were faster in some processes and 30-37 % slower in others."""
+    entries a particle). One thread, the density pass: 0.93-0.97 of the time (old and new in turn on the
+    recorded inputs of one pass, several processes, 64,000 to 125,000 particles). Steps of 4 for the last
+    4 entries were faster in some processes and 30-37 % slower in others, with the same code and inputs."""
     acc = np.float32(0.0)
     c = 0
     while m - c > 8:
