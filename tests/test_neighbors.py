@@ -201,3 +201,34 @@ def test_neighbour_list_from_a_count_guess_equals_the_counted_one(guess):
 def test_neighbour_list_rejects_a_bad_block():
     with pytest.raises(ValueError):
         neighbors.NeighbourList(block=0)
+
+
+@pytest.mark.parametrize("block", [1, 16])
+def test_chunk_slices_read_the_last_counts_through_the_new_order(block):
+    """A chunk's slice is the sum of its particles' counts (rounded up to ``block``), times the growth,
+    plus the pad; with an order, particle i's count is ``counts[order[i]]`` (the last build's counts,
+    not copied into the new order), exactly as with the reordered copy."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    cells = 2 * neighbors.LIST_CHUNK + 37  # three chunks, the last one short
+    cell_start = np.concatenate([[0], np.sort(rng.choice(np.arange(1, n), cells - 1, replace=False)), [n]])
+    counts = rng.integers(0, 40, n).astype(np.uint16)
+    order = rng.permutation(n).astype(np.int64)
+    chunks = 3
+    got_base, got_cap = np.empty(chunks, np.int64), np.empty(chunks, np.int64)
+    total = neighbors._chunk_slices(cell_start, counts, order, block, 1.05, 8, got_base, got_cap)
+    want_base, want_cap = np.empty(chunks, np.int64), np.empty(chunks, np.int64)
+    copied = counts[order].astype(np.int64)
+    assert total == neighbors._chunk_slices(cell_start, copied, neighbors._IDENTITY, block, 1.05, 8, want_base,
+                                            want_cap)
+    np.testing.assert_array_equal(got_cap, want_cap)
+    np.testing.assert_array_equal(got_base, want_base)
+    # the reference by hand: whole cells per chunk
+    for b in range(chunks):
+        p0 = cell_start[b * neighbors.LIST_CHUNK]
+        p1 = cell_start[min(cells, (b + 1) * neighbors.LIST_CHUNK)]
+        c = copied[p0:p1]
+        assert got_cap[b] == int(np.sum((c + block - 1) // block * block) * 1.05) + 8
+    # the order matters here: the counts in their old order give other slices
+    neighbors._chunk_slices(cell_start, counts, neighbors._IDENTITY, block, 1.05, 8, want_base, want_cap)
+    assert not np.array_equal(got_cap, want_cap)
