@@ -49,10 +49,15 @@ def make_wcsph(x, box, h_factor=1.0, density=wcsph.DEFAULT_DENSITY):
     return wcsph.WCSPHSolver(model, Particles.create(x, np.zeros_like(x), 1000.0))
 
 
+def _median_entry(results):
+    """The (seconds, phases dict, extra dict) of ``results`` with the median time."""
+    return sorted(results, key=lambda r: r[0])[len(results) // 2]
+
+
 def _median_run(run, repeats):
     """``run()`` returns (seconds, phases dict, extra dict); the run with the median time is kept."""
-    results = sorted((run() for _ in range(repeats)), key=lambda r: r[0])
-    return results[len(results) // 2], [r[0] for r in results]
+    results = [run() for _ in range(repeats)]
+    return _median_entry(results), sorted(r[0] for r in results)
 
 
 def pbf_run(x, box, warm, steps, iterations, tolerance_stop):
@@ -82,7 +87,7 @@ def pbf_run(x, box, warm, steps, iterations, tolerance_stop):
 def report_pbf(results, steps, iterations, tolerance_stop):
     """Print the figures of the run with the median time among ``results`` (from :func:`pbf_run`; each
     run's own figure too, in the order run); return its particle-steps/s."""
-    total, phases, extra = sorted(results, key=lambda r: r[0])[len(results) // 2]
+    total, phases, extra = _median_entry(results)
     npart = extra["n"]
     solve = phases["solve"]
     iters = extra["iters"]
