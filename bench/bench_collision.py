@@ -23,8 +23,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_sdf import torus  # noqa: E402
-from engine import collider_kernels, driver  # noqa: E402
-from engine.particles import Particles  # noqa: E402
+from engine.collision import queries as collider_kernels
+from engine import assemble  # noqa: E402
+from engine.core.particles import Particles  # noqa: E402
 from engine.scene import BoxContainer, FluidObject, MeshCollider, SceneDescription, TriangleMesh  # noqa: E402
 from engine.settings import ColliderSettings, SimulationSettings  # noqa: E402
 
@@ -67,7 +68,7 @@ def main() -> None:
           f"cell size {settings.collider_cell_size * dx:.4f} m")
     for label in ("first (compiles unless cached)", "second"):
         t0, c0 = time.perf_counter(), time.process_time()
-        world = driver.make_collision(scene, settings, x, grid_dir=None)
+        world = assemble.make_collision(scene, settings, x, grid_dir=None)
         print(f"grid build, {label}: {time.perf_counter() - t0:.2f} s wall, {time.process_time() - c0:.2f} s CPU")
     report = world.reports[0]
     print(f"grid: {report['cells']} stored nodes, {report['memory'] / 2**20:.1f} MiB")
@@ -78,7 +79,7 @@ def main() -> None:
     results = {}
     for label, w in (("with torus", world), ("without", None)):
         parts = Particles.create(x, np.zeros_like(x), settings.rest_density)
-        solver = driver._make_solver(scene, settings, parts, w)
+        solver = assemble._make_solver(scene, settings, parts, w)
         results[label] = time_steps(solver, args.steps, 0.002)
         wall, cpu = results[label]
         print(f"PBF substep {label}: {wall * 1e3:.1f} ms wall, {cpu * 1e3:.1f} ms CPU, "

@@ -43,7 +43,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from engine.particles import Particles  # noqa: E402
+from engine.core.particles import Particles  # noqa: E402
 from engine.solvers import hybrid, wcsph  # noqa: E402
 
 G = np.array([0.0, 0.0, -9.81])
@@ -111,7 +111,8 @@ def run(name, dx, depth, solver, warm, steps, blocks):
     n = steps * blocks
     ms = {k: 1e3 * v / n for k, v in spent.items()}
     saving = 100.0 * (1.0 - ms["HYBRID"] / ms["WCSPH"])
-    print(f"\n{name}: {len(x):,} particles, dx = {dx:g} m, dt = {dt * 1e3:.3f} ms, grid {'x'.join(map(str, hyb.model.shape))}"
+    shape = "x".join(map(str, hyb.model.shape))
+    print(f"\n{name}: {len(x):,} particles, dx = {dx:g} m, dt = {dt * 1e3:.3f} ms, grid {shape}"
           f" of {hyb.model.cell:g} m cells, interface at {hyb.interface:.3f} m")
     sph0 = kinds0["SPH"] + kinds0["MIXA"]
     print(f"  kinds at the start        SPH {kinds0['SPH']:,}  MIXA {kinds0['MIXA']:,}  MIXB {kinds0['MIXB']:,}  "
@@ -126,7 +127,7 @@ def run(name, dx, depth, solver, warm, steps, blocks):
 def phases(name, dx, depth, solver, warm, steps):
     """The hybrid's time per substep in each compiled kernel (each wrapped in a timer; the rest is
     Python between them)."""
-    from engine.solvers import mac
+    from engine.solvers.hybrid import mac
     x, box = scene(name, dx)
     hyb = make("HYBRID", x, box, dx, depth, solver)
     dt = make("WCSPH", x, box, dx, depth, solver).stable_dt()

@@ -3,7 +3,8 @@ and how long a collider's move takes to reach the liquid.
 
 A block of water (0.5 x 0.4 x 0.4 m) in a 1.0 x 0.4 x 0.6 m tank, and a paddle (a 6 x 20 x 40 cm box
 collider held 5 cm above the floor) swept back and forth through it along x at up to 0.5 m/s by a
-script, as an artist dragging it would. The particle spacing is chosen for about 10,000 and 30,000 particles; the session runs with the
+script, as an artist dragging it would. The particle spacing is chosen for about 10,000 and 30,000 particles; the
+session runs with the
 live defaults (``engine.settings.LiveSettings``: PBF, substeps of at most 1/60 s with a travel of up to two
 spacings, 3 iterations). This
 process plays Blender's part exactly as the timer does in the UI: every ``bridge.live.TIMER_INTERVAL``
@@ -161,7 +162,8 @@ def run(live, display, n: int, seconds: float, warmup: float, cache: str) -> dic
     live.stop(scene)
     ms = lambda key: 1000.0 * float(np.mean(stats[key])) if stats[key] else float("nan")  # noqa: E731
     return {"n": particles, "spacing": spacing_for(n), "compile_s": compile_s, "fps": stats["shown"] / wall,
-            "ratio": sim / wall, "engine_ms": ms("engine"), "cpu_ms": ms("cpu"), "substeps": float(np.mean(stats["substeps"] or [0])),
+            "ratio": sim / wall, "engine_ms": ms("engine"), "cpu_ms": ms("cpu"),
+            "substeps": float(np.mean(stats["substeps"] or [0])),
             "transfer_ms": ms("transfer"), "write_ms": ms("write"), "eval_ms": ms("eval"),
             "latency_frames": latency_frames, "latency_ms": latency_ms, "wall": wall}
 
@@ -208,7 +210,8 @@ def main() -> int:
         else:
             print("  latency                no move measured")
     print("\nsummary: " + "; ".join(f"{r['n']:,}: {r['fps']:.1f} fps, ratio {r['ratio']:.2f}, engine "
-                                    f"{r['engine_ms']:.0f} ms ({r['cpu_ms']:.0f} ms processor), transfer {r['transfer_ms']:.1f} ms, Blender "
+                                    f"{r['engine_ms']:.0f} ms ({r['cpu_ms']:.0f} ms processor), "
+                                    f"transfer {r['transfer_ms']:.1f} ms, Blender "
                                     f"{r['write_ms'] + r['eval_ms']:.1f} ms, latency max "
                                     f"{max(r['latency_frames']) if r['latency_frames'] else 'n/a'} frames"
                                     for r in rows))

@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from engine import driver  # noqa: E402
-from engine.cache import CacheReader  # noqa: E402
+from engine.io.cache import CacheReader  # noqa: E402
 from engine.scene import BoxContainer, FluidObject, SceneDescription, TriangleMesh  # noqa: E402
 from engine.settings import SimulationSettings  # noqa: E402
 

@@ -21,8 +21,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from engine import sdf  # noqa: E402
-from engine.neighbors import build_grid  # noqa: E402
+from engine.collision import sdf  # noqa: E402
+from engine.core.cell_grid import build_grid  # noqa: E402
 from engine.scene import TriangleMesh  # noqa: E402
 
 
@@ -92,7 +92,7 @@ def main() -> None:
     rr = 1.0 + (0.4 + off) * np.cos(v)
     near = np.stack([rr * np.cos(u), rr * np.sin(u), (0.4 + off) * np.sin(v)], -1)
     for label, pts in (("near surface", near), ("uniform in box", uniform)):
-        # solvers query particles sorted along the Morton curve (engine.neighbors); random order
+        # solvers query particles sorted along the Morton curve (engine.core.cell_grid); random order
         # is the worst case for the caches
         order = build_grid(pts, 4 * h).order
         for order_label, p in (("Morton-sorted", np.ascontiguousarray(pts[order])), ("random order", pts)):

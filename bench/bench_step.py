@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from engine.particles import Particles  # noqa: E402
+from engine.core.particles import Particles  # noqa: E402
 from engine.solvers import wcsph  # noqa: E402
 
 import peer_taichi  # noqa: E402  (bench/ is the script's folder, first on sys.path)
@@ -106,7 +106,8 @@ def report_pbf(results, steps, iterations, tolerance_stop):
     print(f"  time shares: grid+reorder {share['grid']:.1f} %, neighbour list {share['neighbours']:.1f} %, "
           f"solve {share['solve']:.1f} %, XSPH+finish {share['viscosity']:.1f} %, predict {share['predict']:.1f} %")
     print(f"  neighbour-search share    {share['grid'] + share['neighbours']:8.1f} %")
-    print(f"  neighbours per particle   {extra['nbrs']:8.1f}   ({extra['entries']:.1f} half-list entries: a pair inside "
+    print(f"  neighbours per particle   {extra['nbrs']:8.1f}   "
+          f"({extra['entries']:.1f} half-list entries: a pair inside "
           f"a block of particles is listed and visited once)")
     print(f"  bytes per particle        {extra['bytes']:8.1f}   (state + solver buffers + grid)")
     return npart * steps / total
@@ -212,16 +213,19 @@ def bench_memory(n, steps, solver="PBF", h_factor=1.0, density=wcsph.DEFAULT_DEN
         s, dt, label = make_pbf(x, box, 4), 0.002, "PBF"
     else:
         s, dt, label = make_wcsph(x, box, h_factor, density), 0.0005, f"WCSPH ({density}, h = {h_factor:g} dx)"
-    s.particles.fit()  # no spare rows, as the driver leaves a scene without inflows (driver.fill_fluids)
+    s.particles.fit()  # no spare rows, as the driver leaves a scene without inflows (assemble.fill_fluids)
     t0 = time.perf_counter()
     for _ in range(steps):
         s.step(dt)
     total = time.perf_counter() - t0
     npart = len(s.particles)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(f"{label} memory  N={npart:,}  {steps} steps in {total:.1f} s ({npart * steps / total / 1e6:.3f} M particle-steps/s)")
-    print(f"  bytes per particle        {s.memory_bytes() / npart:8.1f}   (engine arrays: state + solver buffers + grid)")
-    print(f"  process peak RSS          {peak / 2**20:8.0f} MiB   ({peak / npart:.0f} B/particle incl. Python, numba, numpy)")
+    print(f"{label} memory  N={npart:,}  {steps} steps in {total:.1f} s "
+          f"({npart * steps / total / 1e6:.3f} M particle-steps/s)")
+    print(f"  bytes per particle        {s.memory_bytes() / npart:8.1f}   "
+          "(engine arrays: state + solver buffers + grid)")
+    print(f"  process peak RSS          {peak / 2**20:8.0f} MiB   "
+          f"({peak / npart:.0f} B/particle incl. Python, numba, numpy)")
 
 
 def main(argv=None):

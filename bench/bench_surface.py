@@ -35,7 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from engine import driver, stages  # noqa: E402
-from engine.cache import CacheReader  # noqa: E402
+from engine.io.cache import CacheReader  # noqa: E402
 from engine.scene import BoxContainer, FluidObject, SceneDescription, TriangleMesh  # noqa: E402
 from engine.settings import SimulationSettings, SurfaceSettings  # noqa: E402
 from engine.surface import SurfaceParameters, reconstruct  # noqa: E402
@@ -146,7 +146,7 @@ def timing(args, frame: dict) -> None:
 
 def phases(frame: dict, p: SurfaceParameters) -> None:
     """Where Surge's stage spends a frame (one run each)."""
-    from engine import usd
+    from engine.io import usd
     from engine.surface import field as fld
     from engine.surface import reconstruction as rec
     from engine.surface.marching import marching_cubes
@@ -164,7 +164,7 @@ def phases(frame: dict, p: SurfaceParameters) -> None:
         cpu[name] = time.process_time() - c0
         return out
 
-    particles = step("neighbour grid (engine.neighbors)", fld.ParticleGrid.build, x, p.kernel_radius)
+    particles = step("neighbour grid (engine.core.cell_grid)", fld.ParticleGrid.build, x, p.kernel_radius)
     sums = step("particle volumes and neighbour counts", rec.particle_sums, particles)
     volume = sums.volume
     grid = fld.DenseGrid.around(particles.x, p.cell_size, p.kernel_radius)

@@ -91,7 +91,8 @@ def main(argv=None) -> int:
     n = args.n ** 3
     print(f"Dam break, {n:,} particles, {args.frames} frames, 4 combinations ({', '.join(SETS)}), "
           f"{os.cpu_count()} cores")
-    print(f"  one after the other (tools/bake.py)   {t_seq:8.1f} s   (bakes: {', '.join(f'{s:.1f}' for s in sequential)} s)")
+    bakes = ", ".join(f"{s:.1f}" for s in sequential)
+    print(f"  one after the other (tools/bake.py)   {t_seq:8.1f} s   (bakes: {bakes} s)")
     print(f"  wedge, LocalCluster {args.workers} workers         {t_wedge:8.1f} s   (bakes: "
           f"{', '.join(f'{s:.1f}' for s in bakes)} s)")
     print(f"  cluster start-up                      {startup:8.1f} s")

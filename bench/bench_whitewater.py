@@ -8,7 +8,8 @@
    over the two-frame cache that compiles its kernels; the figure is its wall time over the bake's.
    Per frame: particles emitted and alive by kind, seconds.
 3. Memory: 10 million live diffuse particles (foam, spray and bubbles around a liquid of the same
-   97k particles, in a tank whose walls every particle is checked against) stepped through one frame; prints the state's bytes per particle and the
+   97k particles, in a tank whose walls every particle is checked against) stepped through one frame; prints the
+   state's bytes per particle and the
    peak of numpy allocations during the step (tracemalloc) per particle.
 
     .venv/bin/python bench/bench_whitewater.py            # all three

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.particles import Particles
+from engine.core.particles import Particles
 from engine.solvers import pbf
 
 DX = 0.025

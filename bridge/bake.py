@@ -2,11 +2,11 @@
 
 Order of work (nothing in the cache folder changes until every check has passed):
 
-1. export the scene and settings, and let the engine check them (:func:`engine.driver.check_job`:
+1. export the scene and settings, and let the engine check them (:func:`engine.assemble.check_job`:
    settings, scene, supported solver, particle count against memory);
 2. resolve the cache folder, check that it is writable and that it is new, empty or a Surge cache
-   folder (:func:`engine.cache.check_folder`), and check a resume (settings, scene, checkpoints);
-3. take the folder's lock (:class:`engine.cache.CacheLock`: a second bake into it, from this
+   folder (:func:`engine.io.cache.check_folder`), and check a resume (settings, scene, checkpoints);
+3. take the folder's lock (:class:`engine.io.cache.CacheLock`: a second bake into it, from this
    Blender or any other process, is refused naming the holder), write the job into
    ``job/pending`` and start ``engine.cli bake`` in a child process that joins the lock;
 4. the child writes each frame's USD point file (and, with *Mesh During Bake*, its surface mesh,
@@ -25,29 +25,22 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
 
 import bpy
 
-from ..engine import cache as cache_mod
+from ..engine.io import cache as cache_mod
 from ..engine import settings as settings_mod
-from ..engine import jobcheck
+from ..engine.scene import jobcheck
 from ..engine.errors import EngineError
 from ..engine.scene import save_job
-from . import bake_state, export, files, liquid, preferences, surface, usd
+from . import bake_state, export, files, liquid, preferences, surface, surface_bake, usd, whitewater
 from .child_session import ChildSession
+from .paths import ADDON_ROOT, numba_cache_dir
 from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
-
-#: The add-on's package (``bl_ext.<repo>.surge`` when installed); never hard-coded, since it depends
-#: on the repository the extension was installed into.
-ADDON_PACKAGE = __package__.rpartition(".")[0]
-
-#: The add-on's folder: it holds ``engine/``, which the child process runs.
-ADDON_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
+from .progress_text import describe, resolved_text
 
 class BakeFailedError(EngineError):
     """The bake process ended with an error or stopped unexpectedly."""
@@ -72,69 +65,6 @@ class BakeResult:
         if self.status == "complete":
             return f"Baked {span} ({self.particles} particles) in {self.elapsed:.1f} s into '{self.cache_dir}'"
         return f"Bake cancelled; {span} are kept in '{self.cache_dir}'"
-
-
-def numba_cache_dir() -> str:
-    """A writable folder for numba's compiled kernels, kept between bakes and Blender sessions."""
-    try:
-        return bpy.utils.extension_path_user(ADDON_PACKAGE, path="numba_cache", create=True)
-    except ValueError:
-        # not loaded as an extension (a legacy add-on install): no per-extension user folder exists
-        path = os.path.join(tempfile.gettempdir(), "surge_numba_cache")
-        os.makedirs(path, exist_ok=True)
-        return path
-
-
-def duration(seconds: float) -> str:
-    """A duration for people: '42 s', '3 min 5 s', '2 h 10 min'."""
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
-
-
-#: Collider mode identifier -> the label the sidebar shows for it.
-MODE_LABELS = {identifier: label for identifier, label, _tooltip in settings_mod.COLLIDER_MODES}
-
-#: Collider motion (engine.scene.MeshCollider.motion) -> words for the user.
-MOTION_WORDS = {"STATIC": "static", "RIGID": "moving", "DEFORMING": "deforming"}
-
-
-def resolved_text(mode: str, requested: str) -> str:
-    """What ``Object.surge.collider_resolved`` shows: the mode a collider acts in, and whether Auto chose it."""
-    label = MODE_LABELS.get(mode, mode.title())
-    return f"{label} (picked by Auto)" if requested == "AUTO" and mode != "AUTO" else label
-
-
-def describe(event: dict) -> str | None:
-    """One line for the user about a progress event, or None for events not worth showing."""
-    kind = event.get("event")
-    if kind == "stage":
-        return {"fill": "Filling the fluid volumes with particles",
-                "colliders": "Building the colliders' distance fields",
-                "compile": "Compiling the simulation kernels (the first bake takes longer)",
-                "simulate": "Simulating"}.get(event.get("stage"), f"Stage {event.get('stage')}")
-    if kind == "frame":
-        memory = f", {event['memory'] / 2**20:.0f} MiB" if event.get("memory") else ""
-        return (f"Frame {event['frame']} of {event['frame_end']}: {event['particles']} particles, "
-                f"{event['substeps']} substeps{memory}, {duration(event.get('elapsed', 0.0))} elapsed, "
-                f"{duration(event.get('eta', 0.0))} left")
-    if kind == "collider":
-        grid = (f"{event.get('cells', 0)} cells, {event.get('memory', 0) / 2**20:.1f} MiB, "
-                + ("from the cache" if event.get("cached") else f"built in {event.get('seconds', 0.0):.1f} s"))
-        return (f"Collider '{event.get('name')}': {resolved_text(event.get('mode', ''), event.get('requested', ''))}, "
-                f"{MOTION_WORDS.get(event.get('motion'), 'static')} ({grid})")
-    if kind == "error":
-        return f"Error: {event.get('message', '')}"
-    if kind == "warning":
-        return f"Warning: {event.get('message', '')}"
-    if kind == "output":
-        return event.get("text") or None
-    return None
 
 
 #: A preview bake: this many times the particle spacing (8 times fewer particles per doubling) ...
@@ -177,7 +107,7 @@ def setting_labels(names) -> str:
 def resume_state(cache_dir: str, settings, description=None) -> tuple[list[int], list[str]]:
     """Frames a bake in ``cache_dir`` can resume from, and what changed since it was baked: the names
     of changed settings, then (given the exported scene ``description``) a sentence per changed object."""
-    from ..engine import checkpoint
+    from ..engine.io import checkpoint
 
     frames = checkpoint.resumable_frames(cache_dir)
     if not frames:
@@ -202,7 +132,7 @@ def resume_point(scene, cache_dir: str, description, settings, frame: int, if_se
         Settings or scene objects changed and ``if_settings_changed`` is 'REFUSE', or a setting changed
         that a saved state cannot carry over (particle spacing, solver, frame rate, first frame).
     """
-    from ..engine import checkpoint
+    from ..engine.io import checkpoint
     from ..engine.errors import InvalidSceneError, InvalidSettingsError
 
     owner = f"Scene '{scene.name}'"
@@ -255,9 +185,9 @@ class BakeSession(ChildSession):
             settings = dataclasses.replace(settings, **settings_override)
         if preview:
             description, settings = preview_job(description, settings)
-        from ..engine import driver  # imported late: it brings in numba, which registering the add-on need not
+        from ..engine import assemble  # imported late: the engine, which registering the add-on need not load
 
-        self.estimate = driver.check_job(description, settings, owner=f"Scene '{scene.name}'")
+        self.estimate = assemble.check_job(description, settings, owner=f"Scene '{scene.name}'")
         cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
         if preview:
             cache_mod.check_folder(cache_dir, files.NOT_FOREIGN + (files.PREVIEW_DIR,))
@@ -287,10 +217,8 @@ class BakeSession(ChildSession):
             options += ["--resume-from", str(self.resume_from)]
         if accept_scene_change:
             options.append("--accept-scene-change")
-        from . import surface_bake
 
         surface = surface_bake.surface_settings(scene) if scene.surge.use_surface_in_bake and not preview else None
-        from . import whitewater
 
         in_bake = scene.surge.whitewater.use_in_bake and not preview
         ww_settings = whitewater.whitewater_settings(scene) if in_bake else None
@@ -456,14 +384,12 @@ class BakeSession(ChildSession):
         elif scene.frame_current in new:
             liquid.reread(scene)  # the viewport sits on a frame that had no file until now
         if self.with_surface:
-            from . import surface_bake
 
             if scene.surge.surface_object is None or not self.surface_shown:
                 self.surface_shown = surface_bake.show_surface(scene, self.cache_dir, self.relative)
             elif scene.frame_current in new:
                 liquid.reread_surface(scene)
         if self.with_whitewater:
-            from . import whitewater
 
             if not self.whitewater_shown:
                 self.whitewater_shown = whitewater.show_whitewater(scene, self.cache_dir, self.relative)
@@ -572,7 +498,6 @@ def free_bake(scene) -> tuple[str, int]:
         shown = liquid.current_file(scene)
         if shown and (shown + os.sep).startswith(cache_dir + os.sep):
             liquid.release_files(scene)  # first: Windows cannot delete a file Blender holds open
-        from . import surface_bake, whitewater
 
         count = surface_bake.free_surface(scene, locked=True)[1] if os.path.isdir(cache_dir) else 0
         count += whitewater.free_whitewater(scene, locked=True)[1] if os.path.isdir(cache_dir) else 0

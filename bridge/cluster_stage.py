@@ -56,7 +56,7 @@ def process_frame_task(spec: dict, frame: int) -> dict:
         sys.path.insert(0, spec["root"])
     _ensure_pxr(spec.get("pxr_paths", []))
     stages = importlib.import_module("engine.stages")
-    cache = importlib.import_module("engine.cache")
+    cache = importlib.import_module("engine.io.cache")
     reader = cache.CacheReader(spec["cache_dir"])
     stage = stages.make_stage(spec["stage"], reader.manifest, spec["settings"], spec["options"])
     folder = stages.stage_dir(spec["cache_dir"], spec["stage"])
@@ -105,7 +105,7 @@ def run_on_cluster(cache_dir: str, stage_name: str, settings: dict, options: dic
     """
     if stage_name not in PER_FRAME_STAGES:
         raise ValueError(f"The {stage_name} stage carries state from frame to frame and runs on one machine")
-    from ..engine.cache import CacheLock, CacheReader
+    from ..engine.io.cache import CacheLock, CacheReader
 
     CacheReader(cache_dir)  # first: no lock file is left in a folder that holds no cache
     # this process writes the stage's manifest (the workers only its frame files): it holds the lock,
@@ -118,7 +118,7 @@ def run_on_cluster(cache_dir: str, stage_name: str, settings: dict, options: dic
 def _run_locked(cache_dir, stage_name, settings, options, root, scheduler, workers, restart, progress, cancel,
                 pxr_paths) -> dict:
     from ..engine import stages
-    from ..engine.cache import CacheReader
+    from ..engine.io.cache import CacheReader
     from ..engine.errors import BakeCancelled, EngineError
 
     emit = progress or (lambda event: None)

@@ -7,14 +7,14 @@ silently ignored.
 
 Inflows and outflows move and deform as colliders do (below): rigid motion as one matrix per
 frame, deformation with a fixed topology as world-space vertices per frame (see
-:mod:`engine.animation`).
+:mod:`engine.scene.animation`).
 
 Animated settings are read per frame through the depsgraph (keyframes and drivers both count) and
 exported as per-frame tracks when they change: an inflow's Use Flow, Normal Speed and Velocity, an
 outflow's Use Flow, a collider's Friction and Bounce, the scene's gravity, Viscosity, PBF
 Viscosity and PBF Surface Tension. Every other setting is read at the first frame of the bake.
 Force fields (Force, Wind, Vortex, Turbulence, Drag; Point, Line and Plane shapes) are exported
-with their world matrix and numeric settings per frame (:mod:`engine.forces`); other field types
+with their world matrix and numeric settings per frame (:mod:`engine.sources.forces`); other field types
 and shapes are refused.
 
 Colliders

@@ -2,13 +2,13 @@
 
 Layout inside the folder the user picks (``Scene.surge.cache_directory``)::
 
-    manifest.json, frames/frame_NNNNNN.npz     the engine's cache (engine.cache)
-    sdf/                                       collider distance grids, kept between bakes (engine.cache)
+    manifest.json, frames/frame_NNNNNN.npz     the engine's cache (engine.io.cache)
+    sdf/                                       collider distance grids, kept between bakes (engine.io.cache)
     job/scene.json, scene.npz, settings.json   the job that baked the cached frames (engine.scene)
     job/pending/                               the job of a bake that has not replaced them yet
     job/bake.log                               the last bake process's log (stderr)
     cancel.flag                                exists while a cancel is pending
-    surge.lock                                 exists while a bake holds the folder (engine.cachelock)
+    surge.lock                                 exists while a bake holds the folder (engine.io.lock)
     usd/bake_XXXXXXXXXXXX/liquid_NNNNNN.usdc   the point files Blender plays back, one folder per bake
 
 A new bake writes its USD files into a new ``bake_*`` folder, so Blender's USD reader, which keeps
@@ -17,7 +17,7 @@ it: at once if the open file was never saved, otherwise when it is saved next (t
 still plays the previous bake until then).
 
 Surge writes only into a folder that is new, empty or a Surge cache folder
-(:func:`engine.cache.check_folder`), and deletes only these names there; anything else in the
+(:func:`engine.io.cache.check_folder`), and deletes only these names there; anything else in the
 folder (the user's files) survives.
 """
 
@@ -27,8 +27,8 @@ import os
 import re
 import uuid
 
-from ..engine import atomic
-from ..engine import cache as cache_mod
+from ..engine.io import atomic
+from ..engine.io import cache as cache_mod
 from ..engine.errors import InvalidSettingsError
 
 JOB_DIR = "job"

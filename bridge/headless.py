@@ -105,8 +105,8 @@ def apply_settings(scene, assignments, apply: bool = True) -> None:
 
 def can_resume(scene) -> bool:
     """True when the scene's cache folder holds a checkpoint a bake can resume from."""
-    from ..engine import checkpoint
-    from .bake import ADDON_ROOT
+    from ..engine.io import checkpoint
+    from .paths import ADDON_ROOT
 
     try:
         return bool(checkpoint.resumable_frames(files.resolve_cache_dir(scene, ADDON_ROOT)))
@@ -207,10 +207,10 @@ def bake_surface_on_cluster(scheduler: str, workers: int, root: str, save: bool 
     ``root`` the repository folder as the workers see it. Progress lines ``Surge: Surface frame 12
     (worker tcp://...)``; the exit status as :func:`bake_surface_open_file`.
     """
-    from ..engine.cachelock import check_free
+    from ..engine.io.lock import check_free
     from ..engine.errors import BakeCancelled
     from . import cluster_stage, surface_bake, usd
-    from .bake import ADDON_ROOT
+    from .paths import ADDON_ROOT
 
     scene = bpy.context.scene
     try:

@@ -2,9 +2,9 @@
 
 Starting one (:func:`start`) does what a bake does before its child starts: export the scene at its
 first frame (:func:`bridge.export.export_scene`, so a set-up a bake refuses is refused with the same
-message), let the engine check it (:func:`engine.driver.check_job`), write the job folder; then it
-creates the two shared-memory blocks of :mod:`engine.live_channel` and starts ``python -m
-engine.live run`` through :class:`bridge.process.BakeProcess`, the bake's own process wrapper. The
+message), let the engine check it (:func:`engine.assemble.check_job`), write the job folder; then it
+creates the two shared-memory blocks of :mod:`engine.live.channel` and starts ``python -m
+engine.live.session run`` through :class:`bridge.process.BakeProcess`, the bake's own process wrapper. The
 live scene is the exported one without motion over the frame range: colliders are posed live.
 
 A timer (``bpy.app.timers``, no frame-change handler) calls :func:`update` up to
@@ -43,12 +43,13 @@ import time
 import bpy
 import numpy as np
 
-from ..engine import live_channel
+from ..engine.live import channel as live_channel
 from ..engine import settings as settings_mod
 from ..engine.errors import EngineError, InvalidSceneError
 from ..engine.scene import save_job, scene_hash
 from . import export, files, live_display, preferences, usd
-from .bake import ADDON_ROOT, describe, numba_cache_dir
+from .paths import ADDON_ROOT, numba_cache_dir
+from .progress_text import describe
 from .process import BakeProcess
 
 log = logging.getLogger(__name__)
@@ -152,9 +153,9 @@ class LiveSession:
         settings_mod.validate_live(live, f"Scene '{scene.name}' (Live)")
         sim_settings = settings_mod.live_simulation_settings(settings, live)
         description = live_scene(description)
-        from ..engine import driver  # numba-free: the pre-bake checks
+        from ..engine import assemble  # numba-free: the pre-bake checks
 
-        self.estimate = driver.check_job(description, sim_settings, owner=f"Scene '{scene.name}'")
+        self.estimate = assemble.check_job(description, sim_settings, owner=f"Scene '{scene.name}'")
         self.scene_name = scene.name
         self.scene_settings = settings
         self.live = live
@@ -195,7 +196,7 @@ class LiveSession:
             self.state = live_channel.StateBlock.create(max(int(live.max_particles), 1))
             self.control = live_channel.ControlBlock.create(len(self.collider_names))
             self.control.write(paused=int(bool(paused)), heartbeat=time.time(), **self._control_values(scene))
-            command = [sys.executable, "-m", "engine.live", "run", self.job_dir, "--state", self.state.shm.name,
+            command = [sys.executable, "-m", "engine.live.session", "run", self.job_dir, "--state", self.state.shm.name,
                        "--control", self.control.shm.name, "--parent", str(os.getpid()),
                        "--speed", repr(float(live.speed)), "--collider-substeps", str(live.collider_substeps),
                        "--grid-dir", os.path.join(self.job_dir, "sdf")]
@@ -276,7 +277,8 @@ class LiveSession:
             return f"settings are not valid ({exc})"
         now = settings_mod.live_simulation_settings(settings, live)
         changed = [p.label for p in settings_mod.parameters()
-                   if p.name not in settings_mod.LIVE_CHANGEABLE and getattr(now, p.name) != getattr(self.settings, p.name)]
+                   if p.name not in settings_mod.LIVE_CHANGEABLE and getattr(now, p.name) != getattr(self.settings,
+                                                                                                     p.name)]
         changed += [p.label for p in settings_mod.live_parameters()
                     if p.name != "speed" and getattr(live, p.name) != getattr(self.live, p.name)]
         if changed:

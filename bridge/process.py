@@ -45,7 +45,7 @@ def child_environment(addon_root: str, numba_cache_dir: str, threads: int = 0) -
     if threads > 0:
         env["NUMBA_NUM_THREADS"] = str(int(threads))
     # the child's parallel work is numba's: an OpenBLAS thread pool woken by a numpy call would only
-    # compete with numba's threads for the cores (see engine.collision.inverse3)
+    # compete with numba's threads for the cores (see engine.collision.world.inverse3)
     env["OPENBLAS_NUM_THREADS"] = "1"
     return env
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import bpy
 
-from ..engine import atomic
+from ..engine.io import atomic
 from ..engine import stages
-from ..engine.cache import CacheLock, CacheReader
+from ..engine.io.cache import CacheLock, CacheReader
 from ..engine.errors import EngineError, InvalidSceneError
 from . import bake_state, files, usd
 from .child_session import ChildSession
@@ -74,7 +74,7 @@ def locked_for(cache_dir: str, purpose: str, held: bool = False):
 
 def free_job_files(cache_dir: str, names: tuple) -> int:
     """Delete the named files of the job folder (and temporary files of those names a killed writer
-    left, :func:`engine.atomic.is_temporary`); returns how many went."""
+    left, :func:`engine.io.atomic.is_temporary`); returns how many went."""
     folder = files.job_dir(cache_dir)
     count = 0
     for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
@@ -97,7 +97,7 @@ def describe_event(event: dict, title: str, running: str, frame_words) -> str | 
         kept = f" ({event['kept']} kept from the last run)" if event.get("kept") else ""
         return f"{running} {event.get('frames', 0)} frames{kept}"
     if kind == "frame":
-        from .bake import duration
+        from .progress_text import duration
 
         return (f"{title} frame {event['frame']} of {event['frame_end']}: {frame_words(event)}, "
                 f"{event.get('seconds', 0.0):.2f} s, {duration(event.get('eta', 0.0))} left")
@@ -115,7 +115,7 @@ def free_stage_files(scene, stage_name: str, file_re, job_files: tuple, release,
     Blender holds open). Holds the folder's lock meanwhile for ``purpose`` ("Free Surface"; ``locked``:
     the caller holds it); raises ``CacheLockedError`` while a bake or a stage writes there.
     """
-    from .bake import ADDON_ROOT
+    from .paths import ADDON_ROOT
 
     cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
     with locked_for(cache_dir, f"{purpose} of scene '{scene.name}'", held=locked):
@@ -145,7 +145,7 @@ class StageSession(ChildSession):
     failed_error = StageFailedError
 
     def __init__(self, scene, settings: dict, restart: bool = False):
-        from .bake import ADDON_ROOT, numba_cache_dir
+        from .paths import ADDON_ROOT, numba_cache_dir
 
         cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
         reader = CacheReader(cache_dir)  # CacheFormatError: nothing baked there

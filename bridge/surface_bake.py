@@ -60,7 +60,7 @@ def first_surface_file(cache_dir: str) -> str | None:
 
 def has_surface(scene) -> bool:
     """True if the scene's cache folder holds meshed surface frames."""
-    from .bake import ADDON_ROOT
+    from .paths import ADDON_ROOT
 
     try:
         cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)

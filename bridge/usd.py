@@ -1,6 +1,6 @@
 """Baked frames as USD files, the form Blender plays back without Surge.
 
-The writers live in :mod:`engine.usd` (the bake's child process writes the files, not Blender's
+The writers live in :mod:`engine.io.usd` (the bake's child process writes the files, not Blender's
 process; see the file formats there); this module finds the ``pxr`` that ships inside Blender, which
 Blender as a Python module does not put on ``sys.path``, so that both this process and the child
 (whose ``PYTHONPATH`` is this process's ``sys.path``) can import it.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ..engine import usd as _engine_usd
-from ..engine.usd import PRIM_PATH, SURFACE_PRIM_PATH, read_mesh, write_frame, write_mesh  # noqa: F401
+from ..engine.io import usd as _engine_usd
+from ..engine.io.usd import PRIM_PATH, SURFACE_PRIM_PATH, read_mesh, write_frame, write_mesh  # noqa: F401
 
 
 def _blender_site_packages() -> list[str]:

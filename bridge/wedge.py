@@ -19,11 +19,11 @@ it; the scheduler gives the task to another worker, which resumes the bake from 
 (the orphaned Blender notices its worker is gone and cancels itself, keeping its frames). Re-running
 the same wedge skips what completed and resumes the rest.
 
-This module imports no ``bpy`` and of the engine only :mod:`engine.atomic`, :mod:`engine.cachelock`
+This module imports no ``bpy`` and of the engine only :mod:`engine.io.atomic`, :mod:`engine.io.lock`
 and :mod:`engine.errors` (plain Python), and is sent to the workers by value with them
 (``cloudpickle.register_pickle_by_value``): a worker needs dask, a Python that can run the bake
 command, and the shared file system where the shot and ``OUT`` live. Each combination's bake holds
-its cache folder's lock (:class:`engine.cachelock.CacheLock`); a retried task waits for a bake of
+its cache folder's lock (:class:`engine.io.lock.CacheLock`); a retried task waits for a bake of
 the combination still holding it (an orphan on another host) before it starts its own.
 """
 
@@ -41,9 +41,11 @@ import time
 from dataclasses import dataclass, field
 
 try:
-    from ..engine import atomic, cachelock, errors
+    from ..engine.io import atomic, lock as cachelock
+    from ..engine import errors
 except ImportError:  # run as the top-level package 'bridge' (tools/wedge.py, python -m bridge.wedge)
-    from engine import atomic, cachelock, errors
+    from engine.io import atomic, lock as cachelock
+    from engine import errors
 
 WEDGE_FILE = "wedge.json"
 WEDGE_FORMAT = "surge-wedge"
@@ -156,7 +158,7 @@ def combinations(blend: str, variations: list[Variation], out: str) -> list[Comb
 # --- wedge.json -------------------------------------------------------------------------------------
 
 def write_json_atomic(path: str, doc: dict) -> None:
-    """Write ``doc`` to ``path`` through a temporary file renamed into place (:mod:`engine.atomic`)."""
+    """Write ``doc`` to ``path`` through a temporary file renamed into place (:mod:`engine.io.atomic`)."""
     atomic.write_json(path, doc, sort_keys=False)
 
 

@@ -1,5 +1,19 @@
 """Surge's particle-liquid engine: pure Python, numpy and numba; never imports Blender.
 
+Where things are:
+
+* ``settings/`` -- one typed description of every setting (units, ranges, tooltips), liquid presets;
+* ``scene/`` -- what a bake simulates: the exported objects, job folders, animation, memory budget;
+* ``core/`` -- particles, the cell grid, the neighbour list, the smoothing kernels, vector operations;
+* ``collision/`` -- mesh colliders as distance grids, box containers as walls, their kernels;
+* ``solvers/`` -- the shared SPH core, WCSPH, PBF and the MAC + SPH hybrid, behind one contract;
+* ``sources/`` -- filling fluids, inflows, outflows and removal, force fields;
+* ``surface/``, ``whitewater/`` -- stages over a baked cache (a mesh per frame; spray, foam, bubbles);
+* ``io/`` -- atomic writes, the cache, its lock, checkpoints, USD files, child-process reporting;
+* ``live/`` -- the live session's engine process and its shared memory;
+* :mod:`.assemble` builds a simulation from a job, :mod:`.driver` runs the frame loop,
+  :mod:`.cli` and :mod:`.stages` are the child processes' command lines, :mod:`.errors` the errors.
+
 Glossary of the short symbols used inside kernels (SI units):
 
 =======  ==========================================  ==========

@@ -24,14 +24,14 @@ CACHE_DIR from one of them (``latest``: the last one every earlier frame is bake
 read) with the job's settings, replacing the frames after it; a scene whose objects changed since
 the cached frames were baked is refused unless ``--accept-scene-change`` is given.
 
-The bake holds the cache folder's lock (:class:`engine.cache.CacheLock`) and writes only into a
+The bake holds the cache folder's lock (:class:`engine.io.cache.CacheLock`) and writes only into a
 new folder, an empty one or a Surge cache folder; the previous bake in it stays as it was until
 the new one has simulated its first frame. ``--lock-token`` joins the lock of the process that
 started this one (Blender) instead; ``--run-id`` is recorded in the manifest once the bake
 replaces the previous one, so that process can tell the new frames from the old.
 
 Work on each frame as it is cached, in this process (see :func:`engine.stages.follow_bake`):
-``--usd-dir DIR`` writes the frame's particles to ``DIR/liquid_NNNNNN.usdc`` (:mod:`engine.usd`), and
+``--usd-dir DIR`` writes the frame's particles to ``DIR/liquid_NNNNNN.usdc`` (:mod:`engine.io.usd`), and
 ``--surface FILE.json`` meshes it with those surface settings (:mod:`engine.surface.stage`; with
 ``--usd-dir``, its USD files too), and ``--whitewater FILE.json`` makes its spray, foam and bubbles
 with those whitewater settings (:mod:`engine.whitewater.stage`, the job's colliders included; automatic
@@ -48,7 +48,7 @@ import json
 import os
 import sys
 
-from .child_io import cancel_flag, emit, log_to_stderr
+from .io.child import cancel_flag, emit, log_to_stderr
 from .errors import BakeCancelled, EngineError
 
 
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cancel = cancel_flag(args.cancel_file)
 
-    from .cache import CacheLock
+    from .io.cache import CacheLock
 
     try:
         job_inside = os.path.relpath(os.path.abspath(args.job_dir), os.path.abspath(args.cache_dir))
@@ -129,7 +129,7 @@ def _following(args, resumed: bool):
     scene, settings = load_job(args.job_dir)
     writers = []
     if args.usd_dir:
-        from .usd import PointsWriter
+        from .io.usd import PointsWriter
 
         writers.append(PointsWriter(args.usd_dir, 0.5 * settings.particle_spacing))
     followers = []

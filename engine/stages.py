@@ -30,7 +30,7 @@ Command line (JSON lines on stdout, as ``engine.cli bake``)::
     python -m engine.stages run STAGE CACHE_DIR [--settings FILE.json] [--cancel-file PATH]
                                 [--restart] [--frames A-B] [--option KEY=VALUE ...] [--lock-token TOKEN]
 
-A run holds the cache folder's lock (:class:`engine.cachelock.CacheLock`) while it writes, as a
+A run holds the cache folder's lock (:class:`engine.io.lock.CacheLock`) while it writes, as a
 bake does: a stage over a folder another process is baking into, or running another stage in, is
 refused with an error event naming that process. ``--lock-token`` joins the lock of the process
 that started this one (Blender, which took it before writing the stage's settings) instead.
@@ -59,11 +59,11 @@ import sys
 import time
 from typing import Callable, Iterable
 
-from . import atomic
-from .cache import CacheLock, CacheReader
-from .child_io import cancel_flag, emit, log_to_stderr
+from .io import atomic
+from .io.cache import CacheLock, CacheReader
+from .io.child import cancel_flag, emit, log_to_stderr
 from .errors import BakeCancelled, CacheFormatError, EngineError
-from .memory import resident_bytes
+from .io.child import resident_bytes
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,8 @@ def settings_hash(settings: dict) -> str:
 def write_atomic(path: str):
     """Context manager giving a temporary path to write ``path`` through; renamed into place on success.
 
-    The temporary name (engine.atomic) keeps the extension (``surface_000001.<id>.tmp.usdc``: USD picks the format from it)
+    The temporary name (engine.io.atomic) keeps the extension (``surface_000001.<id>.tmp.usdc``: USD picks the format
+    from it)
     and is removed if the block raises.
     """
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)

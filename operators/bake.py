@@ -15,8 +15,10 @@ from bpy.props import BoolProperty, EnumProperty, IntProperty
 
 from .common import SceneIdle, StageOperator
 from ..bridge import bake_state, export, files
-from ..bridge.bake import (ADDON_ROOT, IF_SETTINGS_CHANGED, BakeSession, describe, free_bake, remove_unused_usd,
-                           resume_state, setting_labels)
+from ..bridge.bake import (IF_SETTINGS_CHANGED, BakeSession, free_bake, remove_unused_usd, resume_state,
+                           setting_labels)
+from ..bridge.paths import ADDON_ROOT
+from ..bridge.progress_text import describe
 from ..engine.errors import EngineError
 
 

@@ -7,9 +7,9 @@ from bpy.props import EnumProperty
 
 from .common import SceneIdle
 from ..bridge import files, keyframes
-from ..bridge.bake import ADDON_ROOT
+from ..bridge.paths import ADDON_ROOT
 from ..bridge.export import unit_scale
-from ..engine.cache import CacheReader
+from ..engine.io.cache import CacheReader
 from ..engine.errors import EngineError
 
 KEYFRAME_MODES = (

@@ -15,8 +15,10 @@ from bpy.props import BoolProperty
 from .bake import SURGE_OT_bake
 from .common import SceneIdle, StageOperator, redraw_sidebars
 from ..bridge import files, live
-from ..bridge.bake import ADDON_ROOT, BakeSession, describe
-from ..engine.cache import check_writable
+from ..bridge.bake import BakeSession
+from ..bridge.paths import ADDON_ROOT
+from ..bridge.progress_text import describe
+from ..engine.io.cache import check_writable
 from ..engine.errors import EngineError
 
 

@@ -4,7 +4,7 @@
   give every selected object with geometry that role and a display that says so;
   ``surge.clear_role`` takes the role away again.
 * ``surge.apply_liquid`` sets density, viscosity and surface tension from a measured liquid
-  (:mod:`engine.liquids`); ``surge.liquid_preset_add`` saves the current values as the artist's
+  (:mod:`engine.settings.liquids`); ``surge.liquid_preset_add`` saves the current values as the artist's
   own preset with Blender's preset system (files in the user's ``scripts/presets/surge/liquids``).
 """
 
@@ -16,7 +16,7 @@ from bpy.props import EnumProperty
 
 from .common import SceneIdle
 from ..bridge.export import GEOMETRY_TYPES, unit_scale
-from ..engine import liquids
+from ..engine.settings import liquids
 from ..engine.errors import EngineError
 
 #: Folder of the artist's liquid presets, below Blender's ``scripts/presets``.

@@ -18,8 +18,8 @@ from bpy.props import BoolProperty
 
 from .common import SceneIdle
 from ..bridge import bake_state, export, files, headless, liquid, preferences, surface
-from ..bridge.bake import ADDON_PACKAGE, ADDON_ROOT
-from ..engine import cache as cache_mod
+from ..bridge.paths import ADDON_PACKAGE, ADDON_ROOT
+from ..engine.io import cache as cache_mod
 from ..engine.errors import EngineError
 
 
@@ -121,7 +121,8 @@ class SURGE_OT_load_baked(_Idle, bpy.types.Operator):
         surface.sync(scene, export.unit_scale(scene))
         from ..bridge import surface_bake
 
-        surface_bake.show_surface(scene, cache_dir, files.cache_dir_is_relative(scene))  # a baked surface, if the bake meshed one
+        surface_bake.show_surface(scene, cache_dir,
+                                  files.cache_dir_is_relative(scene))  # a baked surface, if the bake meshed one
         self.report({"INFO"}, f"Showing {len(frames)} baked frames from '{usd_dir}'")
         return {"FINISHED"}
 

@@ -13,7 +13,7 @@ import bpy
 from bpy.props import EnumProperty
 
 from ..bridge import export, files, headless, liquid, surface, wedge
-from ..bridge.bake import ADDON_ROOT
+from ..bridge.paths import ADDON_ROOT
 from ..engine.errors import EngineError
 
 #: Name of the wedge's log in its folder (what the terminal wedge prints).

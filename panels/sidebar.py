@@ -7,8 +7,8 @@ from __future__ import annotations
 import bpy
 
 from ..bridge import bake_state, default_cache
-from ..bridge.bake import duration
-from ..engine import liquids
+from ..bridge.progress_text import duration
+from ..engine.settings import liquids
 from ..engine import settings as settings_mod
 from ..operators.setup import PRESET_SUBDIR
 

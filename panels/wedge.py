@@ -12,7 +12,8 @@ class SURGE_UL_wedge_variations(bpy.types.UIList):
 
     def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
         row = layout.row(align=True)
-        row.label(text=item.target.name if item.target else "Scene", icon="OBJECT_DATA" if item.target else "SCENE_DATA")
+        row.label(text=item.target.name if item.target else "Scene",
+                  icon="OBJECT_DATA" if item.target else "SCENE_DATA")
         row.prop(item, "setting", text="", emboss=False)
         row.prop(item, "values", text="")
 

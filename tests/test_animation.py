@@ -6,9 +6,13 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from engine import animation, emit, scene as scene_mod
-from engine.cache import CacheReader
-from engine.driver import Sources, bake, fill_fluids
+from engine.scene import animation
+from engine.sources import inflow
+from engine import scene as scene_mod
+from engine.errors import InvalidSceneError
+from engine.io.cache import CacheReader
+from engine.assemble import Sources, fill_fluids
+from engine.driver import bake
 from engine.scene import (FluidObject, ForceField, InflowObject, OutflowObject, SceneDescription, load_job,
                           save_job, scene_hash)
 from engine.settings import InflowSettings, SimulationSettings
@@ -58,7 +62,7 @@ def test_moving_hose_emits_from_its_surface_and_pours_a_v_t():
     dx, fps = 0.01, 24.0
     hose = _hose()
     assert hose.motion == "RIGID"
-    emitter = emit.make_emitter(hose, dx, 0, 1, fps)
+    emitter = inflow.make_emitter(hose, dx, 0, 1, fps)
     assert emitter.is_dynamic
     dt, t, total = 0.002, 0.0, 0
     for _ in range(500):  # 1 s
@@ -82,7 +86,7 @@ def test_inflow_switched_off_between_frames_20_and_40_emits_nothing_then():
     switch = np.ones(60)
     switch[19:39] = 0.0  # frames 20..39 off (frame_start 1: index = frame - 1)
     hose = _hose(motion_frames=60, speed=0.0, tracks={"use_flow": switch})
-    emitter = emit.make_emitter(hose, dx, 0, 1, fps)
+    emitter = inflow.make_emitter(hose, dx, 0, 1, fps)
     counts = {}
     t, dt, total = 0.0, 1.0 / fps / 20, 0
     for step in range(59 * 20):
@@ -99,7 +103,7 @@ def test_keyed_rate_ramp_emits_its_integral():
     fps, dx = 24.0, 0.01
     ramp = np.linspace(0.0, 2.0, 25)  # 0 -> 2 m/s over frames 1..25
     hose = _hose(motion_frames=25, speed=0.0, tracks={"normal_speed": ramp}, normal_speed=0.0)
-    emitter = emit.make_emitter(hose, dx, 0, 1, fps)
+    emitter = inflow.make_emitter(hose, dx, 0, 1, fps)
     t, dt, total = 0.0, 1.0 / fps / 16, 0
     for _ in range(24 * 16):
         total += len(emitter.emit(t, dt, np.zeros((0, 3)))[0])
@@ -158,7 +162,7 @@ def test_moving_and_animated_scene_survives_the_job_folder(tmp_path):
 def test_bad_tracks_are_refused_naming_the_object():
     hose = _hose(motion_frames=3, tracks={"normal_speed": np.ones(2), "spacing_factor": np.ones(3)})
     sc = SceneDescription(inflows=[hose], frame_start=1, frame_end=3)
-    with pytest.raises(scene_mod.InvalidSceneError) as info:
+    with pytest.raises(InvalidSceneError) as info:
         sc.validate()
     text = str(info.value)
     assert "Inflow 'Hose': setting 'spacing_factor' cannot be animated" in text
@@ -189,7 +193,8 @@ def _animated_scene(frames=12):
                                        tracks={"friction": np.linspace(0, 0.5, frames)})
     return SceneDescription(fluids=[FluidObject("Water", box_mesh([0, 0, 0], [0.06, 0.1, 0.06]))],
                             containers=[container], inflows=[hose], force_fields=[wind], frame_start=1,
-                            frame_end=frames, tracks={"gravity": g, "pbf_xsph_viscosity": np.linspace(0.02, 1.0, frames)})
+                            frame_end=frames, tracks={"gravity": g, "pbf_xsph_viscosity": np.linspace(0.02, 1.0,
+                                                                                                      frames)})
 
 
 def test_resume_across_animated_settings_is_bit_identical(tmp_path):
@@ -211,8 +216,8 @@ def test_resume_across_animated_settings_is_bit_identical(tmp_path):
 def test_animated_settings_reach_the_solver():
     sc = _animated_scene()
     settings = SimulationSettings(solver="PBF", particle_spacing=0.02)
-    from engine.animation import SceneAnimation
-    from engine.driver import _make_solver
+    from engine.scene.animation import SceneAnimation
+    from engine.assemble import _make_solver
 
     particles, level = fill_fluids(sc, settings)
     solver = _make_solver(sc, settings, particles, None, level)
@@ -228,7 +233,7 @@ def test_animated_settings_reach_the_solver():
 
 def test_hybrid_accepts_force_fields_and_animated_gravity():
     sc = _animated_scene()
-    from engine.driver import check_job
+    from engine.assemble import check_job
 
     sc = dataclasses.replace(sc, inflows=())
     assert sc.force_fields and "gravity" in sc.tracks
@@ -238,7 +243,7 @@ def test_hybrid_accepts_force_fields_and_animated_gravity():
 def test_automatic_sound_speed_bounds_the_strongest_animated_gravity():
     """WCSPH's automatic speed of sound is ten times the fastest fall: with gravity keyed from g to 4 g it
     is sized for 4 g (twice the speed), not for the first frame's gravity."""
-    from engine.driver import _auto_sound_speed
+    from engine.assemble import _auto_sound_speed
     from engine.solvers import wcsph
 
     x = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.2]])
@@ -265,7 +270,7 @@ def test_moving_outflow_limits_the_substep():
 
 def test_particle_budget_bounds_an_animated_rate():
     """The memory check counts a ramped or moving inflow at its fastest rate (an upper bound)."""
-    from engine.budget import inflow_particle_count
+    from engine.scene.budget import inflow_particle_count
 
     ramp = _hose(motion_frames=25, speed=0.0, tracks={"normal_speed": np.linspace(0.0, 2.0, 25)}, normal_speed=0.0)
     sc = SceneDescription(inflows=[ramp], frame_start=1, frame_end=25)

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from engine import cache
+from engine.io import cache
 from engine.errors import CacheFormatError
 
 

@@ -17,9 +17,10 @@ import sys
 import numpy as np
 import pytest
 
-from engine import atomic, cache, cachelock, checkpoint, driver
+from engine.io import atomic, cache, lock as cachelock, checkpoint
+from engine import driver
 from engine import scene as sc
-from engine.cache import CacheLock, CacheReader
+from engine.io.cache import CacheLock, CacheReader
 from engine.errors import (BakeCancelled, CacheFormatError, CacheLockedError, ForeignFolderError,
                            InvalidSceneError)
 from engine.settings import SimulationSettings
@@ -436,7 +437,7 @@ def test_a_lock_joined_by_a_child_stays_held_while_the_child_lives(tmp_path):
 
 def test_a_changed_force_field_or_animation_counts_as_a_scene_change():
     """A resume compares every object of the job, force fields and animated settings included."""
-    from engine import jobcheck
+    from engine.scene import jobcheck
 
     base = _scene((1, 4))
     before = jobcheck.scene_object_hashes(base)
@@ -512,13 +513,13 @@ def test_a_wedge_task_waits_for_a_bake_holding_its_cache_and_leaves_it_alone(tmp
 
 
 def test_only_the_atomic_module_renames_files_into_place():
-    """The atomic-write pattern (temporary name, flush, rename) exists once: engine/atomic.py."""
+    """The atomic-write pattern (temporary name, flush, rename) exists once: engine/io/atomic.py."""
     found = []
-    for folder in ("engine", "bridge", "operators", "panels", "tools"):
+    for folder in ("engine", "bridge", "farm", "operators", "panels", "tools"):
         for base, _dirs, names in os.walk(os.path.join(ROOT, folder)):
             for n in names:
                 path = os.path.join(base, n)
-                if n.endswith(".py") and os.path.relpath(path, ROOT) != os.path.join("engine", "atomic.py"):
+                if n.endswith(".py") and os.path.relpath(path, ROOT) != os.path.join("engine", "io", "atomic.py"):
                     with open(path, encoding="utf-8") as fh:
                         if "os.replace(" in fh.read():
                             found.append(os.path.relpath(path, ROOT))

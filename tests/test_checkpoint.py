@@ -10,9 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from engine import checkpoint, driver
+from engine.io import checkpoint
+from engine import driver
 from engine import scene as sc
-from engine.cache import CacheReader
+from engine.io.cache import CacheReader
 from engine.errors import BakeCancelled, InvalidSceneError, InvalidSettingsError
 from engine import settings as settings_mod
 from engine.settings import SimulationSettings

@@ -5,10 +5,9 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 from engine import scene as sc
-from engine.cache import CacheReader
+from engine.io.cache import CacheReader
 from engine.settings import SimulationSettings
 from helpers import column_scene
 
@@ -114,8 +113,8 @@ def test_engine_source_has_no_blender_or_absolute_imports():
 
 
 def test_pre_bake_checks_do_not_load_numba():
-    """The host calls driver.check_job inside Blender before every bake: it must stay light."""
-    code = "import sys, engine.driver; sys.exit(1 if 'numba' in sys.modules else 0)"
+    """The host calls assemble.check_job inside Blender before every bake: it must stay light."""
+    code = "import sys, engine.driver, engine.assemble; sys.exit(1 if 'numba' in sys.modules else 0)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
     assert out.returncode == 0
 

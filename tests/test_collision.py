@@ -12,8 +12,11 @@ import pytest
 from numba import njit, prange
 from numpy.testing import assert_allclose
 
-from engine import cache, collider_kernels, collision, driver, sdf
-from engine.cache import CacheReader
+from engine.io import cache
+from engine.collision import queries as collider_kernels, sdf, world as collision
+from engine import driver
+from engine import assemble
+from engine.io.cache import CacheReader
 from engine.errors import InvalidSceneError
 from engine.scene import BoxContainer, FluidObject, MeshCollider, SceneDescription, TriangleMesh
 from engine.settings import ColliderSettings, SimulationSettings
@@ -24,7 +27,8 @@ from test_sdf import concat, torus_mesh, torus_sdf
 @njit(parallel=True)
 def _query(points, cset, c, phi, normal, vel):
     for i in prange(points.shape[0]):
-        p, n0, n1, n2, tri, r0, r1, r2 = collider_kernels.collider_phi(points[i, 0], points[i, 1], points[i, 2], c, cset)
+        p, n0, n1, n2, tri, r0, r1, r2 = collider_kernels.collider_phi(points[i, 0], points[i, 1], points[i, 2], c,
+                                                                       cset)
         phi[i] = p
         normal[i, 0] = n0
         normal[i, 1] = n1
@@ -186,7 +190,8 @@ def test_convex_meshes_become_exact_polytopes():
 
 def test_solid_polytope_ejects_a_fast_particle_the_way_it_came():
     """Gourlay 2012: a particle that went past the middle of a thin slab leaves through the face it entered."""
-    slab = MeshCollider("Slab", box_mesh([-0.2, -0.2, -0.01], [0.2, 0.2, 0.01]), ColliderSettings(collider_mode="SOLID"))
+    slab = MeshCollider("Slab", box_mesh([-0.2, -0.2, -0.01], [0.2, 0.2, 0.01]),
+                        ColliderSettings(collider_mode="SOLID"))
     world = world_of([slab])
     # 3 mm below the middle, coming down: the nearest face is the bottom one, the right one the top
     x = np.array([[0.0, 0.0, -0.003]], dtype=np.float32)
@@ -417,7 +422,7 @@ def test_particles_starting_inside_a_solid_are_removed_and_grids_are_reused(tmp_
     x = reader.read_frame(1)["position"].astype(np.float64)
     # none inside the tube (the 24 x 12 facets lie up to 0.7 mm inside the smooth torus)
     assert torus_sdf(x - [0.1, 0.1, 0.05], 0.05, 0.02).min() >= -0.0007
-    assert len(x) < len(driver.initial_particles(scene, SimulationSettings(particle_spacing=0.01)))
+    assert len(x) < len(assemble.initial_particles(scene, SimulationSettings(particle_spacing=0.01)))
     assert [e["cached"] for e in events if e["event"] == "collider"] == [False]
     grids = os.listdir(tmp_path / "cache" / "sdf")
     assert len(grids) == 1
@@ -438,9 +443,9 @@ def test_liquid_entirely_inside_a_solid_is_refused(tmp_path):
 
 
 def test_inverse3_matches_lapack_and_refuses_a_singular_matrix():
-    """The 3 x 3 inverse of a collider's pose (closed form, see ``engine.collision.inverse3``) against
+    """The 3 x 3 inverse of a collider's pose (closed form, see ``engine.collision.world.inverse3``) against
     numpy's LAPACK inverse, for rotations times scales and shears like an artist's transforms."""
-    from engine.collision import inverse3
+    from engine.collision.world import inverse3
 
     rng = np.random.default_rng(7)
     for _ in range(200):

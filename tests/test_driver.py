@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from engine import driver
-from engine.cache import CacheReader
+from engine.io.cache import CacheReader
 from engine.errors import SimulationDivergedError
 from engine.scene import MeshCollider, SceneDescription
 from engine.settings import ColliderSettings, SimulationSettings
@@ -45,7 +45,8 @@ def test_pbf_with_a_moving_mesh_collider_is_bit_identical_twice(tmp_path):
     transforms[:, 0, 3] = np.arange(4) * 0.01
     cup = open_cup(radius=0.03, height=0.05, base=(0.15, 0.1, 0.0))
     scene = SceneDescription(fluids=scene.fluids, containers=scene.containers, frame_start=1, frame_end=4,
-                             colliders=[MeshCollider("Cup", cup, ColliderSettings(friction=0.2), transforms=transforms)])
+                             colliders=[MeshCollider("Cup", cup, ColliderSettings(friction=0.2),
+                                                     transforms=transforms)])
     settings = SimulationSettings(solver="PBF", particle_spacing=0.01)
     for name in ("a", "b"):
         driver.bake(scene, settings, str(tmp_path / name))

@@ -4,14 +4,17 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from engine import budget, emit
+from engine.scene import budget
+from engine.sources import fill, outflow
+from engine.sources import inflow as emitters
+from engine.collision.sdf import winding
 from engine.errors import InvalidSceneError
 from engine.scene import TriangleMesh
 from helpers import box_mesh, column_scene, uv_sphere
 
 
 def test_box_fill_is_the_exact_lattice():
-    pts = emit.fill_volume(box_mesh([0, 0, 0], [0.1, 0.2, 0.3]), 0.01)
+    pts = fill.fill_volume(box_mesh([0, 0, 0], [0.1, 0.2, 0.3]), 0.01)
     assert len(pts) == 10 * 20 * 30
     assert_allclose(pts.min(axis=0), [0.005] * 3, rtol=0, atol=1e-12)
     assert_allclose(pts.max(axis=0), [0.095, 0.195, 0.295], rtol=0, atol=1e-12)
@@ -19,7 +22,7 @@ def test_box_fill_is_the_exact_lattice():
 
 def test_sphere_fill_matches_volume():
     r, dx = 0.5, 0.02
-    pts = emit.fill_volume(uv_sphere(r), dx)
+    pts = fill.fill_volume(uv_sphere(r), dx)
     # the UV sphere (24 x 48) is inscribed: its volume is ~0.6 % below 4/3 pi r^3; lattice
     # counting noise at r/dx = 25 is ~1/(r/dx) ~ 1 %, so 2 % covers both.
     assert_allclose(len(pts) * dx ** 3, 4 / 3 * np.pi * r ** 3, rtol=0.02, atol=0)
@@ -32,15 +35,15 @@ def test_winding_number_on_broken_meshes():
     # a duplicated overlapping copy doubles the winding number inside (still "inside")
     dup = TriangleMesh(np.concatenate([sphere.vertices, sphere.vertices]),
                        np.concatenate([sphere.triangles, sphere.triangles + len(sphere.vertices)]))
-    assert_allclose(emit.winding_numbers(inside, dup), [2.0], rtol=0, atol=1e-9)
-    assert_allclose(emit.winding_numbers(outside, dup), [0.0], rtol=0, atol=1e-9)
+    assert_allclose(winding.winding_numbers(inside, dup), [2.0], rtol=0, atol=1e-9)
+    assert_allclose(winding.winding_numbers(outside, dup), [0.0], rtol=0, atol=1e-9)
     # a mesh with a hole (a few faces removed) still classifies points far from the hole
     holed = TriangleMesh(sphere.vertices, sphere.triangles[10:])
-    assert emit.winding_numbers(np.array([[0.0, 0.0, -0.5]]), holed)[0] > 0.5
-    assert emit.winding_numbers(outside, holed)[0] < 0.5
+    assert winding.winding_numbers(np.array([[0.0, 0.0, -0.5]]), holed)[0] > 0.5
+    assert winding.winding_numbers(outside, holed)[0] < 0.5
     # a zero-area face changes nothing
     degenerate = TriangleMesh(sphere.vertices, np.concatenate([sphere.triangles, [[0, 0, 1]]]))
-    assert_allclose(emit.winding_numbers(inside, degenerate), [1.0], rtol=0, atol=1e-9)
+    assert_allclose(winding.winding_numbers(inside, degenerate), [1.0], rtol=0, atol=1e-9)
 
 
 def test_particle_budget_refuses_with_a_fix():
@@ -59,8 +62,9 @@ def test_particle_budget_refuses_with_a_fix():
 # inflow, outflow, lifetime, kill box
 
 from engine import driver  # noqa: E402
+from engine import assemble
 from engine import settings as settings_mod  # noqa: E402
-from engine.cache import CacheReader  # noqa: E402
+from engine.io.cache import CacheReader  # noqa: E402
 from engine.errors import InvalidSettingsError  # noqa: E402
 from engine.scene import (BoxContainer, FluidObject, InflowObject, OutflowObject, SceneDescription,  # noqa: E402
                           load_job, save_job, surface_flux)
@@ -87,7 +91,7 @@ def test_surface_flux_matches_area_times_speed(dt):
     dx = 0.01
     tap = quad([0.0, 0.0, 0.0], [0.0, 0.05, 0.0], [0.04, 0.0, 0.0], n=3)  # 0.04 x 0.05 m, normal -z
     inflow = InflowObject("Tap", tap, settings_mod.InflowSettings(normal_speed=2.0))
-    em = emit.make_emitter(inflow, dx, 0, 1, 24.0)
+    em = emitters.make_emitter(inflow, dx, 0, 1, 24.0)
     x, v = _run_emitter(em, 0.5, dt)
     expected = 0.04 * 0.05 * 2.0 * 0.5 / dx ** 3  # 2000 particles
     # each point holds back less than one particle owed: the deficit is in [0, points)
@@ -105,7 +109,7 @@ def test_curved_surface_flux_with_world_velocity():
     sphere = uv_sphere(0.1)
     st = settings_mod.InflowSettings(normal_speed=0.5, velocity=(1.0, 0.0, 0.0))
     inflow = InflowObject("Ball", sphere, st)
-    em = emit.make_emitter(inflow, dx, 0, 1, 24.0)
+    em = emitters.make_emitter(inflow, dx, 0, 1, 24.0)
     flux = surface_flux(sphere, inflow.velocity, 0.5)
     # analytic flux of a sphere: integral of max(cos(t) + 0.5, 0) over it = 2 pi r^2 * 1.5^2 / 2
     assert_allclose(flux, np.pi * 0.1 ** 2 * 1.5 ** 2, rtol=0.01, atol=0)  # 1 %: the UV sphere's facets
@@ -120,7 +124,7 @@ def test_curved_surface_flux_with_world_velocity():
 def test_stream_particles_do_not_overlap():
     dx = 0.01
     tap = quad([0.0, 0.0, 0.0], [0.0, 0.04, 0.0], [0.04, 0.0, 0.0], n=2)
-    em = emit.make_emitter(InflowObject("Tap", tap, settings_mod.InflowSettings(normal_speed=1.0)), dx, 0, 1, 24.0)
+    em = emitters.make_emitter(InflowObject("Tap", tap, settings_mod.InflowSettings(normal_speed=1.0)), dx, 0, 1, 24.0)
     x, _v = _run_emitter(em, 0.1, 0.001)
     d = np.linalg.norm(x[:, None, :] - x[None, :, :], axis=2)
     np.fill_diagonal(d, np.inf)
@@ -133,7 +137,7 @@ def test_blocked_point_waits():
     """A particle sitting in front of the nozzle stops its point without a burst afterwards."""
     dx = 0.01
     tap = quad([0.0, 0.0, 0.0], [0.0, 0.01, 0.0], [0.01, 0.0, 0.0])
-    em = emit.make_emitter(InflowObject("Tap", tap, settings_mod.InflowSettings(normal_speed=1.0)), dx, 0, 1, 24.0)
+    em = emitters.make_emitter(InflowObject("Tap", tap, settings_mod.InflowSettings(normal_speed=1.0)), dx, 0, 1, 24.0)
     plug = np.concatenate([em.points + [0.0, 0.0, -0.002 * k] for k in range(6)])
     total = 0
     for k in range(100):
@@ -151,7 +155,7 @@ def test_emission_window_in_frames():
     dx, fps = 0.01, 24.0
     tap = quad([0.0, 0.0, 0.0], [0.0, 0.02, 0.0], [0.02, 0.0, 0.0])
     st = settings_mod.InflowSettings(normal_speed=1.0, emit_start=5, emit_end=8)
-    em = emit.make_emitter(InflowObject("Tap", tap, st), dx, 0, 1, fps)
+    em = emitters.make_emitter(InflowObject("Tap", tap, st), dx, 0, 1, fps)
     # frames 5..8 are computed over t in [3/24, 7/24] with frame_start 1: 4 frames of emission
     x, _v = _run_emitter(em, 0.5, 1 / 240)
     expected = 0.02 * 0.02 * 1.0 * (4 / fps) / dx ** 3
@@ -161,13 +165,13 @@ def test_emission_window_in_frames():
 
 def test_volume_inflow_fills_only_free_sites():
     dx = 0.01
-    em = emit.make_emitter(InflowObject("Box", box_mesh([0, 0, 0], [0.05, 0.05, 0.05]),
+    em = emitters.make_emitter(InflowObject("Box", box_mesh([0, 0, 0], [0.05, 0.05, 0.05]),
                                         settings_mod.InflowSettings(inflow_mode="VOLUME")), dx, 0, 1, 24.0)
     assert len(em.sites) == 125
     liquid = em.sites[:60] + 0.001
     x, _v, _a = em.emit(0.0, 0.01, liquid)
     assert len(x) == 65  # the other sites: none of them has a particle within 0.9 dx
-    assert not np.any(emit.near_any(liquid, x, 0.9 * dx))
+    assert not np.any(emitters.near_any(liquid, x, 0.9 * dx))
 
 
 def test_removal_by_outflow_age_and_kill_box():
@@ -177,12 +181,12 @@ def test_removal_by_outflow_age_and_kill_box():
     drain = OutflowObject("Drain", box_mesh([-0.2, -0.1, -0.3], [0.1, 0.3, 0.0]))
     # the winding number decides exactly for points not within 1e-9 of the faces
     inside = np.all((x > [-0.2, -0.1, -0.3]) & (x < [0.1, 0.3, 0.0]), axis=1)
-    assert_array_equal(emit.removal_mask(x, age, [drain], 0.0, None), inside)
-    assert_array_equal(emit.removal_mask(x, age, [], 2.0, None), age > 2.0)
+    assert_array_equal(outflow.removal_mask(x, age, [drain], 0.0, None), inside)
+    assert_array_equal(outflow.removal_mask(x, age, [], 2.0, None), age > 2.0)
     box = np.array([[-0.4, -0.3, -0.45], [0.45, 0.2, 0.3]])
     outside = np.any((x < box[0]) | (x > box[1]), axis=1)
-    assert_array_equal(emit.removal_mask(x, age, [], 0.0, box), outside)
-    assert_array_equal(emit.removal_mask(x, age, [drain], 2.0, box), inside | (age > 2.0) | outside)
+    assert_array_equal(outflow.removal_mask(x, age, [], 0.0, box), outside)
+    assert_array_equal(outflow.removal_mask(x, age, [drain], 2.0, box), inside | (age > 2.0) | outside)
 
 
 def _tap_scene(frames=(1, 10), **inflow):
@@ -242,7 +246,8 @@ def test_job_round_trip_and_refusals(tmp_path):
     with pytest.raises(InvalidSceneError, match="Inflow 'Tap' has no faces"):
         bad.validate()
     away = SceneDescription(inflows=[InflowObject("Tap", quad([0, 0, 0], [0, 0.1, 0], [0.1, 0, 0]),
-                                                  settings_mod.InflowSettings(normal_speed=0.0, velocity=(0.0, 0.0, 1.0)))])
+                                                  settings_mod.InflowSettings(normal_speed=0.0, velocity=(0.0, 0.0,
+                                                                                                          1.0)))])
     with pytest.raises(InvalidSceneError, match="Inflow 'Tap' emits nothing"):
         away.validate()
     with pytest.raises(InvalidSettingsError, match="Inflow 'Tap': setting 'End Frame'"):
@@ -250,7 +255,7 @@ def test_job_round_trip_and_refusals(tmp_path):
     coarse = SceneDescription(fluids=[FluidObject("Pool", box_mesh([0, 0, 0], [0.1, 0.1, 0.1]),
                                                   settings=settings_mod.FluidSettings(spacing_factor=2.0))])
     with pytest.raises(InvalidSceneError, match="Fluid 'Pool': setting 'Spacing Factor'.*single resolution"):
-        driver.check_job(coarse, settings_mod.SimulationSettings(solver="WCSPH"))
+        assemble.check_job(coarse, settings_mod.SimulationSettings(solver="WCSPH"))
     flat = SceneDescription(inflows=[InflowObject("Sheet", quad([0, 0, 0], [0, 0.1, 0], [0.1, 0, 0]),
                                                   settings_mod.InflowSettings(inflow_mode="VOLUME"))])
     with pytest.raises(InvalidSceneError, match=r"Inflow 'Sheet' \(Emit From: Volume\) holds no particle"):
@@ -306,8 +311,8 @@ def test_near_any_equals_brute_force(spread):
     points = np.concatenate([rng.uniform(-0.5, spread + 0.5, (20000, 3)),
                              queries[::3] + rng.normal(scale=0.6 * r, size=(134, 3))]).astype(np.float32)
     cells = np.prod(np.floor(queries.max(0) / r) - np.floor(queries.min(0) / r) + 3)
-    assert (cells > emit.MAX_QUERY_CELLS) == (spread > 1.0)  # both paths are exercised
+    assert (cells > emitters.MAX_QUERY_CELLS) == (spread > 1.0)  # both paths are exercised
     d2 = ((queries[:, None, :] - points[None, :, :].astype(np.float64)) ** 2).sum(-1)
     want = (d2 < r * r).any(axis=1)
     assert 0 < want.sum() < len(want)
-    np.testing.assert_array_equal(emit.near_any(points, queries, r), want)
+    np.testing.assert_array_equal(emitters.near_any(points, queries, r), want)

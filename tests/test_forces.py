@@ -1,4 +1,4 @@
-"""Blender force fields on the liquid (engine/forces.py) against the formulas of Blender's effect.cc.
+"""Blender force fields on the liquid (engine/sources/forces.py) against the formulas of Blender's effect.cc.
 
 The reference below is written point by point from ``get_effector_data``, ``effector_falloff``,
 ``falloff_func`` and ``do_physical_effector`` (Blender 5.0, source/blender/blenkernel/intern/
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from engine import forces
-from engine.cache import CacheReader
+from engine.sources import forces
+from engine.io.cache import CacheReader
 from engine.driver import bake
 from engine.scene import FluidObject, ForceField, SceneDescription
 from engine.settings import SimulationSettings

@@ -9,14 +9,18 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from engine import checkpoint, driver
-from engine.cache import CacheReader
-from engine.neighbors import build_grid
-from engine.particles import Particles
+from engine.io import checkpoint
+from engine import driver
+from engine import assemble
+from engine.io.cache import CacheReader
+from engine.core.cell_grid import build_grid
+from engine.core.particles import Particles
 from engine.scene import BoxContainer, FluidObject, MeshCollider, SceneDescription
 from engine.errors import InvalidSceneError
 from engine.settings import ColliderSettings, FluidSettings, SimulationSettings
-from engine.solvers import hybrid, mac, wcsph
+from engine.solvers import hybrid, wcsph
+from engine.solvers.hybrid import mac
+from engine.solvers.hybrid import mac_sampling
 from helpers import box_mesh, column_scene, uv_sphere
 
 DX = 0.01
@@ -167,8 +171,8 @@ def test_hybrid_grid_feels_animated_gravity_and_force_fields(how):
     grid that kept the first frame's gravity (or ignored the field) would show -g. Tolerance: the
     tank is not at rest after the change (the SPH layer above compresses and rings), which adds the
     liquid's vertical acceleration to the gradient; seen within a few per cent, 10 % allowed."""
-    from engine.animation import SceneAnimation
-    from engine.forces import Forces
+    from engine.scene.animation import SceneAnimation
+    from engine.sources.forces import Forces
     from engine.scene import ForceField
 
     s = _tank_solver((0.12, 0.06, 0.24), (0.12, 0.06, 0.32), depth=0.08)
@@ -176,7 +180,8 @@ def test_hybrid_grid_feels_animated_gravity_and_force_fields(how):
         s.step(s.stable_dt())
     assert _kinematic_gradient(s) == pytest.approx(-9.81, rel=0.1)
     if how == "gravity":
-        scene = SceneDescription(frame_start=1, frame_end=3, tracks={"gravity": np.tile([0.0, 0.0, -1.5 * 9.81], (3, 1))})
+        scene = SceneDescription(frame_start=1, frame_end=3, tracks={"gravity": np.tile([0.0, 0.0, -1.5 * 9.81], (3,
+                                                                                                                  1))})
         SceneAnimation(scene, s).apply(s, 0.01)
         assert s.model.sph.gravity[2] == pytest.approx(-1.5 * 9.81)
         forces = Forces(SceneDescription())
@@ -235,7 +240,7 @@ def test_markers_moved_every_few_substeps_match_markers_moved_every_substep(monk
         markers[s.n_sub:] = True
         # the markers' pressure is the grid's at their new position (rho0 P, eq. 9's P = p / rho)
         g = s.grid
-        grid_p = [1000.0 * mac.pressure_at(g.p, *g.origin, 1.0 / g.cell, *map(float, pt.x[n]))
+        grid_p = [1000.0 * mac_sampling.pressure_at(g.p, *g.origin, 1.0 / g.cell, *map(float, pt.x[n]))
                   for n in range(s.n_sub, len(pt))]
         # float32 storage of p: 1e-4 Pa at 2 kPa
         assert_allclose(pt.p[s.n_sub:], grid_p, rtol=1e-6, atol=1e-3)
@@ -269,7 +274,7 @@ def test_markers_that_join_the_neighbour_search_take_the_grid_pressure():
     joined = np.flatnonzero(np.isin(pt.id[:s.n_sub], markers))
     assert len(joined) > 100, len(joined)
     g = s.grid
-    grid_p = [1000.0 * mac.pressure_at(g.p, *g.origin, 1.0 / g.cell, *map(float, pt.x[n])) for n in joined]
+    grid_p = [1000.0 * mac_sampling.pressure_at(g.p, *g.origin, 1.0 / g.cell, *map(float, pt.x[n])) for n in joined]
     # float32 storage of p: 1e-4 Pa at 2 kPa
     assert_allclose(pt.p[joined], np.maximum(grid_p, 0.0), rtol=1e-6, atol=1e-3)
     assert np.all(pt.p[s.n_sub:] == -1.0)  # the others wait for a frame's flush
@@ -279,7 +284,7 @@ def test_markers_that_join_the_neighbour_search_take_the_grid_pressure():
 
 def test_node_candidates_from_the_neighbour_grid_equal_brute_force():
     """The boundary row's nodes are not particles: each looks up the 27 cells around it in the cell grid
-    of engine.neighbors. Every particle within the reach (at most a cell edge) is found, nothing else,
+    of engine.core.cell_grid. Every particle within the reach (at most a cell edge) is found, nothing else,
     for nodes inside, at the edge of and outside the particles' extent."""
     rng = np.random.default_rng(5)
     x = rng.uniform(0.0, 0.3, size=(4000, 3)).astype(np.float32)
@@ -415,7 +420,7 @@ def drop_bakes(tmp_path_factory):
 def test_drop_scene_starts_with_every_kind():
     """The scene is deep enough for a MAC part: markers, both mixed layers and SPH particles."""
     scene, settings = _drop_scene(), _drop_settings("HYBRID")
-    s = driver._make_solver(scene, settings, driver.initial_particles(scene, settings))
+    s = assemble._make_solver(scene, settings, assemble.initial_particles(scene, settings))
     counts = s.kind_counts()
     assert all(counts[k] > 0 for k in hybrid.KIND_NAMES), counts
     assert_allclose(s.interface, L_DROP, rtol=0, atol=1e-6)
@@ -534,10 +539,10 @@ def test_grid_walls_come_from_the_collider_distance_fields():
                                 ColliderSettings(collider_mode="SOLID"))],
         frame_start=1, frame_end=2, fps=24.0)
     settings = SimulationSettings(solver="HYBRID", particle_spacing=DX, hybrid_interface_depth=0.08)
-    particles = driver.initial_particles(scene, settings)
-    collision = driver.make_collision(scene, settings, particles.x)
-    particles = driver.remove_inside_colliders(particles, collision, scene, settings)
-    s = driver._make_solver(scene, settings, particles, collision)
+    particles = assemble.initial_particles(scene, settings)
+    collision = assemble.make_collision(scene, settings, particles.x)
+    particles = assemble.remove_inside_colliders(particles, collision, scene, settings)
+    s = assemble._make_solver(scene, settings, particles, collision)
     c = s.grid.cell_centres()
     inside = np.all((c > block_lo) & (c < block_hi), axis=1).reshape(s.grid.shape)
     assert inside.any()
@@ -577,10 +582,11 @@ def test_resume_equals_an_uninterrupted_hybrid_bake(tmp_path):
 def test_check_job_refuses_several_resolutions_and_the_speed_limit_is_wcsph_s():
     """The hybrid has one particle spacing (like WCSPH); its divergence bound is five speeds of sound."""
     scene = column_scene()
-    half = SceneDescription(fluids=[FluidObject("Water", scene.fluids[0].mesh, settings=FluidSettings(spacing_factor=0.5))],
+    half = SceneDescription(fluids=[FluidObject("Water", scene.fluids[0].mesh,
+                                                settings=FluidSettings(spacing_factor=0.5))],
                             containers=scene.containers, frame_start=1, frame_end=2, fps=24.0)
     with pytest.raises(InvalidSceneError, match="HYBRID solver has a single resolution"):
-        driver.check_job(half, SimulationSettings(solver="HYBRID"))
+        assemble.check_job(half, SimulationSettings(solver="HYBRID"))
     s = _tank_solver((0.12, 0.06, 0.24), (0.12, 0.06, 0.3))
     limit = s.speed_limit()
     assert limit.speed == 5.0 * s.model.sph.c0 and "speed of sound" in limit.reason and "CFL" in limit.advice

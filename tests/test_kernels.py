@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from engine import kernels
+from engine.core import kernels
 
 
 def _radial_integral(w, h, n=20001):
@@ -88,7 +88,7 @@ def test_single_precision_shapes_match_the_cubic_spline():
     """cubic_shape32 / cubic_dshape32 (the solvers' float32 pair loops) against cubic_w / cubic_dwdr:
     W = w(q) / (pi h^3), dW/dr = dw/dq / (pi h^4); float32 rounding of values of order 1 (rtol 1e-6,
     atol 1e-6 of the peak value 1), zero beyond the support, w(0) = 1 exactly (the PBF padding relies on it)."""
-    from engine.kernels import cubic_dshape32, cubic_dwdr, cubic_shape32, cubic_w
+    from engine.core.kernels import cubic_dshape32, cubic_dwdr, cubic_shape32, cubic_w
 
     h = 0.03
     r = np.linspace(0.0, 2.2 * h, 67)

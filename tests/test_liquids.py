@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from engine import liquids
+from engine.settings import liquids
 from engine import settings as st
 from engine.errors import InvalidSettingsError
 

@@ -1,4 +1,4 @@
-"""The live session's engine side (engine.live, engine.live_channel) without Blender: the shared-memory
+"""The live session's engine side (engine.live.session, engine.live.channel) without Blender: the shared-memory
 layout, colliders driven frame by frame against the same motion baked, the saved state a bake continues
 from, recording, and the child process's loop over real shared memory."""
 
@@ -11,8 +11,9 @@ import time
 import numpy as np
 import pytest
 
-from engine import driver, live, live_channel
-from engine.cache import CacheLock, CacheReader
+from engine import driver
+from engine.live import channel as live_channel, session as live
+from engine.io.cache import CacheLock, CacheReader
 from engine.errors import CacheLockedError, ForeignFolderError
 from engine.scene import MeshCollider, SceneDescription, save_job
 from engine.settings import ColliderSettings, LiveSettings, SimulationSettings, live_simulation_settings
@@ -275,7 +276,7 @@ def _start_child(tmp_path, scene, settings, capacity=10_000, n_colliders=0, paus
     control.write(paused=int(paused), gravity=[0.0, 0.0, -9.81], pbf_xsph_viscosity=settings.pbf_xsph_viscosity,
                   viscosity=settings.viscosity, pbf_surface_tension=settings.pbf_surface_tension)
     env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.Popen([sys.executable, "-m", "engine.live", "run", job, "--state", state.shm.name,
+    proc = subprocess.Popen([sys.executable, "-m", "engine.live.session", "run", job, "--state", state.shm.name,
                              "--control", control.shm.name, "--parent", str(os.getpid())],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     return proc, state, control
@@ -348,7 +349,7 @@ def test_child_exits_when_its_host_is_gone(tmp_path):
     state = live_channel.StateBlock.create(10_000)
     control = live_channel.ControlBlock.create(0)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "engine.live", "run", job, "--state", state.shm.name,
+        proc = subprocess.Popen([sys.executable, "-m", "engine.live.session", "run", job, "--state", state.shm.name,
                                  "--control", control.shm.name, "--parent", "1"],  # not our pid: "gone"
                                 cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
@@ -362,7 +363,7 @@ def test_child_exits_when_its_host_is_gone(tmp_path):
 
 
 def test_pacing_catches_up_a_few_slow_frames_and_no_more():
-    """engine.live.next_due: frames due every 1/24 s; a slow frame is made up by the next ones as long as
+    """engine.live.session.next_due: frames due every 1/24 s; a slow frame is made up by the next ones as long as
     the session is at most CATCH_UP frames behind; after a long stall it stays behind that much."""
     wall = 1.0 / 24.0
     due = live.next_due(None, 0.0, 0.03, wall)

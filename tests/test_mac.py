@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from engine.solvers import mac
+from engine.solvers.hybrid import mac
+from engine.solvers.hybrid import mac_sampling
 
 G = (0.0, 0.0, -9.81)
 
@@ -113,7 +114,7 @@ def test_sample_velocity_interpolates_linear_fields_exactly():
     grid.w[:] = (-3.0 * zk)[None, None, :]
     pts = np.array([[0.13, 0.22, 0.31], [0.41, 0.07, 0.55]])
     out = np.zeros_like(pts)
-    mac.sample_velocity(grid.u, grid.v, grid.w, 0.0, 0.0, 0.0, 1.0 / grid.cell, pts, out)
+    mac_sampling.sample_velocity(grid.u, grid.v, grid.w, 0.0, 0.0, 0.0, 1.0 / grid.cell, pts, out)
     assert_allclose(out[:, 0], 2.0 * pts[:, 0] + 1.0, rtol=1e-12, atol=1e-12)
     assert_allclose(out[:, 1], 0.0, rtol=0, atol=1e-15)
     assert_allclose(out[:, 2], -3.0 * pts[:, 2], rtol=1e-12, atol=1e-12)

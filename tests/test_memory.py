@@ -5,7 +5,7 @@ import sys
 import numpy as np
 import pytest
 
-from engine.memory import resident_bytes
+from engine.io.child import resident_bytes
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="current resident memory is read from /proc")

@@ -9,7 +9,8 @@ moved away from it was thrown out through the paddle's far face.
 import numpy as np
 import pytest
 
-from engine import collider_kernels, driver
+from engine.collision import queries as collider_kernels
+from engine import driver
 from engine.errors import SimulationDivergedError
 from engine.scene import BoxContainer, FluidObject, MeshCollider, SceneDescription
 from engine.settings import ColliderSettings, SimulationSettings
@@ -19,7 +20,8 @@ from test_collision import query, world_of
 
 def test_iteration_push_leaves_a_convex_solid_through_the_face_it_entered():
     """Without the velocity response (PBF's iterations), the face is chosen by this pass's move x - x_start."""
-    slab = MeshCollider("Slab", box_mesh([-0.2, -0.2, -0.01], [0.2, 0.2, 0.01]), ColliderSettings(collider_mode="SOLID"))
+    slab = MeshCollider("Slab", box_mesh([-0.2, -0.2, -0.01], [0.2, 0.2, 0.01]),
+                        ColliderSettings(collider_mode="SOLID"))
     world = world_of([slab])
     # an iteration moved the particle from 1 mm above the top face to 1 mm below it, while its velocity
     # points up (away from the top face, into the bottom one)
@@ -36,7 +38,8 @@ def test_iteration_push_leaves_a_convex_solid_through_the_face_it_entered():
 
 def test_velocity_response_ejects_only_through_faces_the_substep_can_have_crossed():
     """With the response, a face deeper than the substep's relative travel |u| dt is not a candidate."""
-    slab = MeshCollider("Slab", box_mesh([-0.2, -0.2, -0.01], [0.2, 0.2, 0.01]), ColliderSettings(collider_mode="SOLID"))
+    slab = MeshCollider("Slab", box_mesh([-0.2, -0.2, -0.01], [0.2, 0.2, 0.01]),
+                        ColliderSettings(collider_mode="SOLID"))
     world = world_of([slab])
     # 1 mm below the top face, moving up at 0.5 m/s for a 4 ms substep (2 mm): it cannot have come in
     # through the bottom face 19 mm away, whatever its velocity says

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from engine import neighbors
+import naive
+from engine.core import cell_grid, neighbour_list
 from helpers import check_half_list_row
 
 
@@ -15,9 +16,9 @@ def brute_force_pairs(x, radius):
 
 
 def _check(x, radius, cell_size=None):
-    grid = neighbors.build_grid(x, cell_size or radius)
+    grid = cell_grid.build_grid(x, cell_size or radius)
     xs = x[grid.order]
-    got = neighbors.neighbour_pairs(xs, grid, radius)
+    got = naive.neighbour_pairs(xs, grid, radius)
     # map sorted indices back to input indices, then compare with brute force on the input
     got = grid.order[got]
     got = got[np.lexsort((got[:, 1], got[:, 0]))]
@@ -69,23 +70,23 @@ def test_grid_built_from_the_last_one_equals_the_grid_built_alone():
         if last is not None and step != 7:  # step 7: the particles of the last grid, in another order
             x, v = x[last.order], v[last.order]
         x = x + 0.004 * v if step != 5 else x + 0.73  # step 5: almost every cell is new
-        grid = neighbors.build_grid(x, 0.05, previous=last)
-        alone = neighbors.build_grid(x, 0.05)
+        grid = cell_grid.build_grid(x, 0.05, previous=last)
+        alone = cell_grid.build_grid(x, 0.05)
         for name in ("order", "cell_key", "cell_start", "cell_nbr", "particle_cell"):
             np.testing.assert_array_equal(getattr(grid, name), getattr(alone, name), err_msg=f"{name}, step {step}")
         if last is not None:
             fresh_cells += np.setdiff1d(grid.cell_key, last.cell_key).size
         last = grid
     assert fresh_cells > 50  # the carried tables had new cells to link in
-    other = neighbors.build_grid(x, 0.07, previous=last)
-    np.testing.assert_array_equal(other.cell_nbr, neighbors.build_grid(x, 0.07).cell_nbr)
-    np.testing.assert_array_equal(other.order, neighbors.build_grid(x, 0.07).order)
+    other = cell_grid.build_grid(x, 0.07, previous=last)
+    np.testing.assert_array_equal(other.cell_nbr, cell_grid.build_grid(x, 0.07).cell_nbr)
+    np.testing.assert_array_equal(other.order, cell_grid.build_grid(x, 0.07).order)
 
 
 def test_morton_keys_sorted_and_cells_contiguous():
     rng = np.random.default_rng(3)
     x = rng.normal(size=(2000, 3)).astype(np.float32)
-    grid = neighbors.build_grid(x, 0.3)
+    grid = cell_grid.build_grid(x, 0.3)
     assert np.all(grid.cell_key[1:] > grid.cell_key[:-1])
     assert grid.cell_start[0] == 0 and grid.cell_start[-1] == len(x)
     counts = np.diff(grid.cell_start)
@@ -101,9 +102,9 @@ def test_morton_keys_sorted_and_cells_contiguous():
 
 def test_bad_input_rejected():
     with pytest.raises(ValueError, match="shape"):
-        neighbors.build_grid(np.zeros((4, 2)), 0.1)
+        cell_grid.build_grid(np.zeros((4, 2)), 0.1)
     with pytest.raises(ValueError, match="positive"):
-        neighbors.build_grid(np.zeros((4, 3)), 0.0)
+        cell_grid.build_grid(np.zeros((4, 3)), 0.0)
 
 
 @pytest.mark.parametrize("block", [1, 16])
@@ -113,9 +114,9 @@ def test_neighbour_list_equals_brute_force_and_pads_with_self(block):
     rng = np.random.default_rng(7)
     x = rng.uniform(-0.5, 0.5, (2000, 3)).astype(np.float32)
     h = rng.choice(np.float32([0.03, 0.045]), size=2000)
-    grid = neighbors.build_grid(x, 2.0 * float(h.max()))
+    grid = cell_grid.build_grid(x, 2.0 * float(h.max()))
     xs, hs = x[grid.order], h[grid.order]
-    nl = neighbors.NeighbourList(block=block)
+    nl = neighbour_list.NeighbourList(block=block)
     nl.build(xs, hs, grid._replace(order=None))
     d2 = ((xs[:, None, :].astype(np.float64) - xs[None, :, :]) ** 2).sum(-1)
     reach = hs[:, None].astype(np.float64) + hs[None, :]
@@ -145,14 +146,14 @@ def test_half_list_holds_each_pair_of_a_block_once_and_every_pair_across_blocks(
         x = (np.stack(np.meshgrid(*[np.arange(12) * dx] * 3, indexing="ij"), -1).reshape(-1, 3)
              + rng.uniform(-0.1 * dx, 0.1 * dx, (12 ** 3, 3))).astype(np.float32)
         h = rng.choice(np.float32([dx, 1.2 * dx]), size=len(x))
-    grid = neighbors.build_grid(x, 2.0 * float(h.max()))
+    grid = cell_grid.build_grid(x, 2.0 * float(h.max()))
     xs, hs = x[grid.order], h[grid.order]
     d2 = ((xs[:, None, :].astype(np.float64) - xs[None, :, :]) ** 2).sum(-1)
     reach = hs[:, None].astype(np.float64) + hs[None, :]
     want = d2 < reach * reach
     np.fill_diagonal(want, False)
     blk = np.arange(len(xs)) // half
-    nl = neighbors.NeighbourList(half=half)
+    nl = neighbour_list.NeighbourList(half=half)
     for sized_from_last in (False, True):
         g = grid._replace(order=np.arange(len(xs))) if sized_from_last else grid._replace(order=None)
         nl.build(xs, hs, g)
@@ -170,7 +171,7 @@ def test_half_list_holds_each_pair_of_a_block_once_and_every_pair_across_blocks(
 
 def test_neighbour_list_rejects_a_bad_half_block():
     with pytest.raises(ValueError):
-        neighbors.NeighbourList(half=-1)
+        neighbour_list.NeighbourList(half=-1)
 
 
 @pytest.mark.parametrize("guess", ["low", "exact", "high"])
@@ -182,13 +183,13 @@ def test_neighbour_list_from_a_count_guess_equals_the_counted_one(guess):
     rng = np.random.default_rng(9)
     x = rng.uniform(-0.5, 0.5, (3000, 3)).astype(np.float32)
     h = np.full(3000, 0.04, dtype=np.float32)
-    grid = neighbors.build_grid(x, 0.08)
+    grid = cell_grid.build_grid(x, 0.08)
     xs = x[grid.order]
-    counted = neighbors.NeighbourList()
+    counted = neighbour_list.NeighbourList()
     counted.build(xs, h, grid._replace(order=None))
     hint = {"low": np.zeros(3000, dtype=np.int64), "exact": counted.count.astype(np.int64),
             "high": counted.count.astype(np.int64) * 3 + 5}[guess]
-    nl = neighbors.NeighbourList()
+    nl = neighbour_list.NeighbourList()
     # one smoothing length given for all builds the same list as one per particle
     nl.build(xs, np.full(1, 0.04, dtype=np.float32), grid._replace(order=None), counts_hint=hint)
     assert nl.recounts == (1 if guess == "low" else 0)
@@ -200,7 +201,7 @@ def test_neighbour_list_from_a_count_guess_equals_the_counted_one(guess):
 
 def test_neighbour_list_rejects_a_bad_block():
     with pytest.raises(ValueError):
-        neighbors.NeighbourList(block=0)
+        neighbour_list.NeighbourList(block=0)
 
 
 @pytest.mark.parametrize("block", [1, 16])
@@ -210,25 +211,26 @@ def test_chunk_slices_read_the_last_counts_through_the_new_order(block):
     not copied into the new order), exactly as with the reordered copy."""
     rng = np.random.default_rng(5)
     n = 3000
-    cells = 2 * neighbors.LIST_CHUNK + 37  # three chunks, the last one short
+    cells = 2 * neighbour_list.LIST_CHUNK + 37  # three chunks, the last one short
     cell_start = np.concatenate([[0], np.sort(rng.choice(np.arange(1, n), cells - 1, replace=False)), [n]])
     counts = rng.integers(0, 40, n).astype(np.uint16)
     order = rng.permutation(n).astype(np.int64)
     chunks = 3
     got_base, got_cap = np.empty(chunks, np.int64), np.empty(chunks, np.int64)
-    total = neighbors._chunk_slices(cell_start, counts, order, block, 1.05, 8, got_base, got_cap)
+    total = neighbour_list._chunk_slices(cell_start, counts, order, block, 1.05, 8, got_base, got_cap)
     want_base, want_cap = np.empty(chunks, np.int64), np.empty(chunks, np.int64)
     copied = counts[order].astype(np.int64)
-    assert total == neighbors._chunk_slices(cell_start, copied, neighbors._IDENTITY, block, 1.05, 8, want_base,
+    assert total == neighbour_list._chunk_slices(cell_start, copied, neighbour_list._IDENTITY, block, 1.05, 8,
+                                                 want_base,
                                             want_cap)
     np.testing.assert_array_equal(got_cap, want_cap)
     np.testing.assert_array_equal(got_base, want_base)
     # the reference by hand: whole cells per chunk
     for b in range(chunks):
-        p0 = cell_start[b * neighbors.LIST_CHUNK]
-        p1 = cell_start[min(cells, (b + 1) * neighbors.LIST_CHUNK)]
+        p0 = cell_start[b * neighbour_list.LIST_CHUNK]
+        p1 = cell_start[min(cells, (b + 1) * neighbour_list.LIST_CHUNK)]
         c = copied[p0:p1]
         assert got_cap[b] == int(np.sum((c + block - 1) // block * block) * 1.05) + 8
     # the order matters here: the counts in their old order give other slices
-    neighbors._chunk_slices(cell_start, counts, neighbors._IDENTITY, block, 1.05, 8, want_base, want_cap)
+    neighbour_list._chunk_slices(cell_start, counts, neighbour_list._IDENTITY, block, 1.05, 8, want_base, want_cap)
     assert not np.array_equal(got_cap, want_cap)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
-from engine import particles as particles_mod
-from engine.particles import Particles
+from engine.core import particles as particles_mod
+from engine.core.particles import Particles
 
 
 def _check_against_reference(pt: Particles, ref: dict) -> None:

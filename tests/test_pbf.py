@@ -7,11 +7,11 @@ import pytest
 from numpy.testing import assert_allclose
 
 from engine import driver
-from engine.cache import CacheReader
-from engine.particles import Particles
+from engine.io.cache import CacheReader
+from engine.core.particles import Particles
 from engine.settings import SimulationSettings
 from engine.solvers import pbf
-from engine.walls import clamp_point_into_boxes
+from engine.collision.walls import clamp_point_into_boxes
 from helpers import check_half_list_row, column_scene
 
 G = np.array([0.0, 0.0, -9.81])
@@ -19,7 +19,7 @@ NO_BOXES = np.zeros((0, 2, 3))
 
 
 def lattice(lower, upper, dx):
-    """Simple cubic lattice with sites at lower + (i + 1/2) dx, as engine.emit fills a box."""
+    """Simple cubic lattice with sites at lower + (i + 1/2) dx, as engine.sources.inflow fills a box."""
     axes = [np.arange(lo + dx / 2, hi - dx / 4, dx) for lo, hi in zip(lower, upper)]
     grid = np.meshgrid(*axes, indexing="ij")
     return np.stack([a.ravel() for a in grid], axis=1)
@@ -345,7 +345,8 @@ def test_pair_passes_equal_brute_force_over_many_blocks():
     both) and across blocks (listed from both sides), and groups that end inside a block; the
     correction (eq. 5, from the slopes the density pass stored) on the same list; XSPH also from the
     kernel slopes."""
-    from engine.neighbors import NeighbourList, build_grid
+    from engine.core.neighbour_list import NeighbourList
+    from engine.core.cell_grid import build_grid
     from engine.solvers import pbf_passes
 
     rng = np.random.default_rng(5)

@@ -3,7 +3,7 @@
 import numpy as np
 from numpy.testing import assert_allclose
 
-from engine import driver
+from engine import assemble
 from engine import settings as settings_mod
 from engine.scene import BoxContainer, FluidObject, SceneDescription
 from helpers import box_mesh
@@ -19,14 +19,14 @@ def test_two_spacings_settle_together():
                             settings=settings_mod.FluidSettings(spacing_factor=2.0))],
         containers=[BoxContainer("Tank", [0, 0, 0], [lx, ly, 0.3])], frame_start=1, frame_end=2)
     st = settings_mod.SimulationSettings(solver="PBF", particle_spacing=0.01)
-    driver.check_job(scene, st)
-    spacings, levels = driver.resolution_levels(scene, st)
+    assemble.check_job(scene, st)
+    spacings, levels = assemble.resolution_levels(scene, st)
     assert_allclose(spacings, [0.01, 0.02], rtol=1e-12, atol=0)
     assert levels == {("FLUID", "Fine"): 0, ("FLUID", "Coarse"): 1}
-    pt, level = driver.fill_fluids(scene, st)
+    pt, level = assemble.fill_fluids(scene, st)
     counts = np.bincount(level)
     assert list(counts) == [12 * 8 * 6, 6 * 4 * 3]
-    solver = driver._make_solver(scene, st, pt, None, level)
+    solver = assemble._make_solver(scene, st, pt, None, level)
     t = 0.0
     while t < 0.3:
         dt = solver.stable_dt()

@@ -40,7 +40,8 @@ def test_validation_names_objects():
 
 def test_unknown_job_version_refused(tmp_path):
     sc.save_job(str(tmp_path), column_scene(), SimulationSettings())
-    text = (tmp_path / "scene.json").read_text().replace(f'"format_version": {sc.JOB_FORMAT_VERSION}', '"format_version": 7')
+    text = (tmp_path / "scene.json").read_text().replace(f'"format_version": {sc.JOB_FORMAT_VERSION}',
+                                                         '"format_version": 7')
     (tmp_path / "scene.json").write_text(text)
     with pytest.raises(InvalidSceneError, match="version 7"):
         sc.load_job(str(tmp_path))
@@ -51,7 +52,7 @@ def test_unknown_job_version_refused(tmp_path):
 def test_colliders_round_trip_through_a_job_folder(tmp_path):
     from engine.scene import MeshCollider
     from engine.settings import ColliderSettings
-    from helpers import box_mesh, uv_sphere
+    from helpers import uv_sphere
 
     base = column_scene(frames=(1, 3))
     moving = np.tile(np.eye(4), (3, 1, 1))

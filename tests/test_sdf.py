@@ -3,7 +3,7 @@
 Reference values come from three independent places: analytic distance functions of the true
 shapes (sphere, box, torus), a brute-force numpy point-triangle distance written here by projection
 and barycentric tests (not the Voronoi-region code the engine uses), and the exact winding-number
-sum of :func:`engine.emit.winding_numbers`.
+sum of :func:`engine.collision.sdf.winding.winding_numbers`.
 """
 
 import numba
@@ -12,7 +12,8 @@ import pytest
 from numba import njit
 from numpy.testing import assert_allclose, assert_array_equal
 
-from engine import emit, sdf
+from engine.collision.sdf import winding
+from engine.collision import sdf
 from engine.errors import CacheFormatError, InvalidSceneError, InvalidSettingsError
 from engine.scene import TriangleMesh
 from helpers import box_mesh, uv_sphere
@@ -298,7 +299,7 @@ def test_fast_winding_numbers_match_the_exact_sum(which):
     p = rng.uniform(lo, hi, (3000, 3))
     # Barill et al.'s three-term expansion at beta = 2: measured max 0.0073, mean 0.001 on these
     # and on 16k/100k-triangle meshes; 0.01 leaves the side safe wherever |w - 1/2| > 0.01
-    assert_allclose(sdf.fast_winding_numbers(mesh, p), emit.winding_numbers(p, mesh), rtol=0, atol=0.01)
+    assert_allclose(sdf.fast_winding_numbers(mesh, p), winding.winding_numbers(p, mesh), rtol=0, atol=0.01)
 
 
 # ---------------------------------------------------------------------------------------------

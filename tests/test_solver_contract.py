@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from engine import checkpoint, driver
+from engine.io import checkpoint
+from engine import assemble
 from engine.errors import CacheFormatError
 from engine.settings import SimulationSettings
 from engine.solvers import Solver, SolverState, SpeedLimit
@@ -13,8 +14,8 @@ from helpers import column_scene
 def _solver(name):
     scene = column_scene(water=(0.06, 0.06, 0.1), frames=(1, 3))
     settings = SimulationSettings(solver=name, particle_spacing=0.02)
-    particles, level = driver.fill_fluids(scene, settings)
-    return driver._make_solver(scene, settings, particles, None, level)
+    particles, level = assemble.fill_fluids(scene, settings)
+    return assemble._make_solver(scene, settings, particles, None, level)
 
 
 @pytest.mark.parametrize("name", ["WCSPH", "PBF", "HYBRID"])

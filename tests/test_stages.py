@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from engine import driver, stages
-from engine.cache import CacheReader, CacheWriter
+from engine.io.cache import CacheReader, CacheWriter
 from engine.errors import BakeCancelled
 from engine.settings import SimulationSettings
 from engine.surface import stage as surface_stage

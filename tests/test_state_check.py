@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.state_check import BLOCK, max_speed, max_speed_and_acceleration
+from engine.core.state_check import BLOCK, max_speed, max_speed_and_acceleration
 
 
 @pytest.mark.parametrize("n", [1, 5, BLOCK, 3 * BLOCK + 17])

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from engine import kernels
+from engine.core import kernels
 from engine.surface import SurfaceParameters, reconstruct
 from engine.surface import reconstruction as rec
 from engine.surface.reconstruction import (bridge_points, edge_use_counts, enclosed_volume, euler_characteristic,

@@ -4,7 +4,8 @@ Reference: ``tests/data/mm1952_front_n2eq2_table2.csv`` (front Z = z/a against
 T = t sqrt(2 g / a)). Scene: a column a = 0.1 m wide and 2a high against the left wall of a tank
 6a long, a slab 4 particles thick between free-slip walls, default settings of each solver
 (WCSPH: continuity density, automatic c0, alpha 0.02, h = 1.2 dx; PBF: 4 iterations, 0.5 % density tolerance, 2 ms
-substeps, XSPH 0.02), spacing a/20 for the acceptance and a coarser or finer one for convergence. Front: the largest x among
+substeps, XSPH 0.02), spacing a/20 for the acceptance and a coarser or finer one for convergence. Front: the largest x
+among
 particles within 2 dx of the floor. Time origin: the experiment's t = 0 is the rupture of a paper
 diaphragm, which is not instantaneous; following the validation guide (Lethe's
 ``time_correction``) simulated times are shifted by +0.175 in T before comparison.
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 from engine import driver
-from engine.cache import CacheReader
+from engine.io.cache import CacheReader
 from engine.scene import BoxContainer, FluidObject, SceneDescription
 from engine.settings import SimulationSettings
 from helpers import box_mesh
@@ -67,7 +68,8 @@ def test_wcsph_surge_front_follows_martin_moyce_and_converges(tmp_path):
     assert np.sqrt(np.mean(fine ** 2)) <= 0.05
     assert np.all(np.abs(fine) <= 0.10)
     # Convergence. Seen at a/12: RMS 3.4 %, max 10.7 % (the whole front lags by 1-3 %; from rho0:
-    # 4.0 % and 11.5 %; summation density: RMS 5.6 %, max 11.9 %, lagging by 3-7 %). The finer run must be no worse, within 0.5 %
+    # 4.0 % and 11.5 %; summation density: RMS 5.6 %, max 11.9 %, lagging by 3-7 %). The finer run must be no worse,
+    # within 0.5 %
     # for the wiggle of one front particle.
     assert np.sqrt(np.mean(fine ** 2)) <= np.sqrt(np.mean(coarse ** 2)) + 0.005
     assert np.max(np.abs(fine)) <= np.max(np.abs(coarse)) + 0.005

@@ -40,7 +40,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from engine.particles import Particles
+from engine.core.particles import Particles
 from engine.solvers import wcsph
 
 REFERENCE = os.path.join(os.path.dirname(__file__), "data", "elliptical_drop_monaghan1994_analytic.csv")

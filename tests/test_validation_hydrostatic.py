@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from engine.particles import Particles
+from engine.core.particles import Particles
 from engine.solvers import wcsph
 
 REFERENCE = os.path.join(os.path.dirname(__file__), "data", "hydrostatic_column_analytic.csv")
@@ -143,7 +143,7 @@ def test_wcsph_continuity_hydrostatic_column_pressure_floor_force_density_and_ca
     # and is back at 1.4e-2 one sqrt(H/g) after the damping ends; the same with summation density and
     # with the density diffusion off, so it is neither. Part of it: at t = 0 the columns along the
     # slab's edges get az = -0.00 to -0.10 m/s^2, the others -0.2 to -0.33 (the liquid lattice's
-    # gradient moment is 0.98, and engine.walls.wall_hydrostatic counts an edge's quarter-space twice,
+    # gradient moment is 0.98, and engine.collision.walls.wall_hydrostatic counts an edge's quarter-space twice,
     # which makes up the difference at the edges only); subtracting a separable estimate of that
     # quarter-space evens out the columns but lowers the last RMS only to 5.0e-3.
     u = math.sqrt(G * HEIGHT)

@@ -1,4 +1,4 @@
-"""The vector operations of the neighbour search and the PBF pair passes (engine.vector_ops) against numpy.
+"""The vector operations of the neighbour search and the PBF pair passes (engine.core.vector_ops) against numpy.
 
 References are exact: the candidate test must select the pairs a scalar float32 test selects, bit for
 bit (numpy's float32 arithmetic is IEEE single precision, one rounding per operation, as the
@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 from numba import njit
 
-from engine.vector_ops import (LANES, candidate_masks, compress_store, density_lanes, density_lanes8, kernel_lanes,
-                               kernel_lanes8, move_lanes,
-                               popcount, push_range, push_range_shared, store_count_up, xsph_range,
-                               xsph_range_shared)
+from engine.core.vector_ops import LANES, candidate_masks, compress_store, move_lanes, popcount, store_count_up
+from engine.solvers.pbf_lanes import (density_lanes, density_lanes8, kernel_lanes, kernel_lanes8, push_range,
+                                      push_range_shared, xsph_range, xsph_range_shared)
 
 
 @njit(cache=True)

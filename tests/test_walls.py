@@ -1,19 +1,20 @@
-"""Box walls (engine/walls.py) against a brute-force sum over the imaginary wall particles they stand for."""
+"""Box walls (engine/collision/walls.py) against a brute-force sum over the imaginary wall particles they stand for."""
 
 import math
 
 import numpy as np
 from numpy.testing import assert_allclose
 
-from engine.kernels import half_space_tables, lattice_sum
-from engine.walls import wall_free_gradient, wall_gradient, wall_mass
+from engine.core.kernels import half_space_tables, lattice_sum
+from engine.collision.walls import wall_free_gradient, wall_gradient, wall_mass
 
 DX = 0.02
 H = 1.2 * DX  # the add-on's default smoothing length
 
 
 def _cubic(r, h):
-    """Cubic spline W and dW/dr (Monaghan 1992), vectorised: the reference, independent of engine.kernels' numba."""
+    """Cubic spline W and dW/dr (Monaghan 1992), vectorised: the reference, independent of
+    engine.core.kernels' numba."""
     q = r / h
     t = np.maximum(2.0 - q, 0.0)
     s = np.maximum(1.0 - q, 0.0)
@@ -25,7 +26,7 @@ def _cubic(r, h):
 def _brute_force(point, solid):
     """Wall mass sum_j W(x - x_j) / L and its gradient over the sites x_j of the liquid's lattice
     (spacing DX, the site layers at (k + 1/2) DX from the walls x = 0 and y = 0) that lie in the
-    solid, L the kernel sum of a full lattice: what engine.kernels.half_space_tables tabulates
+    solid, L the kernel sum of a full lattice: what engine.core.kernels.half_space_tables tabulates
     for one flat wall."""
     n = 5
     ax = (np.arange(-n, n + 1) + 0.5) * DX

@@ -5,7 +5,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 from engine import driver
-from engine.cache import CacheReader
+from engine.io.cache import CacheReader
 from engine.settings import SimulationSettings
 from engine.solvers import sph, wcsph
 from helpers import column_scene
@@ -89,7 +89,8 @@ def _jittered_block(seed, n=5, dx=0.01):
 def _summation(m, x, start, count, nbr):
     n = x.shape[0]
     rho, p, pr = np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n, np.float32)
-    sph.density_pressure(x, np.zeros(0, np.int32), True, start, count, nbr, m.h, m.mass, m.rho0, m.pressure_constant, m.boxes, m.table_d0,
+    sph.density_pressure(x, np.zeros(0, np.int32), True, start, count, nbr, m.h, m.mass, m.rho0, m.pressure_constant,
+                         m.boxes, m.table_d0,
                            m.table_step, m.psi, m.dpsi, wcsph._NO_COLLIDERS, rho, p, pr, np.empty(n, np.bool_),
                            np.zeros((0, 3), np.float32))
     return rho.astype(np.float64)
@@ -150,7 +151,7 @@ def test_continuity_density_follows_the_particles_through_reorder_add_and_remove
     # The liquid's density is the solver's own array: it must be permuted with every Morton
     # reorder, grow with added particles (at the rest density, less the walls' part) and shrink
     # with removed ones, so that rho = rho_liquid + rho0 psi_walls for each particle.
-    from engine.particles import Particles
+    from engine.core.particles import Particles
 
     boxes = np.array([[[0.0, 0.0, 0.0], [0.08, 0.08, 0.2]]])
     m = _model("continuity", boxes)

@@ -31,7 +31,8 @@ def test_combinations_cover_the_product_in_order_with_stable_distinct_folders(tm
     assert all(c.cache_dir == os.path.join(c.folder, "cache") and c.blend == os.path.join(c.folder, "pour.blend")
                for c in combos)
     # the same command finds the same folders
-    assert [c.folder for c in wedge.combinations("/shots/pour.blend", sets, str(tmp_path))] == [c.folder for c in combos]
+    assert [c.folder for c in wedge.combinations("/shots/pour.blend", sets,
+                                                 str(tmp_path))] == [c.folder for c in combos]
     with pytest.raises(wedge.WedgeError, match="given twice"):
         wedge.combinations("/s.blend", [sets[0], sets[0]], str(tmp_path))
     with pytest.raises(wedge.WedgeError, match="at least one"):

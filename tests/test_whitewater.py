@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engine import settings as sm
-from engine.cache import CacheReader, CacheWriter
+from engine.io.cache import CacheReader, CacheWriter
 from engine import stages
 from engine.errors import BakeCancelled, InvalidSettingsError
 from engine.whitewater import kernels, model, stage
@@ -436,7 +436,8 @@ def test_walls_are_not_a_free_surface():
     low = walled.x[:, 2] < 3.5 * DX
     assert not np.any(surface(walled) & low & (walled.x[:, 0] < 7.5 * DX))
     assert np.any(surface(walled) & low & (walled.x[:, 0] > 8.5 * DX))
-    top = (walled.x[:, 2] > 4.5 * DX) & (np.abs(walled.x[:, 1] - 4.5 * DX) < 2 * DX) & (np.abs(walled.x[:, 0] - 4.5 * DX) < 2 * DX)
+    top = ((walled.x[:, 2] > 4.5 * DX) & (np.abs(walled.x[:, 1] - 4.5 * DX) < 2 * DX)
+           & (np.abs(walled.x[:, 0] - 4.5 * DX) < 2 * DX))
     assert np.all(surface(walled)[top])
     np.testing.assert_array_equal(walled.normal[top], free.normal[top])
 
@@ -530,7 +531,8 @@ def _dam_break(tmp_path_factory, height):
     scene = column_scene(water=(0.12, 0.08, height), tank=(TANK, 0.08, 0.4), frames=(1, 25))
     settings = sm.SimulationSettings(particle_spacing=0.016)
     save_job(job, scene, settings)
-    driver.bake(scene, settings, cache, job_dir=job)  # records the job (the tank) in <cache>/job, as a bake from Blender
+    driver.bake(scene, settings, cache,
+                job_dir=job)  # records the job (the tank) in <cache>/job, as a bake from Blender
     return cache
 
 

@@ -170,7 +170,7 @@ def in_glass(frame: int) -> tuple[int, int]:
     import numpy as np
 
     sys.path.insert(0, ROOT)
-    from engine.cache import CacheReader
+    from engine.io.cache import CacheReader
 
     scene = bpy.context.scene
     x = CacheReader(bpy.path.abspath(scene.surge.cache_directory)).read_frame(frame)["position"]

@@ -16,7 +16,8 @@ properties, job folders and cache manifests use. Per-object settings are one dat
 
 Animatable settings (``Parameter.animatable``) are those a bake reads at every frame: an inflow's
 on/off switch (Use Flow, an outflow's too), normal speed and velocity, a collider's friction and
-bounce, the liquid's viscosity (SPH and PBF) and PBF surface tension; Blender's scene gravity is animatable too. Everything else (particle
+bounce, the liquid's viscosity (SPH and PBF) and PBF surface tension; Blender's scene gravity is animatable too.
+Everything else (particle
 spacing, solver, rest density, resolutions, solver controls) is read once at the start of a bake,
 and the Blender properties do not offer keyframes for it.
 
@@ -68,15 +69,19 @@ from .simulation import (
     check_supported,
     from_dict,
 )
-from .stages import (
+from .whitewater import (
     WhitewaterSettings,
     whitewater_parameters,
     validate_whitewater,
     whitewater_from_dict,
     whitewater_hash,
+)
+from .surface import (
     SurfaceSettings,
     surface_parameters,
     surface_from_dict,
+)
+from .live import (
     LiveSettings,
     live_parameters,
     LIVE_CHANGEABLE,

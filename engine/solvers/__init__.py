@@ -1,5 +1,5 @@
 """The particle solvers and the contract the frame loop (:mod:`engine.driver`) and checkpoints
-(:mod:`engine.checkpoint`) hold them to.
+(:mod:`engine.io.checkpoint`) hold them to.
 
 One module per method: ``wcsph`` (Tait EOS, leap-frog; Suárez & Susín 2006, "Mesh-particle model
 for fluid animation", §3), ``pbf`` (Position-Based Fluids with the mass-aware constraints,
@@ -7,7 +7,7 @@ regularised stiffness, iterative XSPH and surface tension of Alduán, Tena & Ota
 (staggered marker-and-cell grid; Suárez & Susín 2006 §2) and ``hybrid`` (the MAC-SPH model of
 Suárez & Susín 2006 §4: the grid in the deep liquid, WCSPH near the surface). ``sph`` is the SPH
 core WCSPH and the hybrid share (density, equation of state, forces over a subset of rows);
-:mod:`engine.walls` the box walls of all three.
+:mod:`engine.collision.walls` the box walls of all three.
 
 Every solver satisfies :class:`Solver`; the driver calls nothing else, and branches on no solver's
 name. Its time-varying state beyond the particle arrays (neighbour-list positions, the liquid's
@@ -50,9 +50,9 @@ class Solver(Protocol):
         The solver's name as the settings spell it ('WCSPH', 'PBF', 'HYBRID'); checkpoints record it.
     model
         The frozen parameters of the bake.
-    particles : engine.particles.Particles
+    particles : engine.core.particles.Particles
         The particle state, in the solver's order (it may reorder them at any substep).
-    collision : engine.collision.CollisionWorld or None
+    collision : engine.collision.world.CollisionWorld or None
         Mesh colliders.
     time : float
         Seconds since the first frame.

@@ -1,15 +1,15 @@
 """Position-Based Fluids with the production extensions of Alduán, Tena & Otaduy 2015.
 
-Alduán, Tena & Otaduy 2015, "Efficient and Robust Position-Based Fluids for VFX", §3, builds on Macklin & Müller 2013 (PBF). One substep of
-length dt:
+Alduán, Tena & Otaduy 2015, "Efficient and Robust Position-Based Fluids for VFX", §3, builds on
+Macklin & Müller 2013 (PBF). One substep of length dt:
 
 1. predict: v += g dt, x* = x + v dt (projected into box containers);
 2. neighbour grid on x* (cells of edge 2h, Morton order), then a compact per-step neighbour list
-   (CSR of int32) so the iterations never rescan the 27 cells. It is a *half list* over blocks of
-   consecutive particles (:func:`half_block`): a pair inside a block is listed once and each pass
-   visits it once, adding its share to both particles (W_ij = W_ji for the density and XSPH,
-   grad_j W_ji = -grad_i W_ij for the correction); one thread walks a block in order, so there is no
-   race and the sums do not depend on the number of threads;
+   (:class:`engine.core.neighbour_list.NeighbourList`) so the iterations never rescan the 27 cells.
+   It is a *half list* over blocks of consecutive particles (:func:`half_block`): a pair inside a
+   block is listed once and each pass visits it once, adding its share to both particles (W_ij =
+   W_ji for the density and XSPH, grad_j W_ji = -grad_i W_ij for the correction); one thread walks a
+   block in order, so there is no race and the sums do not depend on the number of threads;
 3. Jacobi iterations of the density constraint, until the mean compression is below the
    tolerance or the iteration budget is spent:
 
@@ -32,49 +32,20 @@ length dt:
 5. surface tension, eq. 7, from one coefficient kappa: the multiplier may pull only up to
    lambda_i <= f(kappa) (kappa = 0 makes the constraint one-sided: no attraction, no clumping),
    and the tensile term s_corr = -g(kappa) W(x_i - x_j) / W(dq), dq = h (the rest spacing), is
-   subtracted from the multipliers, i.e. it attracts neighbours. Alduán et al. 2015 say the correction is
-   "subtracted from the Lagrange multipliers" and grows with kappa; with MM13's sign convention
-   that is a cohesive pull, which is what makes a liquid round up. f and g are linear in kappa as
-   in the paper, and scaled so that each pulls a particle of a flat surface inward by
-   kappa g0 dt^2 / 2 per substep (g0 = 9.81 m/s^2): kappa = 1 is a surface pull as strong as
-   gravity, whatever the substep. A pull of a fixed fraction of k instead (f = kappa k, or even
-   0.02 kappa k) acts like a spring at the edge of stability and blew a 0.2 m cube apart at 2 ms.
-   Known limitation: a weightless drop still swells slowly (about 17 % in radius over 0.2 s at
-   kappa = 1), because the nearly one-sided constraint cannot hold the bulk against jitter.
+   subtracted from the multipliers, i.e. it attracts neighbours (with MM13's sign convention the
+   paper's "subtracted from the Lagrange multipliers" is a cohesive pull, which makes a liquid
+   round up). f and g are linear in kappa as in the paper, and scaled so that each pulls a particle
+   of a flat surface inward by kappa g0 dt^2 / 2 per substep (g0 = 9.81 m/s^2): kappa = 1 is a
+   surface pull as strong as gravity, whatever the substep (a pull of a fixed fraction of k acts
+   like a spring at the edge of stability). Known limitation: a weightless drop still swells
+   slowly, because the nearly one-sided constraint cannot hold the bulk against jitter.
 
-Kernel: cubic spline (Monaghan 1992) with h = dx and support 2h, 27-29 neighbours in the bulk
-(``bench/bench_step.py`` prints the count). At h = dx the lattice sum of the cubic spline is
-0.99997 of the integral (mass m = rho0 dx^3 within 3e-5), and the regularised stiffness needs no
-per-particle gradient sums, so the two passes per iteration touch each pair once (twice across
-blocks: 7-8 % of the pairs of the benchmark's dam break, see :func:`half_block`).
-
-Cost (a 2-core AVX-512 machine, whose gathers run at about 2.4 cycles per element): a pass is
-bound by the arithmetic of each pair (square root or its reciprocal, the cubic spline) and by
-reading each neighbour's row; the half list halves the pairs the passes walk. Positions travel with
-lambda (the iterations) or 1 / rho (XSPH) in one (N, 4) float32 row, and the pair loops read a
-neighbour's row as one 16-byte load (:mod:`engine.vector_ops`; numba's loops read it one float at a
-time, and gathers were slower than scalar loads). The density and XSPH passes take 16 pairs at a
-time: 16 rows regrouped into x, y and z vectors by shuffles, the kernel in 16 lanes, the lanes past a
-particle's range masked (against a scalar copy of the coordinates into buffers and a loop numba
-vectorises: density 3.4 -> 2.7 ms a pass, one thread, 64,000 particles). The correction's per-pair
-arithmetic is light: a pair is one row load, its push as one 4-lane vector and, for a pair of the
-particle's own block, one 16-byte read-modify-write of the later particle's share (2.55 -> 1.85 ms a
-pass). The constraint pass also stores each listed pair's kernel slope -w'(q) / q (a
-uint16 per pair, :data:`engine.solvers.pbf_passes.SLOPE_UNIT`), so the correction at the same
-positions does no square root, division or spline: per pair it reads the slope, the neighbour's row,
-and adds (one thread, 64,000 particles: correction 5.9 -> 2.9 ms, constraint 3.4 -> 5.1 ms per pass,
-when this was introduced).
-When the iterations stop on the tolerance, the last pass over the pairs was a constraint pass at the
-final positions, and XSPH reads each pair's kernel value from its slope code through a table
-(:func:`engine.solvers.pbf_passes.kernel_of_slope`: the slope names q; w within 4e-5 of w(0)),
-with each neighbour's velocity and 1 / rho in one 16-byte row: no positions, distances or splines
-(97,336-particle dam break of ``bench/bench_blender.py``, two threads: 4.0 -> 2.6 ms a pass; the later
-particles' shares then wait in the 16-byte rows of the positions buffer, no longer needed: 2.6 -> 1.8
-ms a pass, one thread, 64,000 particles).
-h = 1.2 dx
-would cost 1.7x more neighbour work per iteration and lowers the Jacobi bound below (k mu_max =
-3.9, so beta < 0.51); it was not pursued further. The corrections use the cubic spline's own
-gradient: a spiky gradient (MM13) was tried for the surface-tension case and did not help.
+Kernel: cubic spline (Monaghan 1992, :func:`engine.core.kernels.cubic_w`) with h = dx and support
+2h, 27-29 neighbours in the bulk. At h = dx the lattice sum of the cubic spline is 0.99997 of the
+integral (mass m = rho0 dx^3 within 3e-5), and the regularised stiffness needs no per-particle
+gradient sums, so the two passes per iteration touch each pair once (twice across blocks). The
+pair passes and their memory layout are described in :mod:`engine.solvers.pbf_passes`; the
+corrections use the cubic spline's own gradient.
 
 Resolutions: each particle has a level l (uint8) with its own spacing, mass, h and stiffness;
 a pair uses h_ij = (h_i + h_j) / 2 so that W_ij = W_ji and momentum is conserved. A single
@@ -83,13 +54,10 @@ level takes a fast path with no per-neighbour lookups.
 Time step: PBF has no sound speed; the substep only limits how far a particle moves,
 (|v|max + |g| dt) dt <= cfl h, and never exceeds ``max_dt``.
 
-Why the neighbour list is rebuilt every substep (WCSPH keeps one over several, with a skin): a
-PBF substep is long, so particles move far in one. In the benchmark's dam break at dt = 2 ms the
-fastest particle moves 0.15 h per substep at t = 0.06 s and 0.28 h at t = 0.20 s (the 99th
-percentile 0.24 h). A list that must hold every pair within 2h until the next build needs a skin
-of twice the largest move between builds: to serve a second substep 0.56 h, 28 % more reach and
-2.1 times the pairs (1.28^3) in each of a substep's nine pair passes, to save one build that costs
-about as much as one correction pass.
+The neighbour list is rebuilt every substep (WCSPH keeps one over several, with a skin): a PBF
+substep is long, so particles move far in one (up to about 0.3 h in a dam break at dt = 2 ms), and
+a skin serving a second substep would need about twice the pairs in each of a substep's pair
+passes to save one build that costs about as much as one correction pass.
 """
 
 from __future__ import annotations
@@ -101,26 +69,20 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from ..collider_kernels import collider_free, collider_near, project
-from ..collision import CollisionWorld, SWEEP_STEP, empty_world_args
-from ..kernels import cubic_dwdr, cubic_w, half_space_tables, lattice_sum
-from ..neighbors import CellGrid, NeighbourList, build_grid
-from ..walls import clamp_into_boxes, near_walls, wall_free_gradient
-from ..particles import Particles
-from ..state_check import max_speed
+from ..collision.queries import collider_free, collider_near, project
+from ..collision.world import CollisionWorld, SWEEP_STEP, empty_world_args
+from ..core.kernels import CUBIC_SIGMA as _SIGMA
+from ..core.cell_grid import CellGrid, build_grid
+from ..core.neighbour_list import NeighbourList
+from ..collision.walls import clamp_into_boxes, near_walls, wall_free_gradient
+from ..core.particles import Particles
+from ..core.state_check import max_speed
 from . import SpeedLimit
+from .pbf_model import (H_FACTOR, SURFACE_ACCELERATION, XSPH_PASS_LIMIT, PBFModel, make_model,  # noqa: F401
+                        prototype_stiffness, surface_gradients)
 from .pbf_passes import (FASTMATH, FLAG_ITERATIONS, MAX_MOVE, constraint, copy_xyz, correct, finish, kernel_of_slope,
                          velocity_rows, xsph_pass)
 
-
-#: Smoothing length as a multiple of the particle spacing (see the module docstring).
-H_FACTOR = 1.0
-
-#: XSPH coefficient above which one pass is split into several (Alduán et al. 2015, §3.2).
-XSPH_PASS_LIMIT = 0.5
-
-#: Surface acceleration per unit kappa, m/s^2, shared equally by the clamp f and the cohesion g of eq. 7.
-SURFACE_ACCELERATION = 9.81
 
 #: Scale of the wall push lambda_i grad psi. 1 is the constraint gradient itself (dx = J^T lambda);
 #: a mirrored wall (2, lambda_wall = lambda_i) overshoots: a 0.3 m resting tank kept boiling at
@@ -144,151 +106,17 @@ def half_block(n: int) -> int:
     """Particles per block of the half neighbour list for n particles.
 
     One thread walks a block in order and visits each pair inside it once (see
-    :class:`engine.neighbors.NeighbourList`); a pair across two blocks is visited from both sides.
-    Larger blocks leave fewer such pairs, smaller ones spread a small scene over more threads. In the
-    benchmark's dam break, Morton-ordered blocks of about 4,000 particles had 11 % of the pairs across
-    blocks at 64,000 particles and 14 % at 125,000; blocks of up to 16,384 (8 of 8,000 and of 15,625)
-    have 8 % and 7 %, and a step took 0.94 and 0.91 times as long on one thread, 0.96 and 0.97 on two
-    (``bench/bench_ab.py``). A block's particles (16-byte rows read and written, the densities) still
-    fit in a core's second-level cache. The blocks are of equal size, their number a multiple of
-    :data:`BLOCK_MULTIPLE` (with blocks of exactly 4,096 the last one at 64,000 particles held 2,560 and
-    the two threads' shares of the pairs differed by 11 %). The block depends on n only, never on the
-    number of threads, so a substep's sums are the same on any machine.
+    :class:`engine.core.neighbour_list.NeighbourList`); a pair across two blocks is visited from both
+    sides. Larger blocks leave fewer such pairs (7-8 % of a dam break's pairs at blocks of up to
+    :data:`HALF_BLOCK`), smaller ones spread a small scene over more threads; a block's particles
+    (16-byte rows read and written, the densities) still fit in a core's second-level cache. The
+    blocks are of equal size, their number a multiple of :data:`BLOCK_MULTIPLE`, so that 2, 4 or 8
+    threads get equal shares. The block depends on n only, never on the number of threads, so a
+    substep's sums are the same on any machine.
     """
     blocks = -(-max(n, 1) // HALF_BLOCK)
     blocks = -(-blocks // BLOCK_MULTIPLE) * BLOCK_MULTIPLE
     return max(MIN_HALF_BLOCK, -(-n // blocks))
-
-_SIGMA = 1.0 / math.pi  # cubic spline normalisation in 3D, times h^3
-
-
-@dataclass(frozen=True)
-class PBFModel:
-    """Static parameters of one PBF bake (SI units).
-
-    Per-resolution arrays have shape (L,), float64; level 0 is the settings' particle spacing.
-    """
-
-    h: float                  # smoothing length of level 0, m (support 2h)
-    dx: float                 # particle spacing of level 0, m
-    rho0: float               # rest density, kg/m^3
-    level_dx: np.ndarray      # (L,) particle spacing, m
-    level_h: np.ndarray       # (L,) smoothing length, m
-    level_mass: np.ndarray    # (L,) particle mass, kg
-    level_k: np.ndarray       # (L,) prototype constraint stiffness k of eq. 3, m^2
-    level_grad_s: np.ndarray  # (L,) |grad_i C_i| of a particle on a flat free surface, 1/m
-    level_grad_c: np.ndarray  # (L,) the same with each pair weighted by W / W(dq) (cohesion), 1/m
-    iterations: int           # most constraint iterations per substep
-    tolerance: float          # mean relative compression that ends the iterations (0.01 = 1 %)
-    beta: float               # stiffness scale of eq. 4
-    xsph: float               # XSPH coefficient c of eq. 6 (total over all passes)
-    kappa: float              # surface tension coefficient of eq. 7, dimensionless
-    gravity: np.ndarray       # (3,) float64, m/s^2
-    boxes: np.ndarray         # (K, 2, 3) float64, inner lower/upper corners of box containers, m
-    box_friction: np.ndarray  # (K,) fraction of tangential velocity lost in contact with each box's walls
-    box_bounce: np.ndarray    # (K,) fraction of the normal velocity kept, reversed, on hitting a box wall
-    cfl: float                # fraction of h a particle may travel per substep
-    max_dt: float             # longest substep, s
-    speed_limit: float        # a particle faster than this means the simulation diverged, m/s
-    table_q0: float           # first tabulated wall distance, in units of h (= -2)
-    table_step: float         # spacing of the wall tables, in units of h
-    psi: np.ndarray           # (S,) kernel mass of the solid half-space at distance q h
-    dpsi: np.ndarray          # (S,) d psi / d q
-
-    @property
-    def cell_size(self) -> float:
-        """Neighbour-grid cell edge: the largest kernel support, m."""
-        return 2.0 * float(np.max(self.level_h))
-
-    @property
-    def xsph_passes(self) -> int:
-        """N of eq. 6: passes of at most :data:`XSPH_PASS_LIMIT` each."""
-        return max(1, math.ceil(self.xsph / XSPH_PASS_LIMIT - 1e-12)) if self.xsph > 0.0 else 0
-
-    def attraction_limit(self, dt: float) -> np.ndarray:
-        """f(kappa) per level for a substep dt: upper bound of lambda, m^2 (0 = one-sided constraint)."""
-        return 0.5 * SURFACE_ACCELERATION * self.kappa * dt * dt / self.level_grad_s
-
-    def cohesion(self, dt: float) -> np.ndarray:
-        """g(kappa) per level of eq. 7 for a substep dt, m^2."""
-        return 0.5 * SURFACE_ACCELERATION * self.kappa * dt * dt / self.level_grad_c
-
-
-def prototype_stiffness(h: float, dx: float, mass: float, rho0: float) -> float:
-    """Eq. 3: k = 1 / sum_k |grad_k C_i|^2 for particle i inside a filled simple cubic lattice.
-
-    By symmetry grad_i C_i = 0 there, so the sum runs over the neighbours k != i of
-    |m grad W(x_i - x_k) / rho0|^2 (eq. 2). Returns m^2.
-    """
-    n = int(math.ceil(2.0 * h / dx)) + 1
-    rng = np.arange(-n, n + 1) * dx
-    gx, gy, gz = np.meshgrid(rng, rng, rng, indexing="ij")
-    r = np.sqrt(gx * gx + gy * gy + gz * gz).ravel()
-    r = r[(r > 0.0) & (r < 2.0 * h)]
-    dw = np.array([cubic_dwdr(float(ri), h) for ri in r])
-    return 1.0 / float(np.sum((mass / rho0 * dw) ** 2))
-
-
-def surface_gradients(h: float, dx: float, mass: float, rho0: float) -> tuple[float, float]:
-    """|grad_i C_i| (eq. 2) of a particle in the top layer of a half-filled lattice, 1/m, and the same
-    sum with each pair weighted by W / W(h) (the cohesion term of eq. 7)."""
-    n = int(math.ceil(2.0 * h / dx)) + 1
-    rng = np.arange(-n, n + 1) * dx
-    gx, gy, gz = np.meshgrid(rng, rng, rng, indexing="ij")
-    d = np.stack([gx.ravel(), gy.ravel(), gz.ravel()], axis=1)
-    d = d[d[:, 2] <= 0.0]  # neighbours x_j on and below the surface layer, d = x_j - x_i
-    r = np.linalg.norm(d, axis=1)
-    keep = (r > 0.0) & (r < 2.0 * h)
-    d, r = d[keep], r[keep]
-    dw = np.array([cubic_dwdr(float(ri), h) for ri in r])
-    w = np.array([cubic_w(float(ri), h) for ri in r]) / cubic_w(h, h)
-    grad = (mass / rho0 * dw / r)[:, None] * -d  # grad_i W_ij = dW/dr (x_i - x_j) / r
-    return float(np.linalg.norm(grad.sum(axis=0))), float(np.linalg.norm((w[:, None] * grad).sum(axis=0)))
-
-
-def make_model(*, dx, rho0, iterations, tolerance, beta, xsph, kappa, gravity, boxes, friction=0.0, bounce=0.0,
-               cfl, max_dt, speed_limit, spacings=None, h_factor=H_FACTOR) -> PBFModel:
-    """Build a :class:`PBFModel`.
-
-    Parameters
-    ----------
-    dx : float
-        Particle spacing of level 0, m.
-    tolerance : float
-        Mean relative compression that ends the iterations (0.01 = 1 %).
-    spacings : sequence of float, optional
-        Particle spacing of each resolution level, m; default ``(dx,)``.
-    speed_limit : float
-        Speed above which the driver reports divergence, m/s.
-    friction, bounce : float or sequence of float
-        Per box container (one value for all, or one per box).
-    """
-    spacings = np.asarray([dx] if spacings is None else spacings, dtype=np.float64).reshape(-1)
-    if len(spacings) == 0 or len(spacings) > 255 or np.any(spacings <= 0.0):
-        raise ValueError(f"spacings must hold 1 to 255 positive values, got {spacings}")
-    level_h = h_factor * spacings
-    # The lattice sum and psi are scale-free at a fixed h/dx: W(r, h) = W(r/h, 1) / h^3.
-    norm = lattice_sum("cubic", 1.0, 1.0 / h_factor)
-    level_mass = rho0 * level_h ** 3 / norm
-    level_k = np.array([prototype_stiffness(h, d, m, rho0) for h, d, m in zip(level_h, spacings, level_mass)])
-    grads = np.array([surface_gradients(h, d, m, rho0) for h, d, m in zip(level_h, spacings, level_mass)])
-    q, psi, dpsi = half_space_tables("cubic", 1.0, 1.0 / h_factor)
-    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 2, 3)
-    k = boxes.shape[0]
-    return PBFModel(h=float(level_h[0]), dx=float(spacings[0]), rho0=float(rho0), level_dx=spacings,
-                    level_h=level_h, level_mass=level_mass, level_k=level_k,
-                    level_grad_s=grads[:, 0], level_grad_c=grads[:, 1], iterations=int(iterations),
-                    tolerance=float(tolerance), beta=float(beta), xsph=float(xsph), kappa=float(kappa),
-                    gravity=np.asarray(gravity, dtype=np.float64).reshape(3), boxes=boxes,
-                    box_friction=np.broadcast_to(np.asarray(friction, dtype=np.float64), (k,)).copy(),
-                    box_bounce=np.broadcast_to(np.asarray(bounce, dtype=np.float64), (k,)).copy(), cfl=float(cfl), max_dt=float(max_dt),
-                    speed_limit=float(speed_limit), table_q0=float(q[0]), table_step=float(q[1] - q[0]),
-                    psi=psi, dpsi=dpsi)
-
-
-# ----------------------------------------------------------------------------------------------
-# scalar helpers
-
 
 # ----------------------------------------------------------------------------------------------
 # batch kernels
@@ -299,7 +127,7 @@ def predict(x, v, gx, gy, gz, dt, boxes, no_friction, bounce, margin,
             # outputs
             v_start):
     """v_start = v; v += g dt; x += v dt; then put x back into every box container it crossed
-    (:func:`engine.walls.clamp_into_boxes` with ``no_friction``, zeros: box friction acts in
+    (:func:`engine.collision.walls.clamp_into_boxes` with ``no_friction``, zeros: box friction acts in
     :func:`finish`). The velocity into the wall is reversed and scaled by the box's bounce, so the
     step starts with no particle outside.
     """
@@ -518,7 +346,7 @@ class PBFSolver:
 
     def add_particles(self, x: np.ndarray, v: np.ndarray, level: int | np.ndarray = 0, **kwargs) -> np.ndarray:
         """Append particles of resolution ``level`` (one for all or one each) between substeps;
-        ``kwargs`` go to :meth:`engine.particles.Particles.add`. Returns their ids."""
+        ``kwargs`` go to :meth:`engine.core.particles.Particles.add`. Returns their ids."""
         x = np.asarray(x).reshape(-1, 3)
         lev = np.broadcast_to(np.asarray(level, dtype=np.uint8), (x.shape[0],))
         if lev.shape[0] and int(lev.max()) >= len(self.model.level_h):

@@ -1,7 +1,7 @@
 """The pair passes of Position-Based Fluids (:mod:`engine.solvers.pbf`): the density constraint
 with its multipliers, the position correction, the XSPH pass and the end of a substep.
 
-Each pass walks the half neighbour list of :class:`engine.neighbors.NeighbourList` (``half=B``):
+Each pass walks the half neighbour list of :class:`engine.core.neighbour_list.NeighbourList` (``half=B``):
 one thread takes a block of consecutive particles in order, visits each pair inside the block
 once and adds its share to both particles (W_ij = W_ji for the density and XSPH,
 grad_j W_ji = -grad_i W_ij for the correction); pairs across blocks are listed from both sides.
@@ -17,10 +17,10 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32
-from ..vector_ops import (density_lanes, density_lanes8, kernel_lanes, kernel_lanes8, push_range, push_range_shared,
-                          xsph_range, xsph_range_shared)
-from ..walls import clamp_point_into_boxes, near_box
+from ..core.kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32
+from .pbf_lanes import (density_lanes, density_lanes8, kernel_lanes, kernel_lanes8, push_range, push_range_shared,
+                        xsph_range, xsph_range_shared)
+from ..collision.walls import clamp_point_into_boxes, near_box
 
 #: fastmath for every kernel of the PBF passes, set in one place (off: bit-reproducible results).
 FASTMATH = True
@@ -117,7 +117,7 @@ def _row(xq, i):
     return xq[i, 0], xq[i, 1], xq[i, 2], xq[i, 3]
 
 
-#: Pairs per step of the density and XSPH pair loops (:func:`engine.vector_ops.density_lanes`): 16
+#: Pairs per step of the density and XSPH pair loops (:func:`engine.solvers.pbf_lanes.density_lanes`): 16
 #: float32 lanes fill one AVX-512 register (two AVX2 ones). With 8 the density pass took 1.7 times as
 #: long (one thread, the benchmark's 64,000 particles).
 LANES = 16
@@ -132,7 +132,7 @@ STAGE_GROUP = 32
 @njit(inline="always", cache=True)
 def _density_range(xf, nbr, p0, m, xi, yi, zi, inv_h, h, inv_unit, bw, slope):
     """The sum of w(q) over the m list entries from p0 of a particle at (xi, yi, zi), their values in
-    ``bw[:m]`` and their slope codes in ``slope`` (:data:`engine.vector_ops.density_lanes`): 16 entries a
+    ``bw[:m]`` and their slope codes in ``slope`` (:data:`engine.solvers.pbf_lanes.density_lanes`): 16 entries a
     step while more than 8 are left, then one step of 8.
 
     16 lanes of float32 are two halves of the work of 8 where the vector unit is 256 bits wide (AVX-512
@@ -204,7 +204,7 @@ def _add_share(af, j, w, e0, e1, e2):
 
 @njit(inline="always", cache=True)
 def _walk(nbr_start, nbr_count, nbr_local, i):
-    """Particle i's half list (see :class:`engine.neighbors.NeighbourList`): its later neighbours of
+    """Particle i's half list (see :class:`engine.core.neighbour_list.NeighbourList`): its later neighbours of
     its own block are ``nbr[p0:mid]`` (a pair there is visited once, for both), the others
     ``nbr[mid:end]`` (visited for i only)."""
     p0 = nbr_start[i]
@@ -229,7 +229,7 @@ def constraint(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, level
     is F_i of :func:`boundary_walls` (1 away from walls). ``block_err[b]`` / ``block_max[b]`` are the sum
     / largest of max(C_i, 0) over block b: a fixed partition, so the sums are the same whatever the
     number of threads. With one level the pass takes a particle's pairs 16 at a time
-    (:func:`engine.vector_ops.density_lanes`: the neighbours' rows one 16-byte load each, the kernel
+    (:func:`engine.solvers.pbf_lanes.density_lanes`: the neighbours' rows one 16-byte load each, the kernel
     and the slope -w'(q) / q of each pair, see :data:`SLOPE_UNIT`, stored for :func:`correct`). Against
     copying the neighbours' coordinates into buffers with scalar loads first and a loop numba
     vectorises: 3.4 -> 2.7 ms a pass (one thread, the benchmark's 64,000 particles). A row's fourth
@@ -308,7 +308,7 @@ def correct(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, cohesion
     dx_i = 1/rho0 sum_j m_j (lambda_i + lambda_j + g_ij W_ij / W(h_ij)) grad W_ij
            + wall_factor min(lambda_i, 0) grad psi_walls,
     limited to ``max_move h_i`` in length, then projected into every box container x_i was near
-    (no leak, even mid-iteration; :func:`engine.walls.clamp_point_into_boxes`); with ``test_all``
+    (no leak, even mid-iteration; :func:`engine.collision.walls.clamp_point_into_boxes`); with ``test_all``
     False only particles with ``slot`` >= 0 are tested. ``xq`` (N, 4) float32 holds positions and
     lambda (:func:`constraint`); ``x_out`` (N, 4) receives the positions (its fourth column is left
     alone). A pair of one block of the half list is visited once: the pair term is antisymmetric
@@ -415,7 +415,7 @@ def xsph_pass(x, xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass,
     the pass also does :func:`finish`'s work on v_out and ``a`` (the same particle's own values: one
     pass over the particles fewer). With one level the kernel values of a group of
     :data:`STAGE_GROUP` particles' pairs are computed first, 16 at a time
-    (:func:`engine.vector_ops.kernel_lanes`), then the velocity sums read them pair by pair.
+    (:func:`engine.solvers.pbf_lanes.kernel_lanes`), then the velocity sums read them pair by pair.
 
     With ``from_slopes`` (one level, and the last pass over the pairs was :func:`constraint` at these
     positions: the iterations stopped on the tolerance) a pair's kernel value is read from the slope
@@ -423,7 +423,7 @@ def xsph_pass(x, xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass,
     is read, no distance or spline computed (97,336-particle dam break of ``bench/bench_blender.py``,
     two threads: 4.0 -> 2.6 ms a pass). The positions in ``xq`` are then not needed: its rows hold the
     later particles' shares instead (``xq`` is overwritten), so that a neighbour's velocity row and
-    its share are each one 16-byte access (:func:`engine.vector_ops.xsph_range_shared`; in the
+    its share are each one 16-byte access (:func:`engine.solvers.pbf_lanes.xsph_range_shared`; in the
     three-float rows of ``v_out`` a 16-byte update overlaps the next row and stalls the next read of
     it: slower than scalar code). One thread, the benchmark's 64,000 particles: 2.6 -> 1.8 ms a pass.
     One kernel for both ways, so that a bake compiles it once.

@@ -9,11 +9,11 @@ Suárez & Susín 2006, "Mesh-particle model for fluid animation", §3:
   Monaghan's (1992) artificial viscosity, Morris, Fox & Zhu's (1997) laminar viscosity and gravity.
 
 Walls (box containers and mesh colliders) are continuous solid: a wall at distance d adds the kernel
-mass rho0 psi(d) of the solid half-space to the density (:func:`engine.kernels.half_space_tables`),
+mass rho0 psi(d) of the solid half-space to the density (:func:`engine.core.kernels.half_space_tables`),
 combined over walls as rho0 (1 - F_boxes F_colliders), and pushes with the pressure of imaginary wall
 particles carrying p_w + rho g . (x_j - x_i) (Adami, Hu & Adams 2012, "A generalized wall boundary
 condition for smoothed particle hydrodynamics", eq. 27): -(p_i + p_w) / rho_i^2 rho0 grad psi - G
-(:func:`engine.walls.wall_hydrostatic`).
+(:func:`engine.collision.walls.wall_hydrostatic`).
 
 The kernels run over a subset of the particle rows: every row for WCSPH (``all_rows``), the SPH and
 MIXA rows for the hybrid (``rows``), whose other rows carry the grid's p and rho into the sums.
@@ -35,9 +35,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..collider_kernels import collider_free
-from ..kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32
-from ..walls import near_walls, wall_gradient, wall_hydrostatic, wall_mass
+from ..collision.queries import collider_free
+from ..core.kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32
+from ..collision.walls import near_walls, wall_gradient, wall_hydrostatic, wall_mass
 
 #: Exponent of the Tait equation of state (eq. 6).
 GAMMA = 7.0
@@ -146,7 +146,7 @@ def density_pressure(x, rows, all_rows, nbr_start, nbr_count, nbr, h, mass, rho0
     """rho_i = sum_j m W_ij + rho0 psi_walls; p from Tait (eq. 6), clamped at 0; pr = p / rho^2.
 
     Over every row with ``all_rows``, else over ``rows`` (the others are left to the caller).
-    psi_walls = 1 - F_boxes F_colliders: box walls and mesh colliders (:mod:`engine.collision`).
+    psi_walls = 1 - F_boxes F_colliders: box walls and mesh colliders (:mod:`engine.collision.world`).
     ``near[i]`` = 1 where a box wall or a collider lies within the kernel support (only those
     particles pay for wall queries, here and in :func:`accelerations`). With mesh colliders,
     ``wall_grad[i]`` receives grad psi_walls = F_c grad psi_boxes - F_b grad F_c for
@@ -192,7 +192,8 @@ def accelerations(x, v, rows, all_rows, rho, p, pr, near, nbr_start, nbr_count, 
     """
     support = 2.0 * h
     r2max, inv_h, eta2, cg = pair_constants(h, mass)  # m dW/dr = cg * dw/dq
-    # Monaghan 1992: Pi_ij = -alpha c0 mu_ij / rho_bar, mu_ij = h v_ij.r_ij / (r^2 + eta^2), rho_bar = (rho_i + rho_j) / 2
+    # Monaghan 1992: Pi_ij = -alpha c0 mu_ij / rho_bar, mu_ij = h v_ij.r_ij / (r^2 + eta^2), rho_bar = (rho_i + rho_j)
+    # / 2
     av = np.float32(2.0 * alpha * c0 * h)
     nu32 = np.float32(nu)
     zero = np.float32(0.0)

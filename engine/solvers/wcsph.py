@@ -31,40 +31,30 @@ instability). Viscosity: Monaghan's (1992) artificial viscosity (coefficient alp
 al.'s (1997) laminar term for a physical kinematic viscosity nu.
 
 Walls of box containers are continuous solid: a wall at distance d contributes the kernel mass of
-the solid half-space, rho0 psi(d), to the density (see :func:`engine.kernels.half_space_tables`),
+the solid half-space, rho0 psi(d), to the density (see :func:`engine.core.kernels.half_space_tables`),
 in the spirit of Koschier & Bender's density maps (2017) for a flat wall. Its pressure force is
 that of imaginary wall particles carrying the pressure p_w + rho_i g . (x_j - x_i) (Adami, Hu &
 Adams 2012, eq. 27, with p_w the Shepard average of the liquid's pressure around the particle):
 -(p_i + p_w) / rho_i^2 rho0 grad psi - G, G from the wall lattice's gradient moments
-(:func:`engine.kernels.wall_moment_tables`, :func:`engine.walls.wall_hydrostatic`). The one-sided
-force -(p_i / rho_i^2) rho0 grad psi used before let the liquid's own pair forces pull particles
-into the walls (the first layer carried twice the hydrostatic pressure) and, without G, left the
-liquid along side walls without part of its support (the pressure of a column in a 4-particle
-slab was 30-40 % too high). A particle that still crosses a wall is projected back and loses its
-normal velocity, so nothing leaks.
+(:func:`engine.core.kernels.wall_moment_tables`, :func:`engine.collision.walls.wall_hydrostatic`): with a
+one-sided force the liquid's own pair forces would pull particles into the walls, and without G the
+liquid along side walls would lack part of its support. A particle that still crosses a wall is
+projected back and loses its normal velocity, so nothing leaks.
 
 Time step per substep: dt = min(CFL h / (c0 + v_max), 0.25 sqrt(h / a_max), 0.125 h^2 / nu).
 
 The summation density, the equation of state and the forces are the SPH core shared with the hybrid
 solver (:mod:`engine.solvers.sph`); this module adds the continuity density, the time stepping and
-the solver. Speed: the pair loops run in single precision with fastmath (:data:`FASTMATH`); positions and
+the solver. The pair loops run in single precision with fastmath (:data:`FASTMATH`); positions and
 velocities are float32 anyway, and densities, accelerations and the integration keep float64 where
 sums meet walls and gravity. Only particles with a wall or collider within the kernel support
 (``near``, found once per evaluation of the density) query the walls and accumulate the
 Shepard pressure the wall terms need. The opening half-kick and the drift are one pass.
 
-Validation (``tests/test_validation_*.py``): dam break against Martin & Moyce, a resting column
-against rho g (H - y), and Monaghan's (1994) elliptical drop. Resting column (H = 0.2 m, dx = H/20,
-h = 1.2 dx, 4-particle slab), continuity density from the hydrostatic start, no damping: bulk
-pressure within 1.2 % of rho g (H - y) from the floor to 3 dx under the surface (summation: -1 % to
--3 %, within 2 % only below 0.6 H), floor force -0.01 % of the weight, density drift +0.002 %,
-RMS speed 6e-3 sqrt(gH) after 10 sqrt(H/g) (summation: 1e-2). Dam break at a/20: front RMS error
-2.9 %, max 9.6 % (summation 3.4 %, 9.9 %). The drop needs h >= 1.6 dx in both modes: it stretches
-the particle lattice to 1:3.8; summation density over-reads such a lattice (by 15 % at h = 1.2 dx)
-and continuity density, whose discrete divergence weighs the compressed axis more, under-reads it;
-either way the drop is held open (a +13 % and +14 % at h = 1.2 dx, +0.8 % at 1.6 dx). Allowing
-negative pressure does not help there: the surface particles' truncated sums then read ~20 % low
-and pull together.
+Validation (``tests/test_validation_*.py``, figures in ``docs/solvers.md``): dam break against
+Martin & Moyce, a resting column against rho g (H - y), and Monaghan's (1994) elliptical drop (which
+needs h >= 1.6 dx in both density modes: at h = 1.2 dx the stretched lattice is over-read by the
+summation and under-read by the continuity density, and the drop is held open).
 """
 
 from __future__ import annotations
@@ -76,20 +66,23 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from ..collider_kernels import project
-from ..collision import CollisionWorld, SWEEP_STEP, empty_world_args
-from ..kernels import cubic_dshape32 as _dw32, half_space_tables, lattice_sum, wall_moment_tables
-from ..neighbors import CellGrid, NeighbourList, build_grid
-from ..particles import Particles
-from ..state_check import max_speed_and_acceleration
-from ..walls import clamp_into_boxes
+from ..collision.queries import project
+from ..collision.world import CollisionWorld, SWEEP_STEP, empty_world_args
+from ..core.kernels import cubic_dshape32 as _dw32, half_space_tables, lattice_sum, wall_moment_tables
+from ..core.cell_grid import CellGrid, build_grid
+from ..core.neighbour_list import NeighbourList
+from ..core.particles import Particles
+from ..core.state_check import max_speed_and_acceleration
+from ..collision.walls import clamp_into_boxes
 from . import SpeedLimit
-from .sph import (FASTMATH, GAMMA, SKIN, accelerations, density_pressure, max_displacement2, pair_constants, pair_offset,
+from .sph import (FASTMATH, GAMMA, SKIN, accelerations, density_pressure, max_displacement2, pair_constants,
+                  pair_offset,
                   store_density, walls_at)
 
 #: particles per block of the fused drift pass (one displacement maximum per block)
 BLOCK = 4096
-#: How the density is found: "continuity" integrates d rho / dt (Suárez & Susín 2006, eq. 5), "summation" sums the kernel.
+#: How the density is found: "continuity" integrates d rho / dt (Suárez & Susín 2006, eq. 5), "summation" sums the
+# kernel.
 DENSITY_MODES = ("continuity", "summation")
 DEFAULT_DENSITY = "continuity"
 
@@ -116,7 +109,7 @@ class WCSPHModel:
     dpsi: np.ndarray      # (S,) float64, its derivative, 1/m
     tau_n: np.ndarray     # (S,) float64, normal gradient moment of the wall lattice (kernels.wall_moment_tables)
     tau_t: np.ndarray     # (S,) float64, tangential gradient moment of the wall lattice
-    density: str = DEFAULT_DENSITY  # one of DENSITY_MODES: "continuity" (Suárez & Susín 2006, eq. 5) or "summation" (kernel sum)
+    density: str = DEFAULT_DENSITY  # one of DENSITY_MODES: "continuity" (Suárez & Susín 2006, eq. 5) or "summation"
     delta: float = 0.1    # density-diffusion coefficient of the continuity mode (Molteni & Colagrossi 2009)
 
     @property
@@ -142,7 +135,8 @@ def make_model(*, dx, h_factor, rho0, c0, alpha, nu, gravity, boxes, friction=0.
     return WCSPHModel(h=h, dx=dx, mass=mass, rho0=rho0, c0=c0, alpha=alpha, nu=nu,
                       gravity=np.asarray(gravity, dtype=np.float64).reshape(3), boxes=boxes,
                       box_friction=np.broadcast_to(np.asarray(friction, dtype=np.float64), (k,)).copy(),
-                      box_bounce=np.broadcast_to(np.asarray(bounce, dtype=np.float64), (k,)).copy(), cfl=cfl, table_d0=float(d[0]), table_step=float(d[1] - d[0]),
+                      box_bounce=np.broadcast_to(np.asarray(bounce, dtype=np.float64), (k,)).copy(), cfl=cfl,
+                      table_d0=float(d[0]), table_step=float(d[1] - d[0]),
                       psi=psi, dpsi=dpsi, tau_n=tau_n, tau_t=tau_t, density=density, delta=float(delta))
 
 
@@ -151,7 +145,8 @@ def continuity_density(x, v, rho_old, nbr_start, nbr_count, nbr, dt, h, mass, rh
                        boxes, table_d0, table_step, psi, dpsi, cset,
                        # outputs
                        rho_liquid, rho, p, pr, near, wall_grad):
-    """rho_liquid += dt (sum_j m v_ij . grad_i W_ij + D_i) (Suárez & Susín 2006, eq. 5); rho = rho_liquid + rho0 psi_walls.
+    """rho_liquid += dt (sum_j m v_ij . grad_i W_ij + D_i) (Suárez & Susín 2006, eq. 5);
+    rho = rho_liquid + rho0 psi_walls.
 
     The continuity equation for the liquid's part of the density, with the velocities of the
     half step and the positions at its end (see :meth:`WCSPHSolver.step`). D_i is the density
@@ -493,7 +488,8 @@ class WCSPHSolver:
                              m.pressure_constant, m.boxes, m.table_d0, m.table_step, m.psi, m.dpsi, self._cset,
                              pt.rho, pt.p, self._pr, self._near, wall_grad)
         t1 = time.perf_counter()
-        accelerations(pt.x, pt.v, _NO_ROWS, True, pt.rho, pt.p, self._pr, self._near, nl.start, nl.count, nl.nbr, m.h, m.mass,
+        accelerations(pt.x, pt.v, _NO_ROWS, True, pt.rho, pt.p, self._pr, self._near, nl.start, nl.count, nl.nbr, m.h,
+                      m.mass,
                       m.rho0, m.c0, m.alpha, m.nu, m.gravity[0], m.gravity[1], m.gravity[2], m.boxes,
                       m.table_d0, m.table_step, m.psi, m.dpsi, m.tau_n, m.tau_t, n_col, wall_grad, pt.a)
         self.timings["density"] += t1 - t0
@@ -515,7 +511,7 @@ class WCSPHSolver:
         return dt
 
     def add_particles(self, x: np.ndarray, v: np.ndarray, level: int | np.ndarray = 0, **kwargs) -> np.ndarray:
-        """Append particles between substeps (``kwargs`` go to :meth:`engine.particles.Particles.add`);
+        """Append particles between substeps (``kwargs`` go to :meth:`engine.core.particles.Particles.add`);
         returns their ids. Only level 0 exists: WCSPH has a single resolution. Their acceleration
         starts as gravity until the next force evaluation. With continuity density their liquid part
         starts as their density (``rho``, default rho0) less the walls' part where they are."""

@@ -1,8 +1,8 @@
 """Kernel sums of one frame's particles: particle volumes, the colour field on a grid, values at vertices.
 
-Every sum here uses the cubic spline of Monaghan 1992 (:func:`engine.kernels.cubic_w`) with compact
+Every sum here uses the cubic spline of Monaghan 1992 (:func:`engine.core.kernels.cubic_w`) with compact
 support ``support`` (h = support / 2), the kernel splashsurf uses, and the particles binned by
-:func:`engine.neighbors.build_grid` with cells of at least the support:
+:func:`engine.core.cell_grid.build_grid` with cells of at least the support:
 
 * :func:`self_sums` -- at every particle, sum_j W(|x_i - x_j|) and the (distance-weighted) count of
   particles within the support: their number densities and neighbour counts;
@@ -30,8 +30,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from ..neighbors import (CellGrid, around_cell, build_grid, cell_coords, chunk_width, find_cell, gather_candidates,
-                         morton_key)
+from ..core.cell_grid import CellGrid, around_cell, build_grid, cell_coords, find_cell, morton_key
+from ..core.neighbour_list import chunk_width, gather_candidates
 
 #: Query cells per parallel task of :func:`self_sums` and :func:`point_averages` (each cell's candidates
 #: gathered once for all the queries in it).
@@ -46,7 +46,7 @@ SLAB_POINTS = 8
 
 
 class ParticleGrid(NamedTuple):
-    """A frame's particles sorted by :func:`engine.neighbors.build_grid`.
+    """A frame's particles sorted by :func:`engine.core.cell_grid.build_grid`.
 
     Attributes
     ----------
@@ -163,7 +163,7 @@ def _self_sums(x, support, cell_start, cell_nbr,
                wsum, count, wcount):
     """For every particle i (grid order): sum_j W_ij, the count of particles within ``support`` and their
     distance-weighted count sum_j (1 - r_ij^2 / support^2), i itself included. The particles of a cell's
-    27 neighbour cells are copied into contiguous buffers once (:func:`engine.neighbors.gather_candidates`)
+    27 neighbour cells are copied into contiguous buffers once (:func:`engine.core.neighbour_list.gather_candidates`)
     and every particle of the cell runs over all of them without a branch (the kernel and the count's
     weight are zero beyond the support): the loop is vectorised."""
     m = cell_nbr.shape[0]
@@ -206,7 +206,7 @@ def _self_sums(x, support, cell_start, cell_nbr,
 
 @njit(inline="always", cache=True, fastmath=FASTMATH)
 def _spline(d, inv_h):
-    """The cubic spline of :func:`engine.kernels.cubic_w` without its factor 1 / (pi h^3), of the squared
+    """The cubic spline of :func:`engine.core.kernels.cubic_w` without its factor 1 / (pi h^3), of the squared
     distance ``d`` (float32): zero at and beyond the support, without a branch."""
     q = math.sqrt(d) * inv_h
     a = max(np.float32(2.0) - q, np.float32(0.0))
@@ -508,7 +508,7 @@ def pair_midpoints(particles: ParticleGrid, sparse_sorted: np.ndarray, rmin: flo
     -------
     ndarray, shape (B, 3), float32, m
     """
-    from ..neighbors import NeighbourList
+    from ..core.neighbour_list import NeighbourList
 
     if rmax > particles.grid.cell_size * (1 + 1e-9):
         raise ValueError(f"pair distance {rmax} exceeds the grid's cell {particles.grid.cell_size}")

@@ -7,7 +7,7 @@ over the engine's neighbour grid, because they measure faster (:mod:`.field`, :m
 
 1. **Particle volumes.** V_j = m_j / rho_j with rho_j = m_j sum_k W(|x_j - x_k|), the SPH number
    density with the cubic spline of support ``kernel_radius`` (the mass cancels: V_j = 1 / sum_k W_jk),
-   exactly splashsurf's definition, from one gather over :func:`engine.neighbors.build_grid`'s cells.
+   exactly splashsurf's definition, from one gather over :func:`engine.core.cell_grid.build_grid`'s cells.
    (The cache's own densities come from the solver's kernel and spacing, not this one: used for the
    colour field they would move the surface where the sums are truncated, at the free surface.)
 2. **Colour field** c(p) = sum_j V_j W(|p - x_j|) (Löschner, Böttcher, Jeske & Bender 2023, "Weighted
@@ -29,7 +29,7 @@ What Surge adds:
 * **Vertex attributes.** ``velocity`` (for motion blur), and on request the particles' ``density``,
   ``age`` and named channels, each the kernel-weighted (Shepard) average of the particles within the
   kernel support of the vertex: a_v = sum_j W(|x_v - x_j|, h) a_j / sum_j W(|x_v - x_j|, h) with the
-  cubic spline of Monaghan 1992 (:func:`engine.kernels.cubic_w`). The average is normalised, so a
+  cubic spline of Monaghan 1992 (:func:`engine.core.kernels.cubic_w`). The average is normalised, so a
   surface vertex moves at the speed of the liquid under it (an unnormalised SPH sum would give it
   about the iso level times that speed). A vertex with no particle within the support (the weighted
   smoothing can move one out a little) takes the nearest particle's value.
@@ -246,7 +246,7 @@ def reconstruct(arrays: dict, params: SurfaceParameters) -> SurfaceMesh:
     Parameters
     ----------
     arrays : dict
-        One frame of the particle cache (:mod:`engine.cache`): ``position`` (N, 3) float32 m,
+        One frame of the particle cache (:mod:`engine.io.cache`): ``position`` (N, 3) float32 m,
         ``velocity`` (N, 3) float32 m/s, and every attribute named in ``params.attributes``
         ((N,) or (N, 3) float arrays).
     params : SurfaceParameters

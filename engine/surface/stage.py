@@ -14,7 +14,7 @@ path                                        what
                                             float32 m/s, and with Density, Age and Channels on,
                                             ``density`` (kg/m3), ``age`` (s) and each named channel,
                                             (V,) float32
-``usd_XXXXXXXXXXXX/surface_NNNNNN.usdc``    the same mesh for Blender (:func:`engine.usd.write_mesh`),
+``usd_XXXXXXXXXXXX/surface_NNNNNN.usdc``    the same mesh for Blender (:func:`engine.io.usd.write_mesh`),
                                             when the host asks for it (option ``usd=1``); a new folder
                                             each time the stage starts over, so that Blender, which
                                             keeps files open, never shows a stale frame
@@ -110,7 +110,7 @@ class SurfaceStage(Stage):
             with open(tmp, "wb") as fh:
                 np.savez(fh, vertices=mesh.vertices, triangles=mesh.triangles, **mesh.attributes)
         if self.use_usd:
-            from .. import usd
+            from ..io import usd
 
             path = os.path.join(folder, self.usd_dir_name, f"surface_{frame:06d}.usdc")
             os.makedirs(os.path.dirname(path), exist_ok=True)

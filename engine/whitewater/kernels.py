@@ -1,10 +1,10 @@
 """Numba kernels of the whitewater model (Ihmsen, Akinci, Gissler & Teschner 2012).
 
 Every kernel is a plain function over arrays; outputs come last after a ``# outputs`` comment.
-Liquid arrays are in the order of a :class:`engine.neighbors.CellGrid` built with cell size R (the
+Liquid arrays are in the order of a :class:`engine.core.cell_grid.CellGrid` built with cell size R (the
 interaction radius, two particle spacings), so the liquid particles of a cell are contiguous; the
-liquid's passes read one :class:`engine.neighbors.NeighbourList` of it, and points that are not liquid
-particles find their cells with :func:`engine.neighbors.find_cell`.
+liquid's passes read one :class:`engine.core.neighbour_list.NeighbourList` of it, and points that are not liquid
+particles find their cells with :func:`engine.core.cell_grid.find_cell`.
 
 Random numbers are counter-based: a SplitMix64 hash of (seed, frame, liquid particle id, sample,
 stream) gives each draw, so results do not depend on thread count or scheduling and a resumed
@@ -18,7 +18,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..neighbors import around_cell, cell_coords, find_cell
+from ..core.cell_grid import around_cell, cell_coords, find_cell
 
 SPRAY, FOAM, BUBBLE = 0, 1, 2
 
@@ -73,7 +73,7 @@ def _weight(r, R):
 
 
 # -- potentials of the liquid particles -------------------------------------------------------------
-# Each pass reads the liquid neighbours within R from one :class:`engine.neighbors.NeighbourList` built
+# Each pass reads the liquid neighbours within R from one :class:`engine.core.neighbour_list.NeighbourList` built
 # per frame (``start``, ``count``, ``nbr``: the neighbours j != i of i are nbr[start[i]:start[i]+count[i]]).
 
 @njit(inline="always", cache=True)

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..neighbors import NeighbourList, build_grid
+from ..core.neighbour_list import NeighbourList
+from ..core.cell_grid import build_grid
 from ..settings import WhitewaterSettings
 from . import kernels as k
 

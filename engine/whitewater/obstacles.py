@@ -1,15 +1,15 @@
 """The bake's colliders and containers as the whitewater sees them.
 
 Spray, foam and bubbles stay out of every solid the liquid stayed out of: the box containers
-(:mod:`engine.walls`) and the mesh colliders (signed distance grids and convex polytopes,
-:mod:`engine.collision`), read from the job the particles were baked from (``<cache>/job``), posed at
+(:mod:`engine.collision.walls`) and the mesh colliders (signed distance grids and convex polytopes,
+:mod:`engine.collision.world`), read from the job the particles were baked from (``<cache>/job``), posed at
 each frame as the bake posed them, with the same friction and bounce (their animated values at the
 frame). Each frame, after a diffuse particle has moved:
 
-* a particle that crossed a box container's wall is put back on it (:func:`engine.walls.clamp_into_boxes`,
+* a particle that crossed a box container's wall is put back on it (:func:`engine.collision.walls.clamp_into_boxes`,
   reached as far as the particle travelled in the frame, so fast spray cannot skip over a wall);
 * a particle inside a mesh collider's solid is pushed out along the distance field's gradient, its path
-  over the frame swept so that it cannot tunnel through a thin wall (:func:`engine.collider_kernels.project`,
+  over the frame swept so that it cannot tunnel through a thin wall (:func:`engine.collision.queries.project`,
   the bake's own contact response: the approaching normal speed reflected with the collider's bounce,
   the sliding speed reduced by its friction).
 
@@ -28,7 +28,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..walls import clamp_into_boxes
+from ..collision.walls import clamp_into_boxes
 
 
 @njit(parallel=True, cache=True)
@@ -108,7 +108,7 @@ class Obstacles:
         self.bounce = np.array([c.settings.bounce for c in self.containers], dtype=np.float64)
         self.world = None
         if scene.colliders:
-            from ..driver import make_collision
+            from ..assemble import make_collision
 
             self.world = make_collision(scene, settings, np.asarray(liquid, dtype=np.float32).reshape(-1, 3),
                                         grid_dir=grid_dir, store_grids=False)
@@ -151,8 +151,8 @@ class Obstacles:
             contain_in_boxes(x_start, x, v, self.boxes, self.friction, self.bounce, float(reach), float(travel_dt),
                              contact)
         if self.world is not None:
-            from ..collider_kernels import project
-            from ..collision import SWEEP_STEP
+            from ..collision.queries import project
+            from ..collision.world import SWEEP_STEP
 
             before = x.copy()
             # the bake's own contact response (bounce and friction, velocity relative to the collider);

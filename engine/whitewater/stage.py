@@ -18,7 +18,7 @@ path                                            what
                                                 ``velocity``, ``age``, ``lifetime``, ``kind``, ``id``
 ``usd_XXXXXXXXXXXX/<kind>_NNNNNN.usdc``         with option ``usd=1``: one point file per kind
                                                 (``spray``, ``foam``, ``bubbles``) for Blender
-                                                (:func:`engine.usd.write_points`), a new folder each
+                                                (:func:`engine.io.usd.write_points`), a new folder each
                                                 time the stage starts over; a kind without particles
                                                 at a frame holds one point of radius 0 and id
                                                 :data:`EMPTY_ID` (Blender 5.0's Cycles stops on an
@@ -41,7 +41,7 @@ import uuid
 import numpy as np
 
 from .. import settings as settings_mod
-from ..cache import SDF_DIR, CacheReader
+from ..io.cache import SDF_DIR, CacheReader
 from ..errors import CacheFormatError
 from ..stages import Stage, StageRunner, read_manifest, write_atomic
 from . import model
@@ -243,7 +243,7 @@ class WhitewaterStage(Stage):
         return model.auto_thresholds(np.array(maxima).reshape(-1, 3), self.spacing, self.gravity)
 
     def _write_usd(self, frame: int, arrays: dict, folder: str) -> None:
-        from .. import usd
+        from ..io import usd
 
         sizes = (self.ww.spray_size, self.ww.foam_size, self.ww.bubble_size)
         kind = arrays["kind"]

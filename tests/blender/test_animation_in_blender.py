@@ -18,7 +18,7 @@ def _export(surge, sc):
 
 
 def _reader(surge, cache_dir):
-    return submodule(surge, "engine.cache").CacheReader(cache_dir)
+    return submodule(surge, "engine.io.cache").CacheReader(cache_dir)
 
 
 def _path(length: float = 1.0, frames: int = 24):

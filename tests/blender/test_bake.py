@@ -22,7 +22,7 @@ def _liquids():
 
 
 def _cache(surge, cache_dir):
-    return submodule(surge, "engine.cache").CacheReader(cache_dir)
+    return submodule(surge, "engine.io.cache").CacheReader(cache_dir)
 
 
 def _by_id(points: dict, name: str) -> np.ndarray:
@@ -273,15 +273,15 @@ def _conversion_only(bake, files, scene, cache_dir):
 
 def _child_writes(surge, session, frames, radius=0.01, fps=24.0):
     """What the bake process does as it caches ``frames``: write their USD point files."""
-    reader = submodule(surge, "engine.cache").CacheReader(session.cache_dir)
-    writer = submodule(surge, "engine.usd").PointsWriter(session.usd_dir, radius)
+    reader = submodule(surge, "engine.io.cache").CacheReader(session.cache_dir)
+    writer = submodule(surge, "engine.io.usd").PointsWriter(session.usd_dir, radius)
     for frame in frames:
         writer(frame, reader.read_frame(frame))
 
 
 def test_particle_counts_may_change_from_frame_to_frame(scene, surge, tmp_path):
     """The playback path on its own: a cache with 10, 7 and 12 particles plays exactly those counts."""
-    cache_mod = submodule(surge, "engine.cache")
+    cache_mod = submodule(surge, "engine.io.cache")
     bake = submodule(surge, "bridge.bake")
     files = submodule(surge, "bridge.files")
     scene.surge.cache_directory = str(tmp_path / "cache")
@@ -308,7 +308,7 @@ def test_particle_counts_may_change_from_frame_to_frame(scene, surge, tmp_path):
 
 def test_a_frame_baked_while_it_is_shown_replaces_what_was_shown(scene, surge, tmp_path):
     """During a modal bake the viewport may sit on a frame whose file appears later."""
-    cache_mod = submodule(surge, "engine.cache")
+    cache_mod = submodule(surge, "engine.io.cache")
     bake = submodule(surge, "bridge.bake")
     files = submodule(surge, "bridge.files")
     cache_dir = str(tmp_path / "cache")
@@ -387,7 +387,7 @@ def test_modal_bake_cancels_on_escape_and_keeps_frames(scene, surge, tmp_path):
     assert context.window_manager.removed == [op._timer]
     assert reports and reports[-1][0] == {"WARNING"} and "Bake cancelled" in reports[-1][1]
     assert not bake_state(surge, scene).is_baking
-    frames = submodule(surge, "engine.cache").CacheReader(cache_dir).frames
+    frames = submodule(surge, "engine.io.cache").CacheReader(cache_dir).frames
     assert 2 <= len(frames) < 200
     assert evaluated_points(scene.surge.liquid_object, frames[-1])["count"] == 250
 

@@ -91,10 +91,10 @@ def test_a_folder_with_foreign_files_is_refused_by_bake_and_free_bake(scene, sur
 def test_a_cache_folder_in_the_home_folder_is_expanded(scene, surge, tmp_path, monkeypatch):
     """Before: '~/cache' was taken literally (a folder named '~' under the working directory)."""
     files = submodule(surge, "bridge.files")
-    bake = submodule(surge, "bridge.bake")
+    paths = submodule(surge, "bridge.paths")
     monkeypatch.setenv("HOME", str(tmp_path))
     scene.surge.cache_directory = "~/surge_cache"
-    assert files.resolve_cache_dir(scene, bake.ADDON_ROOT) == str(tmp_path / "surge_cache")
+    assert files.resolve_cache_dir(scene, paths.ADDON_ROOT) == str(tmp_path / "surge_cache")
 
 
 @pytest.mark.slow  # a bake of many frames: in the full suite, not the fast layer
@@ -121,7 +121,7 @@ def test_a_rebake_whose_process_dies_leaves_the_previous_bake_playing(scene, sur
     said 'baking' for ever after the process died; an old frame that could not be deleted failed
     the re-bake after it had deleted the manifest."""
     bake = submodule(surge, "bridge.bake")
-    cache_mod = submodule(surge, "engine.cache")
+    cache_mod = submodule(surge, "engine.io.cache")
     blend, cache_dir = _saved_bake(scene, tmp_path)
     os.makedirs(os.path.join(cache_dir, "frames", "frame_000020.npz", "held"))  # a file that cannot be deleted
     bpy.data.objects["Water"].scale.z = 0.5
@@ -147,7 +147,7 @@ def test_a_rebake_whose_process_dies_leaves_the_previous_bake_playing(scene, sur
 def test_a_resume_over_an_unreadable_frame_is_refused_and_the_bake_keeps_playing(scene, surge, tmp_path):
     """Before: the resume dropped the frames after the checkpoint and the previous USD folder, then
     failed on the truncated frame with an uncaught BadZipFile; the saved .blend played nothing."""
-    cache_mod = submodule(surge, "engine.cache")
+    cache_mod = submodule(surge, "engine.io.cache")
     blend, cache_dir = _saved_bake(scene, tmp_path, frames=(1, 8), checkpoints=3)
     reader = cache_mod.CacheReader(cache_dir)
     with open(reader.frame_path(2), "r+b") as fh:
@@ -163,7 +163,7 @@ def test_a_resume_over_an_unreadable_frame_is_refused_and_the_bake_keeps_playing
 
 def test_a_resume_after_a_moved_wall_asks_first(scene, surge, tmp_path):
     """Before: the scene was never compared; a wall moved into the liquid resumed without a word."""
-    cache_mod = submodule(surge, "engine.cache")
+    cache_mod = submodule(surge, "engine.io.cache")
     cache_dir = str(tmp_path / "cache")
     add_box("Water", (0, 0, 0), (0.06, 0.06, 0.1), role="FLUID")
     tank = add_box("Tank", (0, 0, 0), (0.1, 0.1, 0.3), role="COLLIDER", collider_mode="CONTAINER")
@@ -186,7 +186,7 @@ def test_a_resume_after_a_moved_wall_asks_first(scene, surge, tmp_path):
 def test_stages_and_free_operators_respect_the_folder_lock(scene, surge, tmp_path):
     """Before: Bake Whitewater, Free Surface and Free Whitewater wrote into or deleted from a cache
     folder another process was baking into, and a bake started while a whitewater run wrote there."""
-    cache_mod = submodule(surge, "engine.cache")
+    cache_mod = submodule(surge, "engine.io.cache")
     whitewater = submodule(surge, "bridge.whitewater")
     errors = submodule(surge, "engine.errors")
     cache_dir = str(tmp_path / "cache")

@@ -232,7 +232,7 @@ def test_suzanne_as_shipped_is_solid_inside(scene, surge, tmp_path):
     assert collider.motion == "STATIC" and collider.settings.collider_mode == "AUTO"
     assert collider.mesh.triangles.shape == (968, 3)  # 500 faces, quads split in two
 
-    sdf = submodule(surge, "engine.sdf")
+    sdf = submodule(surge, "engine.collision.sdf")
     cell = 0.005
     grid = sdf.build_sdf(collider.mesh, cell, 4 * cell, "Suzanne", mode="SOLID_INSIDE")
     inside, _grad, _tri = sdf.sample(grid, _to_world(SUZANNE_INSIDE, size, location, turn))
@@ -261,8 +261,8 @@ def test_water_falling_onto_suzanne_stays_out_of_her_head(scene, surge, tmp_path
     assert bpy.ops.surge.bake() == {"FINISHED"}
     assert monkey.surge.collider_resolved == "Solid (picked by Auto)"
 
-    sdf = submodule(surge, "engine.sdf")
-    reader = submodule(surge, "engine.cache").CacheReader(cache_dir)
+    sdf = submodule(surge, "engine.collision.sdf")
+    reader = submodule(surge, "engine.io.cache").CacheReader(cache_dir)
     assert reader.frames == list(range(1, 10))
     grid = sdf.build_sdf(_by_name(description.colliders, "Suzanne").mesh, 0.25 * spacing, 2 * spacing, "Suzanne",
                          mode="SOLID_INSIDE")
@@ -287,6 +287,7 @@ def test_water_falling_onto_suzanne_stays_out_of_her_head(scene, surge, tmp_path
 def test_collider_events_set_what_the_object_acts_as(scene, surge, tmp_path):
     """The engine's 'collider' event, fed to a session directly: the object shows the resolved mode."""
     bake = submodule(surge, "bridge.bake")
+    progress_text = submodule(surge, "bridge.progress_text")
     monkey = _suzanne(0.3, (0.0, 0.0, 0.0))
     events = [{"event": "collider", "name": "Suzanne", "mode": "SOLID", "requested": "AUTO", "motion": "STATIC",
                "cells": 12345, "memory": 3 * 2**20, "seconds": 1.5, "cached": False},
@@ -299,8 +300,9 @@ def test_collider_events_set_what_the_object_acts_as(scene, surge, tmp_path):
                                             cancel_requested_at=None)
     session.poll()
     assert monkey.surge.collider_resolved == "Solid (picked by Auto)"
-    assert bake_state(surge, scene).status == bake.describe(events[-1])
-    assert bake.describe(events[0]) == ("Collider 'Suzanne': Solid (picked by Auto), static "
-                                        "(12345 cells, 3.0 MiB, built in 1.5 s)")
-    assert bake.describe(events[1]) == "Collider 'Deleted meanwhile': Shell, moving (1 cells, 0.0 MiB, from the cache)"
+    assert bake_state(surge, scene).status == progress_text.describe(events[-1])
+    assert progress_text.describe(events[0]) == ("Collider 'Suzanne': Solid (picked by Auto), static "
+                                                 "(12345 cells, 3.0 MiB, built in 1.5 s)")
+    assert progress_text.describe(events[1]) == ("Collider 'Deleted meanwhile': Shell, moving (1 cells, 0.0 MiB, "
+                                                 "from the cache)")
     bake_state(surge, scene).is_baking = False

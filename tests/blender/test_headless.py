@@ -40,7 +40,7 @@ def test_tool_bakes_a_blend_with_progress_lines_and_saves_it(scene, surge, tmp_p
     for frame in (2, 3):
         assert any(line.startswith(f"Surge: Frame {frame} of 3: 250 particles") for line in lines), frame
     assert any(line.startswith("Surge: Baked frames 1-3") for line in lines)
-    reader = submodule(surge, "engine.cache").CacheReader(str(tmp_path / "surge_cache"))
+    reader = submodule(surge, "engine.io.cache").CacheReader(str(tmp_path / "surge_cache"))
     assert reader.frames == [1, 2, 3] and reader.manifest["status"] == "complete"
     # saved: the file opens on the liquid that plays the new cache
     bpy.ops.wm.open_mainfile(filepath=blend)

@@ -49,7 +49,7 @@ def test_bake_a_tap_into_a_tank_with_a_drain(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     _tap_scene(scene, cache_dir)
     assert bpy.ops.surge.bake() == {"FINISHED"}
-    reader = submodule(surge, "engine.cache").CacheReader(cache_dir)
+    reader = submodule(surge, "engine.io.cache").CacheReader(cache_dir)
     assert reader.manifest["status"] == "complete" and reader.frames == list(range(1, 8))
     assert "age" in reader.manifest["attributes"]
     counts = [len(reader.read_frame(f)["id"]) for f in reader.frames]

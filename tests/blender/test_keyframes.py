@@ -17,7 +17,7 @@ PRESENT = {1: [0, 1, 2, 3, 4], 2: [0, 1, 2, 3, 4], 3: [0, 1, 2, 4, 9], 4: [4, 2,
 
 
 def _write_cache(surge, cache_dir, present=PRESENT, seed=3):
-    cache_mod = submodule(surge, "engine.cache")
+    cache_mod = submodule(surge, "engine.io.cache")
     writer = cache_mod.CacheWriter(cache_dir, {"particle_radius": 0.01, "frame_start": min(present),
                                                "frame_end": max(present)})
     rng = np.random.default_rng(seed)

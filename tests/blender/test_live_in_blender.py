@@ -76,7 +76,7 @@ def test_live_matches_a_bake_of_the_demo_scene(live, surge, tmp_path):
     assert bpy.ops.surge.bake() == {"FINISHED"}
     session = live.start(scene, bpy.context.evaluated_depsgraph_get(), paused=True)
     assert session.wait_for_frame(0, timeout=600), session.error
-    reader = submodule(surge, "engine.cache").CacheReader(str(tmp_path / "cache"))
+    reader = submodule(surge, "engine.io.cache").CacheReader(str(tmp_path / "cache"))
     meta, x, ids = _read(session)
     first = reader.read_frame(1)
     np.testing.assert_array_equal(ids, first["id"])
@@ -166,7 +166,7 @@ def test_bake_from_here_starts_from_the_live_state(live, surge, scene, tmp_path)
     _, x, ids = _read(session)
     assert bpy.ops.surge.live_bake_from_here() == {"FINISHED"}
     assert live.get(scene) is None  # the session made way for the bake
-    reader = submodule(surge, "engine.cache").CacheReader(str(tmp_path / "cache"))
+    reader = submodule(surge, "engine.io.cache").CacheReader(str(tmp_path / "cache"))
     assert reader.frames == [1, 2, 3] and reader.manifest["status"] == "complete"
     first = reader.read_frame(1)
     np.testing.assert_array_equal(first["id"], ids)
@@ -187,7 +187,7 @@ def test_record_writes_a_cache_that_plays(live, surge, scene, tmp_path):
     while scene.surge.liquid_object is None and time.monotonic() < deadline:
         live.update(scene.name)
         time.sleep(0.01)
-    reader = submodule(surge, "engine.cache").CacheReader(str(tmp_path / "cache"))
+    reader = submodule(surge, "engine.io.cache").CacheReader(str(tmp_path / "cache"))
     assert reader.frames == [1, 2, 3]
     _, x, ids = _read(session)
     np.testing.assert_array_equal(reader.read_frame(3)["position"], x)

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.blender
 
 
 def _resolve(surge, scene):
-    files, bake = submodule(surge, "bridge.files"), submodule(surge, "bridge.bake")
-    return files.resolve_cache_dir(scene, bake.ADDON_ROOT)
+    files, paths = submodule(surge, "bridge.files"), submodule(surge, "bridge.paths")
+    return files.resolve_cache_dir(scene, paths.ADDON_ROOT)
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def test_an_old_file_with_an_explicit_folder_bakes_there(scene, surge, tmp_path)
     bpy.ops.wm.open_mainfile(filepath=blend)
     assert bpy.context.scene.surge.cache_directory == "//surge_cache/"
     assert bpy.ops.surge.bake() == {"FINISHED"}
-    reader = submodule(surge, "engine.cache").CacheReader(str(tmp_path / "surge_cache"))
+    reader = submodule(surge, "engine.io.cache").CacheReader(str(tmp_path / "surge_cache"))
     assert reader.frames == [1, 2]
 
 
@@ -72,7 +72,7 @@ def test_default_cache_folder_bakes_and_plays(scene, surge, tmp_path):
     bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "shot.blend"))
     assert bpy.ops.surge.bake() == {"FINISHED"}
     folder = tmp_path / "surge_cache" / "shot" / "Scene"
-    assert submodule(surge, "engine.cache").CacheReader(str(folder)).frames == [1, 2]
+    assert submodule(surge, "engine.io.cache").CacheReader(str(folder)).frames == [1, 2]
     liquid = bpy.context.scene.surge.liquid_object
     # relative to the file, like the folder: the .blend and its cache move together
     assert liquid.modifiers["Surge Cache"].cache_file.filepath.startswith("//surge_cache/shot/Scene/")
@@ -102,7 +102,7 @@ def test_bake_threads_preference_reaches_the_bake_process(scene, surge, tmp_path
     # 0: numba's own default, whatever the environment says
     assert process.child_environment("/a", "/b", 0).get("NUMBA_NUM_THREADS") == os.environ.get("NUMBA_NUM_THREADS")
     assert process.child_environment("/a", "/b", 3)["NUMBA_NUM_THREADS"] == "3"
-    # one OpenBLAS thread: its pool would compete with numba's threads (engine.collision.inverse3)
+    # one OpenBLAS thread: its pool would compete with numba's threads (engine.collision.world.inverse3)
     assert process.child_environment("/a", "/b", 0)["OPENBLAS_NUM_THREADS"] == "1"
     if not os.path.isdir("/proc/self"):
         pytest.skip("reading a process's environment needs /proc")

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.blender
 @pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_preview_bakes_the_first_frames_coarser_and_leaves_the_full_cache_alone(scene, surge, tmp_path):
     bake = submodule(surge, "bridge.bake")
-    cache_mod = submodule(surge, "engine.cache")
+    cache_mod = submodule(surge, "engine.io.cache")
     cache_dir = str(tmp_path / "cache")
     column_scene(scene, cache_dir, frames=(1, 40))
     scene.surge.solver = "PBF"

@@ -103,13 +103,12 @@ def test_modal_bake_reports_figures_and_the_cancel_button_keeps_frames(scene, su
     assert not bake_state(surge, scene).is_baking and not bake_state(surge, scene).cancel_requested
     assert not bpy.ops.surge.cancel_bake.poll()
     assert _draw(sidebar.draw_status_bar, bpy.context) == []  # nothing in the status bar once it ended
-    cached = submodule(surge, "engine.cache").CacheReader(cache_dir)
+    cached = submodule(surge, "engine.io.cache").CacheReader(cache_dir)
     assert cached.manifest["status"] == "cancelled" and 4 <= len(cached.frames) < 200  # frames 1-4 at least
     assert evaluated_points(scene.surge.liquid_object, cached.frames[-1])["count"] == 250
 
 
 def test_sidebar_lists_the_figures_while_baking(scene, surge):
-    sidebar = submodule(surge, "panels.sidebar")
     s = bake_state(surge, scene)
     s.is_baking, s.progress = True, 0.25
     s.frame, s.substeps, s.particles = 7, 12, 12345

@@ -34,7 +34,7 @@ def _cancelled_bake(surge, scene, after: int):
 
 @pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_resume_after_cancel_gives_the_frames_of_an_uninterrupted_bake(scene, surge, tmp_path):
-    cache_mod = submodule(surge, "engine.cache")
+    cache_mod = submodule(surge, "engine.io.cache")
     _small_scene(scene, str(tmp_path / "whole"))
     assert bpy.ops.surge.bake() == {"FINISHED"}
     whole = cache_mod.CacheReader(str(tmp_path / "whole"))
@@ -57,7 +57,7 @@ def test_resume_after_cancel_gives_the_frames_of_an_uninterrupted_bake(scene, su
 @pytest.mark.slow  # a bake in a child process or a fresh Blender
 def test_resume_with_changed_settings_asks_then_resumes_or_rebakes(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
-    cache_mod = submodule(surge, "engine.cache")
+    cache_mod = submodule(surge, "engine.io.cache")
     _small_scene(scene, cache_dir)
     assert bpy.ops.surge.bake() == {"FINISHED"}
 

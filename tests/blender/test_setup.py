@@ -63,7 +63,7 @@ def test_role_operators_skip_objects_without_geometry(scene, surge):
 
 @pytest.mark.parametrize("name", ["WATER", "HONEY", "OIL", "CHOCOLATE", "MILK"])
 def test_liquid_presets_follow_the_world_scale(scene, surge, name):
-    liquids = submodule(surge, "engine.liquids")
+    liquids = submodule(surge, "engine.settings.liquids")
     # centimetres: 2 Blender units of spacing are 2 cm
     scene.unit_settings.scale_length = 0.01
     scene.surge.particle_spacing = 2.0
@@ -120,8 +120,8 @@ def test_a_scene_set_up_with_operators_bakes_with_the_preset(scene, surge, tmp_p
     scene.surge.cache_directory = cache_dir
     bpy.ops.surge.apply_liquid(liquid="MILK")
     assert bpy.ops.surge.bake() == {"FINISHED"}
-    manifest = submodule(surge, "engine.cache").CacheReader(cache_dir).manifest
-    liquids = submodule(surge, "engine.liquids")
+    manifest = submodule(surge, "engine.io.cache").CacheReader(cache_dir).manifest
+    liquids = submodule(surge, "engine.settings.liquids")
     want = liquids.settings_for(liquids.liquid("MILK"), 0.02)
     for setting, value in want.items():
         np.testing.assert_allclose(manifest["settings"][setting], value, rtol=1e-6, atol=0, err_msg=setting)

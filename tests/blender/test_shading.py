@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 import bpy
 import numpy as np
@@ -16,8 +15,8 @@ pytestmark = pytest.mark.blender
 def _show(surge, scene, cache_dir, frames: dict, radius=0.01, fps=24.0, ages: dict | None = None):
     """Write ``frames`` ({frame: (ids, positions, velocities)}) as a cache, with the particle ages
     ``ages`` ({frame: (N,) seconds}, zero if not given), and play it on the liquid."""
-    cache_mod = submodule(surge, "engine.cache")
-    bake, files = submodule(surge, "bridge.bake"), submodule(surge, "bridge.files")
+    cache_mod = submodule(surge, "engine.io.cache")
+    bake = submodule(surge, "bridge.bake")
     writer = cache_mod.CacheWriter(cache_dir, {"particle_radius": radius, "fps": fps,
                                                "frame_start": min(frames), "frame_end": max(frames)})
     for frame, (ids, x, v) in frames.items():
@@ -28,7 +27,7 @@ def _show(surge, scene, cache_dir, frames: dict, radius=0.01, fps=24.0, ages: di
     scene.surge.cache_directory = cache_dir
     session = bake.BakeSession.playback(scene, cache_dir, radius=radius)
     # what the bake process does as it caches the frames: write their USD point files
-    points = submodule(surge, "engine.usd").PointsWriter(session.usd_dir, radius)
+    points = submodule(surge, "engine.io.usd").PointsWriter(session.usd_dir, radius)
     reader = cache_mod.CacheReader(cache_dir)
     for frame in sorted(frames):
         points(frame, reader.read_frame(frame))
@@ -83,7 +82,8 @@ def test_surface_preview_wraps_the_points_and_follows_its_settings(scene, surge,
     np.testing.assert_allclose(co.max(axis=0), x.max(axis=0) + 0.02, atol=voxel, rtol=0)
     scene.surge.surface_radius = 0.03
     wider = _surface_mesh(liquid)
-    assert (wider.max(axis=0) - wider.min(axis=0) > co.max(axis=0) - co.min(axis=0) + 0.01).all()  # 1 cm more radius: about 2 cm wider
+    # 1 cm more radius: about 2 cm wider
+    assert (wider.max(axis=0) - wider.min(axis=0) > co.max(axis=0) - co.min(axis=0) + 0.01).all()
     scene.surge.surface_smoothing = 10  # smoothing pulls the corners of the block inward
     smooth = _surface_mesh(liquid)
     assert np.abs(smooth).max() < np.abs(wider).max()

@@ -5,7 +5,6 @@ import json
 import os
 
 import bpy
-import numpy as np
 import pytest
 
 from blender_helpers import column_scene, run_fresh_blender, snapshot, submodule

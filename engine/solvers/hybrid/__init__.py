@@ -1,10 +1,11 @@
 """MAC-SPH hybrid: a staggered grid in the deep liquid, SPH particles near the surface.
 
-Suárez & Susín 2006, "Mesh-particle model for fluid animation", §4. Below an interface height l the liquid is solved on the MAC grid of
-:mod:`engine.solvers.mac` (eq. 2-4); above it by WCSPH (§3: eq. 5 pressure force, eq. 6 Tait
+Suárez & Susín 2006, "Mesh-particle model for fluid animation", §4. Below an interface height l the liquid is solved
+on the MAC grid of
+:mod:`engine.solvers.hybrid.mac` (eq. 2-4); above it by WCSPH (§3: eq. 5 pressure force, eq. 6 Tait
 equation of state, eq. 8 leap-frog; the SPH core of :mod:`engine.solvers.sph` that WCSPH uses too,
 over the SPH and MIXA rows, with summation density, clamped pressure and the box walls of
-:mod:`engine.walls`). Every particle has a kind, from its
+:mod:`engine.collision.walls`). Every particle has a kind, from its
 height z (Surge's Z is the paper's y):
 
 ============  ======================  =====================================================
@@ -43,7 +44,7 @@ Beyond the paper (its §5 future work):
   moves it, by at least half a cell, as a tank fills or empties; without enough liquid for a MAC
   part (fewer than a few cells under the MIXB band) every particle is SPH.
 * the grid's solid cells are those whose centre lies outside every box container or inside a
-  mesh collider's solid (:meth:`engine.collision.CollisionWorld.inside`), the same distance fields
+  mesh collider's solid (:meth:`engine.collision.world.CollisionWorld.inside`), the same distance fields
   the particles collide with; moving colliders are re-voxelised every substep.
 
 The neighbour search covers only SPH, MIXA and MIXB particles (a Verlet list with a skin, as in
@@ -56,7 +57,8 @@ of the substep. Their p and rho are taken from the grid only by a rebuild's or a
 flush (before anything reads them). The boundary row's nodes keep, from one neighbour-list build to the
 next, the list of particles within 2h + SKIN h / 2 of them (:class:`boundary.BoundaryRow`),
 so eq. 9 needs no search each substep. The pressure solve starts from the last grid pressure moved
-with the boundary row's mean change and extrapolated in time (:func:`extrapolate_pressure`). The free surface is measured every
+with the boundary row's mean change and extrapolated in time (:func:`extrapolate_pressure`). The free surface is
+measured every
 :data:`INTERFACE_EVERY` substeps.
 
 Where this differs from the paper: density is the kernel sum (WCSPH's "summation" mode; WCSPH's

@@ -2,8 +2,8 @@
 animation", eq. 9 (Shepard-normalised kernel interpolation of the particles' velocity and P = p / rho
 at the row's own staggered nodes).
 
-The particles around a node are found in the cell grid of :mod:`engine.neighbors` (the nodes are not
-particles: each looks up its 27 cells, :func:`engine.neighbors.around_cell`). :class:`BoundaryRow` keeps,
+The particles around a node are found in the cell grid of :mod:`engine.core.cell_grid` (the nodes are not
+particles: each looks up its 27 cells, :func:`engine.core.cell_grid.around_cell`). :class:`BoundaryRow` keeps,
 from one neighbour-list build to the next, the list of particles within 2h + SKIN h / 2 of every node
 of the boundary row, found in the grid of that build (:meth:`BoundaryRow.build`), so eq. 9 needs no
 search each substep (:func:`fill_row_listed`); rows filled once (the first fill, rows the MAC part
@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from ...neighbors import CellGrid, around_cell, build_grid, cell_coords
+from ...core.cell_grid import CellGrid, around_cell, build_grid, cell_coords
 from ..sph import pair_offset
 from .model import FASTMATH
 
@@ -86,7 +86,7 @@ def fill_rows(x, v, p, rho, rows, cell_key, cell_start, inv, mass, h, k0, k1, ox
               u, vv, w, pg):
     """Rows k0..k1 of the grid from particles (eq. 9): P = p / rho at the cell centres, u and v on the
     row's faces, w on the face above each cell, from the particles ``rows`` in the cells of a grid of
-    cell edge 1 / inv >= 2h (:func:`engine.neighbors.build_grid`; ``cell_key``, ``cell_start`` index
+    cell edge 1 / inv >= 2h (:func:`engine.core.cell_grid.build_grid`; ``cell_key``, ``cell_start`` index
     ``rows``). Nodes without a particle keep their value, except P, which becomes 0 (the free surface
     is above them)."""
     ni, nj, nk = solid.shape
@@ -165,7 +165,7 @@ def node_candidates(pos, x, cell_key, cell_start, inv, reach, start, cap,
                     # outputs
                     count, nbr):
     """For every node of ``pos``, the particles within ``reach`` (at most the cell edge 1 / inv) among the
-    27 cells around it in a grid of ``x`` (sorted rows, :func:`engine.neighbors.build_grid`): their rows
+    27 cells around it in a grid of ``x`` (sorted rows, :func:`engine.core.cell_grid.build_grid`): their rows
     into nbr[start[m]:start[m] + cap[m]], in cell order (the same order on every build from the same
     positions), and how many there are into count[m] (more than cap[m]: the list did not fit; cap = 0
     only counts)."""

@@ -15,8 +15,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .. import mac
-from ...walls import clamp_into_boxes
+from . import mac_sampling
+from ...collision.walls import clamp_into_boxes
 from ..sph import tait_density_ratio
 from .model import CHUNK, FASTMATH, MAC, MIXA, MIXB, SPH, TOP_PARTS
 
@@ -106,12 +106,12 @@ def advance(x, v, a, x_ref, bands, frame, dt, use_grid, half, new, walls,
             if use_grid and kd == MAC:
                 # markers only drift with u^(n+1/2) (one sample of the averaged face field); their
                 # acceleration is needed only once they are MIXB, whose branch below computes it
-                c0, c1, c2 = mac.velocity_at(uh, vh, wh, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
+                c0, c1, c2 = mac_sampling.velocity_at(uh, vh, wh, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
                 v[n, 0] = c0
                 v[n, 1] = c1
                 v[n, 2] = c2
             elif use_grid and kd == MIXA:
-                b0, b1, b2 = mac.velocity_at(u1, v1, w1, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
+                b0, b1, b2 = mac_sampling.velocity_at(u1, v1, w1, ox, oy, oz, inv, x[n, 0], x[n, 1], pz)
                 beta = min(max((l - pz) / (2.0 * h), 0.0), 1.0)
                 v[n, 0] = beta * b0 + (1.0 - beta) * v[n, 0]
                 v[n, 1] = beta * b1 + (1.0 - beta) * v[n, 1]
@@ -120,7 +120,7 @@ def advance(x, v, a, x_ref, bands, frame, dt, use_grid, half, new, walls,
                 # u^(n+1/2) from the averaged face field: trilinear sampling is linear, so this
                 # equals (u^n(x) + u^(n+1)(x)) / 2 with one sample instead of two; both fields
                 # share the interpolation weights
-                b0, b1, b2, c0, c1, c2 = mac.velocity_pair_at(u1, v1, w1, uh, vh, wh, ox, oy, oz, inv, x[n, 0],
+                b0, b1, b2, c0, c1, c2 = mac_sampling.velocity_pair_at(u1, v1, w1, uh, vh, wh, ox, oy, oz, inv, x[n, 0],
                                                               x[n, 1], pz)
                 a[n, 0] = 2.0 * (b0 - c0) / dt
                 a[n, 1] = 2.0 * (b1 - c1) / dt
@@ -167,7 +167,7 @@ def finish(x, a, kind, bands, rho0, p0, dt, use_grid, frame, pg,
             px = x[n, 0]
             py = x[n, 1]
             pz = x[n, 2]
-            pgrid = rho0 * mac.pressure_at(pg, ox, oy, oz, inv, px, py, pz)
+            pgrid = rho0 * mac_sampling.pressure_at(pg, ox, oy, oz, inv, px, py, pz)
             if kd == MIXA:
                 beta = min(max((l - pz) / (2.0 * h), 0.0), 1.0)
                 pn = beta * pgrid + (1.0 - beta) * p[n]
@@ -187,7 +187,8 @@ def move_markers(x, x_ref, n_sub, dt, pressure, frame, moved, pg, rho0, p0, wall
     waited (one or more substeps; none when 0): each moves by the displacement field (``moved``,
     :class:`Faces`: the sum of dt u^(n+1/2) over those substeps, eq. 10) sampled at the midpoint of
     its move (x + m(x + m(x) / 2), second order in the move, where a sample at the start spirals
-    outwards in a vortex), takes the mean velocity of that move, and is put back into the boxes like every particle; with
+    outwards in a vortex), takes the mean velocity of that move, and is put back into the boxes like every particle;
+    with
     ``pressure`` they take p = rho0 P_grid and rho from the equation of state inverted (eq. 6), as
     MIXB markers do in :func:`finish`. ``disp[c]`` receives the largest squared move from ``x_ref``
     in chunk c of 4096 markers and ``disp[chunks + c]`` their largest squared speed."""
@@ -203,8 +204,9 @@ def move_markers(x, x_ref, n_sub, dt, pressure, frame, moved, pg, rho0, p0, wall
         fast = 0.0
         for n in range(n_sub + c * 4096, min(n_all, n_sub + (c + 1) * 4096)):
             if dt > 0.0:
-                m0, m1, m2 = mac.velocity_at(mu, mv, mw, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
-                m0, m1, m2 = mac.velocity_at(mu, mv, mw, ox, oy, oz, inv, x[n, 0] + 0.5 * m0, x[n, 1] + 0.5 * m1,
+                m0, m1, m2 = mac_sampling.velocity_at(mu, mv, mw, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
+                m0, m1, m2 = mac_sampling.velocity_at(mu, mv, mw, ox, oy, oz, inv, x[n, 0] + 0.5 * m0, x[n,
+                                                                                                         1] + 0.5 * m1,
                                              x[n, 2] + 0.5 * m2)
                 v[n, 0] = m0 * inv_dt
                 v[n, 1] = m1 * inv_dt
@@ -215,7 +217,7 @@ def move_markers(x, x_ref, n_sub, dt, pressure, frame, moved, pg, rho0, p0, wall
                 x[n, 2] += m2
                 clamp_into_boxes(x, v, n, boxes, margin, friction, bounce)
             if pressure:
-                pn = rho0 * mac.pressure_at(pg, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
+                pn = rho0 * mac_sampling.pressure_at(pg, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
                 if pn < 0.0:
                     pn = 0.0
                 p[n] = pn
@@ -238,7 +240,7 @@ def grid_pressure(x, rows, frame, pg, rho0, p0,
     ox, oy, oz, inv = frame.ox, frame.oy, frame.oz, frame.inv
     for t in range(rows.shape[0]):
         n = rows[t]
-        pn = rho0 * mac.pressure_at(pg, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
+        pn = rho0 * mac_sampling.pressure_at(pg, ox, oy, oz, inv, x[n, 0], x[n, 1], x[n, 2])
         if pn < 0.0:
             pn = 0.0
         p[n] = pn

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ... import settings as settings_mod
-from .. import mac
+from . import mac
 from ..wcsph import WCSPHModel
 
 #: fastmath of every kernel of the hybrid's modules (one flag, see STYLE.md).
@@ -103,7 +103,7 @@ class Faces(NamedTuple):
 
 
 class BoxWalls(NamedTuple):
-    """Box containers for :func:`engine.walls.clamp_into_boxes`: ``boxes`` (K, 2, 3) float64 inner corners,
+    """Box containers for :func:`engine.collision.walls.clamp_into_boxes`: ``boxes`` (K, 2, 3) float64 inner corners,
     m; ``margin`` how far outside a box its walls still act, m; ``friction`` and ``bounce`` (K,)."""
 
     boxes: np.ndarray
@@ -133,7 +133,7 @@ class HybridModel:
     interface_height : float
         World Z of l for 'FIXED', metres.
     pressure_solver : str
-        'SOR' or 'RBSOR' (:mod:`engine.solvers.mac`).
+        'SOR' or 'RBSOR' (:mod:`engine.solvers.hybrid.mac`).
     omega : float
         Over-relaxation factor of the pressure solve.
     tolerance : float

@@ -10,12 +10,14 @@ import math
 
 import numpy as np
 
-from ...collider_kernels import project
-from ...collision import SWEEP_STEP, CollisionWorld, empty_world_args
-from ...neighbors import NeighbourList, build_grid
-from ...particles import Particles
-from ...state_check import max_speed_and_acceleration
-from .. import SpeedLimit, mac
+from ...collision.queries import project
+from ...collision.world import SWEEP_STEP, CollisionWorld, empty_world_args
+from ...core.neighbour_list import NeighbourList
+from ...core.cell_grid import build_grid
+from ...core.particles import Particles
+from ...core.state_check import max_speed_and_acceleration
+from .. import SpeedLimit
+from . import mac
 from ..sph import SKIN, accelerations, density_pressure, max_displacement2
 from ..wcsph import sound_speed_advice, sound_speed_limit
 from .boundary import BoundaryRow
@@ -368,7 +370,8 @@ class HybridSolver:
         if use_grid:
             self._fill(self.ktop, self.ktop)
             if self.guess.ktop == self.ktop:
-                self.guess.shift = extrapolate_pressure(g.p, self.guess.p_last, g.solid, self.ktop, PRESSURE_EXTRAPOLATION,
+                self.guess.shift = extrapolate_pressure(g.p, self.guess.p_last, g.solid, self.ktop,
+                                                        PRESSURE_EXTRAPOLATION,
                                                      self.guess.shift)
             else:  # the rows changed: start from p^n alone this once
                 self.guess.p_last[:] = g.p
@@ -413,7 +416,7 @@ class HybridSolver:
         self.steps += 1
 
     def kick_grid(self, acceleration, dt: float) -> None:
-        """Add dt times an external acceleration field (force fields, :meth:`engine.forces.Forces.kick`)
+        """Add dt times an external acceleration field (force fields, :meth:`engine.sources.forces.Forces.kick`)
         to the grid's face velocities of the computed rows (k < ktop; the boundary row takes its velocity
         from the SPH particles, which get the field themselves).
 
@@ -526,7 +529,8 @@ class HybridSolver:
     def memory_bytes(self) -> int:
         """Bytes held by the particle buffers, the grid, its work arrays and the neighbour list."""
         return (self.particles.nbytes() + self.grid.nbytes() + self.scratch.nbytes()
-                + sum(a.nbytes for a in self._half) + self.guess.p_last.nbytes + self.neighbours.nbytes() + self.kind.nbytes
+                + sum(a.nbytes for a in self._half) + self.guess.p_last.nbytes + self.neighbours.nbytes()
+                + self.kind.nbytes
                 + self._rows.nbytes + self._pr.nbytes + self._near.nbytes + self._wall_grad.nbytes
                 + sum(a.nbytes for a in self.markers.moved) + self.boundary.nbytes())
 

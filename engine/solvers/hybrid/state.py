@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .. import mac
+from . import mac
 from .model import Faces
 
 

@@ -1,0 +1,86 @@
+"""What the engine's command lines share as child processes of Blender (``engine.cli`` for a bake,
+``engine.stages`` for a stage over a cache): one JSON object per line on stdout for the parent to
+read, log lines on stderr, a cancel request as a file the parent creates, and the process's
+resident memory for the progress reports.
+
+The bake runs in its own process, so the process's resident memory is the bake's footprint: the
+particles, neighbour lists, collider grids and numba's compiled code together (standard library
+only).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import sys
+from typing import Callable
+
+
+def emit(event: dict) -> None:
+    """Write one event as a JSON line on stdout, flushed at once (the parent reads line by line)."""
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def log_to_stderr(quiet: bool) -> None:
+    """Log lines on stderr: warnings only when ``quiet``, else information too."""
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+
+
+def cancel_flag(path: str | None) -> Callable[[], bool] | None:
+    """A cancel callback that is true once the file ``path`` exists; None when no file is named."""
+    if not path:
+        return None
+
+    def cancel() -> bool:
+        return os.path.exists(path)
+
+    return cancel
+
+
+def _linux() -> int:
+    # /proc/self/statm: sizes in pages; the second field is the resident set
+    with open("/proc/self/statm", encoding="ascii") as fh:
+        resident_pages = int(fh.read().split()[1])
+    return resident_pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def _windows() -> int:
+    from ctypes import wintypes
+
+    class Counters(ctypes.Structure):
+        _fields_ = [("cb", wintypes.DWORD), ("PageFaultCount", wintypes.DWORD),
+                    ("PeakWorkingSetSize", ctypes.c_size_t), ("WorkingSetSize", ctypes.c_size_t),
+                    ("QuotaPeakPagedPoolUsage", ctypes.c_size_t), ("QuotaPagedPoolUsage", ctypes.c_size_t),
+                    ("QuotaPeakNonPagedPoolUsage", ctypes.c_size_t), ("QuotaNonPagedPoolUsage", ctypes.c_size_t),
+                    ("PagefileUsage", ctypes.c_size_t), ("PeakPagefileUsage", ctypes.c_size_t)]
+
+    counters = Counters()
+    counters.cb = ctypes.sizeof(Counters)
+    process = ctypes.windll.kernel32.GetCurrentProcess()
+    if not ctypes.windll.psapi.GetProcessMemoryInfo(process, ctypes.byref(counters), counters.cb):
+        return 0
+    return int(counters.WorkingSetSize)
+
+
+def _peak_unix() -> int:
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # bytes on macOS, KiB elsewhere
+
+
+def resident_bytes() -> int:
+    """Resident memory of this process in bytes (the peak where the current value is not available,
+    as on macOS); 0 if the platform tells neither."""
+    try:
+        if sys.platform.startswith("linux"):
+            return _linux()
+        if sys.platform == "win32":
+            return _windows()
+        return _peak_unix()
+    except (OSError, ValueError, AttributeError, ImportError):
+        return 0
