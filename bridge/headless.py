@@ -9,7 +9,6 @@ module only; :func:`terminal_command` builds the command the "Bake in a Terminal
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 
@@ -204,13 +203,14 @@ def bake_surface_on_cluster(scheduler: str, workers: int, root: str, save: bool 
     """Mesh the surface of the open .blend's cache with its frames spread over a Dask cluster (blocking).
 
     ``scheduler`` is a scheduler's address or ``'local'`` (a LocalCluster of ``workers`` processes);
-    ``root`` the repository folder as the workers see it. Progress lines ``Surge: Surface frame 12
-    (worker tcp://...)``; the exit status as :func:`bake_surface_open_file`.
+    ``root`` the repository folder as the workers see it. The cluster is driven by the program
+    ``python -m farm.cluster_stage`` in a child process (no Dask in Blender's process). Progress lines
+    ``Surge: Surface frame 12 (worker tcp://...)``; the exit status as :func:`bake_surface_open_file`.
     """
     from ..engine.io.lock import check_free
-    from ..engine.errors import BakeCancelled
-    from . import cluster_stage, surface_bake, usd
-    from .paths import ADDON_ROOT
+    from . import surface_bake, usd
+    from .paths import ADDON_ROOT, numba_cache_dir
+    from .process import BakeProcess
 
     scene = bpy.context.scene
     try:
@@ -218,6 +218,7 @@ def bake_surface_on_cluster(scheduler: str, workers: int, root: str, save: bool 
         cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
         check_free(cache_dir)  # another process writing there keeps its cancel flag
         usd.import_pxr()
+        settings_file = surface_bake.write_settings(cache_dir, settings)
     except (EngineError, OSError) as exc:
         print(f"Surge: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
@@ -225,26 +226,42 @@ def bake_surface_on_cluster(scheduler: str, workers: int, root: str, save: bool 
     if os.path.exists(flag):
         os.remove(flag)
     pxr_paths = [p for p in sys.path if os.path.isdir(os.path.join(p, "pxr"))]
-
-    def report(event: dict) -> None:
-        if event.get("event") == "frame":
-            print(f"Surge: Surface frame {event['frame']} of {event['frame_end']}: {event.get('triangles', '?')} "
-                  f"triangles in {event['seconds']:.2f} s (worker {event.get('worker')})", flush=True)
-
+    command = [sys.executable, "-m", "farm.cluster_stage", "surface", cache_dir, "--root", root,
+               "--scheduler", scheduler, "--workers", str(workers), "--settings", settings_file,
+               "--option", "usd=1", "--cancel-file", flag] + ["--restart"] * restart
+    for path in pxr_paths:
+        command += ["--pxr-path", path]
     try:
-        summary = cluster_stage.run_on_cluster(
-            cache_dir, "surface", dataclasses.asdict(settings), {"usd": "1"}, root,
-            scheduler, workers=workers, restart=restart, progress=report, cancel=lambda: os.path.exists(flag),
-            pxr_paths=pxr_paths)
-    except BakeCancelled as exc:
-        print(f"Surge: {exc}", flush=True)
+        process = BakeProcess("", cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
+                              os.path.join(files.job_dir(cache_dir), "cluster_surface.log"), command=command)
+    except OSError as exc:
+        print(f"Surge: error: the cluster stage could not start: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    done, error = None, None
+    try:
+        while not process.finished:
+            for event in process.events(timeout=0.5):
+                if event.get("event") == "frame":
+                    print(f"Surge: Surface frame {event['frame']} of {event['frame_end']}: "
+                          f"{event.get('triangles', '?')} triangles in {event['seconds']:.2f} s "
+                          f"(worker {event.get('worker')})", flush=True)
+                elif event.get("event") == "done":
+                    done = event
+                elif event.get("event") == "error":
+                    error = event.get("message", "")
+    except KeyboardInterrupt:
+        process.request_cancel()
+    code = process.wait()
+    if code == EXIT_CANCELLED:
+        print(f"Surge: {(done or {}).get('message', 'Surface cancelled')}", flush=True)
         return EXIT_CANCELLED
-    except (EngineError, OSError) as exc:
-        print(f"Surge: error: {exc}", file=sys.stderr, flush=True)
+    if code != EXIT_DONE or done is None:
+        print(f"Surge: error: {error or process.log_tail() or f'the cluster stage ended with status {code}'}",
+              file=sys.stderr, flush=True)
         return EXIT_FAILED
     surface_bake.show_surface(scene, cache_dir, files.cache_dir_is_relative(scene))
-    print(f"Surge: Surface meshed: {summary['processed']} frames on {len(summary['workers'])} workers, "
-          f"{summary['kept']} kept, in {summary['elapsed']:.1f} s", flush=True)
+    print(f"Surge: Surface meshed: {done['processed']} frames on {len(done['workers'])} workers, "
+          f"{done['kept']} kept, in {done['elapsed']:.1f} s", flush=True)
     if save:
         bpy.ops.wm.save_mainfile()
         print(f"Surge: saved '{bpy.data.filepath}'", flush=True)
@@ -299,3 +316,86 @@ def terminal_log(cache_dir: str) -> str:
 def newest_usd_dir(usd_dirs: list[str]) -> str | None:
     """The most recently written of a cache's USD bake folders (what a finished bake left)."""
     return max(usd_dirs, key=os.path.getmtime) if usd_dirs else None
+
+
+def save_copy(cache_dir: str) -> str:
+    """Write the open file as it is now to ``terminal_bake.blend`` in ``cache_dir`` and return its path.
+
+    The open file keeps its name and unsaved state; relative paths in the copy are remapped so that
+    textures and libraries still resolve from the cache folder.
+    """
+    path = os.path.join(cache_dir, files.TERMINAL_COPY)
+    os.makedirs(cache_dir, exist_ok=True)
+    if os.path.exists(path):
+        os.remove(path)  # overwriting would leave a terminal_bake.blend1 backup behind
+    bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, relative_remap=True, check_existing=False)
+    return path
+
+
+def start_terminal_bake(scene, resume: bool = False) -> tuple[int, str]:
+    """Bake a copy of the open file as it is now in a separate background Blender that goes on if this
+    one closes (the artist's file is neither saved nor changed); returns the process id and its log.
+
+    Raises
+    ------
+    EngineError, OSError
+        The cache folder is not Surge's, is being baked into, or cannot be written; the process could
+        not start.
+    RuntimeError
+        Blender could not write the copy.
+    """
+    import subprocess
+
+    from ..engine.io import cache as cache_mod
+    from . import preferences
+    from .paths import ADDON_PACKAGE, ADDON_ROOT
+
+    cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+    # nothing is written into a folder that is not Surge's or that another bake is writing into
+    cache_mod.check_folder(cache_dir, files.NOT_FOREIGN)
+    cache_mod.check_free(cache_dir)
+    cache_mod.check_writable(cache_dir)
+    copy = save_copy(cache_dir)
+    # the copy lives in the cache folder: give it the absolute cache folder, which a relative or
+    # default one (named after the .blend file) would not reproduce from there
+    command = terminal_command(copy, ADDON_PACKAGE, ADDON_ROOT, resume=resume, scene_name=scene.name,
+                               cache_dir=cache_dir)
+    log = terminal_log(cache_dir)
+    options = {}
+    if sys.platform == "win32":
+        options["creationflags"] = subprocess.CREATE_NEW_CONSOLE  # its own console window shows the progress
+    else:
+        options["start_new_session"] = True  # not stopped with this Blender or its terminal
+    env = dict(os.environ)
+    if preferences.bake_threads():
+        env["NUMBA_NUM_THREADS"] = str(preferences.bake_threads())
+    with open(log, "w", encoding="utf-8") as out:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                   cwd=cache_dir, env=env, **options)
+    return process.pid, log
+
+
+def show_newest_bake(scene) -> tuple[str, int]:
+    """Play the liquid last baked into the scene's cache folder (by a terminal or farm bake, for
+    instance), with its surface if one was meshed; returns the USD folder and the number of frames.
+
+    Raises
+    ------
+    EngineError, OSError
+        No cache folder, or nothing baked into it yet.
+    """
+    from ..engine.errors import CacheFormatError
+    from . import export, liquid, surface, surface_bake
+    from .paths import ADDON_ROOT
+
+    cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+    usd_dir = newest_usd_dir(files.usd_bake_dirs(cache_dir))
+    names = sorted(os.listdir(usd_dir)) if usd_dir else []
+    frames = [n for n in names if files.USD_FRAME_RE.match(n) and not n.endswith(".tmp.usdc")]
+    if not frames:
+        raise CacheFormatError(f"No baked liquid in '{cache_dir}' yet; bake first, or wait for the terminal bake")
+    liquid.show_frames(scene, os.path.join(usd_dir, frames[0]), files.cache_dir_is_relative(scene),
+                       export.unit_scale(scene))
+    surface.sync(scene, export.unit_scale(scene))
+    surface_bake.show_surface(scene, cache_dir, files.cache_dir_is_relative(scene))  # a surface, if meshed
+    return usd_dir, len(frames)

@@ -190,3 +190,37 @@ def keyframe_shape_keys(scene, frames: list[int], arrays: list[dict], scale_leng
     fcurves = _channelbag(key, SHAPE_OBJECT_NAME).fcurves
     _linear_curve(fcurves, "eval_time", 0, np.asarray(frames, dtype=np.float64), key_times)
     return obj
+
+
+def bake_to_keyframes(scene, mode: str) -> str:
+    """Keyframe the scene's baked liquid as ``mode`` ('OBJECTS' or 'SHAPE_KEYS'); returns what was made,
+    for the report ("Keyframed frames 1-48 as ...").
+
+    Raises
+    ------
+    EngineError, OSError
+        The cache cannot be read or holds no frame.
+    KeyframeError
+        Too many particles for one object each.
+    """
+    from ..engine.errors import CacheFormatError
+    from ..engine.io.cache import CacheReader
+    from . import files
+    from .export import unit_scale
+    from .paths import ADDON_ROOT
+
+    cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+    reader = CacheReader(cache_dir)
+    frames = reader.frames
+    if not frames:
+        raise CacheFormatError(f"The cache '{cache_dir}' holds no baked frame; bake first")
+    arrays = [reader.read_frame(f) for f in frames]
+    scale = unit_scale(scene)
+    if mode == "OBJECTS":
+        radius = float(reader.manifest.get("particle_radius", 0.5 * scene.surge.particle_spacing * scale))
+        made = keyframe_objects(scene, frames, arrays, scale, radius, instance=scene.surge.keyframe_instance)
+        what = f"{len(made.objects)} objects in the collection '{made.name}'"
+    else:
+        made = keyframe_shape_keys(scene, frames, arrays, scale)
+        what = f"the mesh '{made.name}' ({len(made.data.vertices)} vertices)"
+    return f"Keyframed frames {frames[0]}-{frames[-1]} as {what}"

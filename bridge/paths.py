@@ -17,6 +17,9 @@ ADDON_PACKAGE = __package__.rpartition(".")[0]
 #: The add-on's folder: it holds ``engine/``, which the child process runs.
 ADDON_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+#: Folder of the liquid presets in Blender's preset folders (``scripts/presets/surge/liquids``).
+PRESET_SUBDIR = "surge/liquids"
+
 
 def numba_cache_dir() -> str:
     """A writable folder for numba's compiled kernels, kept between bakes and Blender sessions."""

@@ -6,10 +6,7 @@ import bpy
 from bpy.props import EnumProperty
 
 from .common import SceneIdle
-from ..bridge import files, keyframes
-from ..bridge.paths import ADDON_ROOT
-from ..bridge.export import unit_scale
-from ..engine.io.cache import CacheReader
+from ..bridge import keyframes
 from ..engine.errors import EngineError
 
 KEYFRAME_MODES = (
@@ -34,32 +31,12 @@ class SURGE_OT_bake_to_keyframes(SceneIdle, bpy.types.Operator):
     busy_message = "Wait for the bake to end"
 
     def execute(self, context):
-        scene = context.scene
         try:
-            cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
-            reader = CacheReader(cache_dir)
-            frames = reader.frames
-            if not frames:
-                self.report({"ERROR"}, f"The cache '{cache_dir}' holds no baked frame; bake first")
-                return {"CANCELLED"}
-            arrays = [reader.read_frame(f) for f in frames]
-        except (EngineError, OSError) as exc:
+            text = keyframes.bake_to_keyframes(context.scene, self.mode)
+        except (EngineError, OSError, keyframes.KeyframeError) as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
-        scale = unit_scale(scene)
-        try:
-            if self.mode == "OBJECTS":
-                radius = float(reader.manifest.get("particle_radius", 0.5 * scene.surge.particle_spacing * scale))
-                made = keyframes.keyframe_objects(scene, frames, arrays, scale, radius,
-                                                  instance=scene.surge.keyframe_instance)
-                what = f"{len(made.objects)} objects in the collection '{made.name}'"
-            else:
-                made = keyframes.keyframe_shape_keys(scene, frames, arrays, scale)
-                what = f"the mesh '{made.name}' ({len(made.data.vertices)} vertices)"
-        except keyframes.KeyframeError as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        self.report({"INFO"}, f"Keyframed frames {frames[0]}-{frames[-1]} as {what}")
+        self.report({"INFO"}, text)
         return {"FINISHED"}
 
 

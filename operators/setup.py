@@ -17,10 +17,8 @@ from bpy.props import EnumProperty
 from .common import SceneIdle
 from ..bridge.export import GEOMETRY_TYPES, unit_scale
 from ..engine.settings import liquids
+from ..bridge.paths import PRESET_SUBDIR
 from ..engine.errors import EngineError
-
-#: Folder of the artist's liquid presets, below Blender's ``scripts/presets``.
-PRESET_SUBDIR = "surge/liquids"
 
 #: Scene settings an artist's liquid preset stores: the liquid's material, not the bake's resolution.
 PRESET_VALUES = tuple(f"surge.{name}" for name in liquids.PRESET_SETTINGS + ("artificial_viscosity",))

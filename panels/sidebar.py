@@ -10,7 +10,7 @@ from ..bridge import bake_state, default_cache
 from ..bridge.progress_text import duration
 from ..engine.settings import liquids
 from ..engine import settings as settings_mod
-from ..operators.setup import PRESET_SUBDIR
+from ..bridge.paths import PRESET_SUBDIR
 
 #: Scene settings grouped under the headings engine.settings gives them: ((heading, (Parameter, ...)), ...).
 GROUPS = tuple(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bpy
 
-from ..operators.wedge import summary
+from ..bridge.wedge import summary
 
 
 class SURGE_UL_wedge_variations(bpy.types.UIList):

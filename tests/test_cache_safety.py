@@ -487,7 +487,7 @@ def test_a_wedge_task_waits_for_a_bake_holding_its_cache_and_leaves_it_alone(tmp
     import threading
     import time
 
-    from bridge import wedge
+    from farm import wedge
 
     cache_dir = str(tmp_path / "cache")
     lines = []
@@ -531,7 +531,7 @@ def test_a_wedge_task_needs_nothing_of_surge_on_the_worker(tmp_path):
     """The wedge's task code goes to a Dask worker by value with the engine modules it uses (atomic
     writes, the lock checks): a worker that cannot import Surge runs it."""
     cloudpickle = pytest.importorskip("cloudpickle")
-    from bridge import wedge
+    from farm import wedge
 
     cache_dir = str(tmp_path / "cache")
     os.makedirs(cache_dir)
@@ -550,7 +550,8 @@ def test_a_wedge_task_needs_nothing_of_surge_on_the_worker(tmp_path):
     script = ("import pickle, sys\n"
               "task = pickle.load(open('task.pkl', 'rb'))\n"
               "task(sys.argv[1])\n"
-              "assert not [m for m in sys.modules if m.split('.')[0] in ('engine', 'bridge')], 'imported Surge'\n")
+              "surge = ('engine', 'bridge', 'farm')\n"
+              "assert not [m for m in sys.modules if m.split('.')[0] in surge], 'imported Surge'\n")
     # -I: no PYTHONPATH, no working folder on the path; the repository cannot be imported
     out = subprocess.run([sys.executable, "-I", "-c", script, cache_dir], cwd=str(tmp_path), capture_output=True,
                          text=True, timeout=120)

@@ -1,4 +1,4 @@
-"""Planning a wedge (bridge.wedge, no Blender and no cluster): options, combinations, wedge.json, resume."""
+"""Planning a wedge (farm.plan and farm.wedge, no Blender and no cluster): options, combinations, wedge.json, resume."""
 
 from __future__ import annotations
 
@@ -7,23 +7,23 @@ import os
 
 import pytest
 
-from bridge import wedge
+from farm import plan, wedge
 
 
 def test_parse_set_reads_scene_and_object_settings_and_refuses_malformed_options():
-    v = wedge.parse_set("particle_spacing=0.02, 0.03")
+    v = plan.parse_set("particle_spacing=0.02, 0.03")
     assert (v.name, v.obj, v.values, v.key) == ("particle_spacing", None, ("0.02", "0.03"), "particle_spacing")
-    v = wedge.parse_set("Object.surge.normal_speed@Tap 2=1,2,3")
+    v = plan.parse_set("Object.surge.normal_speed@Tap 2=1,2,3")
     assert (v.name, v.obj, v.values, v.key) == ("normal_speed", "Tap 2", ("1", "2", "3"), "normal_speed@Tap 2")
-    assert wedge.parse_set("gravity=0:0:-9.81,0:0:-4").values == ("0:0:-9.81", "0:0:-4")
+    assert plan.parse_set("gravity=0:0:-9.81,0:0:-4").values == ("0:0:-9.81", "0:0:-4")
     for bad in ("viscosity", "=1,2", "viscosity=", "viscosity=1,,2", "vis cosity=1", "viscosity=1,1"):
-        with pytest.raises(wedge.WedgeError):
-            wedge.parse_set(bad)
+        with pytest.raises(plan.WedgeError):
+            plan.parse_set(bad)
 
 
 def test_combinations_cover_the_product_in_order_with_stable_distinct_folders(tmp_path):
-    sets = [wedge.parse_set("particle_spacing=0.02,0.03"), wedge.parse_set("viscosity@Water=0,0.001,0.01")]
-    combos = wedge.combinations("/shots/pour.blend", sets, str(tmp_path))
+    sets = [plan.parse_set("particle_spacing=0.02,0.03"), plan.parse_set("viscosity@Water=0,0.001,0.01")]
+    combos = plan.combinations("/shots/pour.blend", sets, str(tmp_path))
     assert [c.settings for c in combos] == [
         {"particle_spacing": a, "viscosity@Water": b} for a in ("0.02", "0.03") for b in ("0", "0.001", "0.01")]
     assert [c.index for c in combos] == list(range(6))
@@ -31,12 +31,12 @@ def test_combinations_cover_the_product_in_order_with_stable_distinct_folders(tm
     assert all(c.cache_dir == os.path.join(c.folder, "cache") and c.blend == os.path.join(c.folder, "pour.blend")
                for c in combos)
     # the same command finds the same folders
-    assert [c.folder for c in wedge.combinations("/shots/pour.blend", sets,
+    assert [c.folder for c in plan.combinations("/shots/pour.blend", sets,
                                                  str(tmp_path))] == [c.folder for c in combos]
-    with pytest.raises(wedge.WedgeError, match="given twice"):
-        wedge.combinations("/s.blend", [sets[0], sets[0]], str(tmp_path))
-    with pytest.raises(wedge.WedgeError, match="at least one"):
-        wedge.combinations("/s.blend", [], str(tmp_path))
+    with pytest.raises(plan.WedgeError, match="given twice"):
+        plan.combinations("/s.blend", [sets[0], sets[0]], str(tmp_path))
+    with pytest.raises(plan.WedgeError, match="at least one"):
+        plan.combinations("/s.blend", [], str(tmp_path))
 
 
 def _cache(folder, status):
@@ -46,28 +46,28 @@ def _cache(folder, status):
 
 
 def test_a_second_run_skips_what_completed_and_retries_the_rest(tmp_path):
-    sets = [wedge.parse_set("viscosity=0,0.001,0.01,0.1")]
-    combos = wedge.combinations("/s.blend", sets, str(tmp_path))
+    sets = [plan.parse_set("viscosity=0,0.001,0.01,0.1")]
+    combos = plan.combinations("/s.blend", sets, str(tmp_path))
     combos[0].status = "complete"
     _cache(combos[0].cache_dir, "complete")
     combos[1].status = "complete"  # listed complete, but its cache was baked again and left unfinished
     _cache(combos[1].cache_dir, "baking")
     combos[2].status, combos[2].message = "failed", "refused"
     combos[3].status = "cancelled"
-    wedge.write_json_atomic(str(tmp_path / wedge.WEDGE_FILE), wedge.wedge_document("/s.blend", sets, combos, "x"))
-    again = wedge.combinations("/s.blend", sets, str(tmp_path))
-    wedge.merge_previous(wedge.read_wedge(str(tmp_path)), "/s.blend", sets, again)
+    wedge.write_json_atomic(str(tmp_path / plan.WEDGE_FILE), plan.wedge_document("/s.blend", sets, combos, "x"))
+    again = plan.combinations("/s.blend", sets, str(tmp_path))
+    plan.merge_previous(plan.read_wedge(str(tmp_path)), "/s.blend", sets, again)
     assert [c.status for c in again] == ["complete", "pending", "pending", "pending"]
     # another wedge in the same folder is refused, not mixed in
-    with pytest.raises(wedge.WedgeError, match="another wedge"):
-        wedge.merge_previous(wedge.read_wedge(str(tmp_path)), "/s.blend", [wedge.parse_set("viscosity=0,1")], again)
-    (tmp_path / wedge.WEDGE_FILE).write_text('{"format": "something else"}')
-    with pytest.raises(wedge.WedgeError, match="not a Surge wedge file"):
-        wedge.read_wedge(str(tmp_path))
+    with pytest.raises(plan.WedgeError, match="another wedge"):
+        plan.merge_previous(plan.read_wedge(str(tmp_path)), "/s.blend", [plan.parse_set("viscosity=0,1")], again)
+    (tmp_path / plan.WEDGE_FILE).write_text('{"format": "something else"}')
+    with pytest.raises(plan.WedgeError, match="not a Surge wedge file"):
+        plan.read_wedge(str(tmp_path))
 
 
 def test_the_bake_command_carries_the_combination(tmp_path):
-    c = wedge.combinations("/s.blend", [wedge.parse_set("viscosity@Water=0.5")], str(tmp_path))[0]
+    c = plan.combinations("/s.blend", [plan.parse_set("viscosity@Water=0.5")], str(tmp_path))[0]
     repo = tmp_path / "repo"
     (repo / "tools").mkdir(parents=True)
     (repo / "tools" / "bake.py").write_text("")

@@ -26,7 +26,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bridge import wedge  # noqa: E402  (bpy-free; needs ROOT on sys.path)
+from farm import wedge  # noqa: E402  (a program over the engine: ROOT on sys.path, as for engine.cli)
 
 if __name__ == "__main__":  # LocalCluster workers start by importing this file: start nothing there
     sys.exit(wedge.main(default_root=ROOT))

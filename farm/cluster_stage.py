@@ -12,18 +12,28 @@ Only stages whose frames are independent of each other go to the cluster this wa
 (:data:`PER_FRAME_STAGES`); the surface is one (each frame's mesh comes from that frame's particles
 alone).
 
-Like :mod:`bridge.wedge`, this module imports no ``bpy``; its task function is sent to the workers
+Like :mod:`farm.wedge`, this module imports no ``bpy``; its task function is sent to the workers
 by value, and imports ``engine`` from the repository folder it is given (the workers need this
-repository's environment and the cache folder at the same path).
+repository's environment and the cache folder at the same path). It is a program over the engine,
+run from the repository folder (``python -m farm.cluster_stage``, as the bridge starts it for a
+headless bake): one JSON event per line on stdout, as ``engine.stages`` prints them, and the same
+exit statuses.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.util
+import json
 import os
 import sys
 import time
+
+from engine import stages
+from engine.errors import BakeCancelled, EngineError
+from engine.io.cache import CacheLock, CacheReader
+from engine.io.child import cancel_flag, emit, log_to_stderr
 
 from . import wedge
 
@@ -105,8 +115,6 @@ def run_on_cluster(cache_dir: str, stage_name: str, settings: dict, options: dic
     """
     if stage_name not in PER_FRAME_STAGES:
         raise ValueError(f"The {stage_name} stage carries state from frame to frame and runs on one machine")
-    from ..engine.io.cache import CacheLock, CacheReader
-
     CacheReader(cache_dir)  # first: no lock file is left in a folder that holds no cache
     # this process writes the stage's manifest (the workers only its frame files): it holds the lock,
     # so a bake into the folder, Free Bake or another stage there is refused until it ends
@@ -117,10 +125,6 @@ def run_on_cluster(cache_dir: str, stage_name: str, settings: dict, options: dic
 
 def _run_locked(cache_dir, stage_name, settings, options, root, scheduler, workers, restart, progress, cancel,
                 pxr_paths) -> dict:
-    from ..engine import stages
-    from ..engine.io.cache import CacheReader
-    from ..engine.errors import BakeCancelled, EngineError
-
     emit = progress or (lambda event: None)
     reader = CacheReader(cache_dir)
     stage = stages.make_stage(stage_name, reader.manifest, settings, options)
@@ -142,7 +146,7 @@ def _run_locked(cache_dir, stage_name, settings, options, root, scheduler, worke
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
     def task(frame: int) -> dict:
-        # a local function, so that Dask sends it (and this module) by value: see bridge.wedge
+        # a local function, so that Dask sends it (and this module) by value: see farm.wedge
         return process_frame_task(spec, frame)
 
     futures = [client.submit(task, f, key=f"surge-{stage_name}-{os.path.basename(cache_dir)}-{f}", pure=False)
@@ -190,3 +194,47 @@ def _run_locked(cache_dir, stage_name, settings, options, root, scheduler, worke
     runner.finish("complete" if complete else "partial")
     return {"frames": len(runner.manifest["frames"]), "processed": runner.processed, "kept": len(kept),
             "elapsed": round(time.perf_counter() - runner.started, 3), "workers": sorted(w for w in used if w)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m farm.cluster_stage STAGE CACHE_DIR --root ROOT [--scheduler ADDRESS|local] ...``"""
+    parser = argparse.ArgumentParser(prog="python -m farm.cluster_stage",
+                                     description="Run a per-frame stage over a Surge cache on a Dask cluster")
+    parser.add_argument("stage", help=f"one of: {', '.join(PER_FRAME_STAGES)}")
+    parser.add_argument("cache_dir")
+    parser.add_argument("--root", required=True, help="the repository folder (holding engine/) as the workers see it")
+    parser.add_argument("--scheduler", default="local", help="a Dask scheduler's address, or 'local'")
+    parser.add_argument("--workers", type=int, default=2, help="processes of a local cluster")
+    parser.add_argument("--settings", default=None, help="JSON file with the stage's settings")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="host option for the stage")
+    parser.add_argument("--restart", action="store_true", help="redo every frame, even those done with these settings")
+    parser.add_argument("--cancel-file", default=None, help="stop cleanly once this file exists")
+    parser.add_argument("--pxr-path", action="append", default=[], help="a folder holding the pxr module")
+    args = parser.parse_args(argv)
+    options = {}
+    for item in args.option:
+        key, eq, value = item.partition("=")
+        if not eq:
+            parser.error(f"--option takes KEY=VALUE, got {item!r}")
+        options[key] = value
+    log_to_stderr(True)
+    try:
+        settings = {}
+        if args.settings:
+            with open(args.settings, encoding="utf-8") as fh:
+                settings = json.load(fh)
+        summary = run_on_cluster(args.cache_dir, args.stage, settings, options, args.root, args.scheduler,
+                                 workers=args.workers, restart=args.restart, progress=emit,
+                                 cancel=cancel_flag(args.cancel_file), pxr_paths=args.pxr_path)
+    except BakeCancelled as exc:
+        emit({"event": "done", "stage": args.stage, "status": "cancelled", "message": str(exc)})
+        return stages.EXIT_CANCELLED
+    except (EngineError, OSError, ValueError) as exc:
+        emit({"event": "error", "error": type(exc).__name__, "message": str(exc)})
+        return stages.EXIT_ENGINE_ERROR
+    emit({"event": "done", "stage": args.stage, "status": "complete", **summary})
+    return stages.EXIT_COMPLETE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
