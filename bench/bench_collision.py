@@ -79,7 +79,7 @@ def main() -> None:
     results = {}
     for label, w in (("with torus", world), ("without", None)):
         parts = Particles.create(x, np.zeros_like(x), settings.rest_density)
-        solver = assemble._make_solver(scene, settings, parts, w)
+        solver = assemble.make_solver(scene, settings, parts, w)
         results[label] = time_steps(solver, args.steps, 0.002)
         wall, cpu = results[label]
         print(f"PBF substep {label}: {wall * 1e3:.1f} ms wall, {cpu * 1e3:.1f} ms CPU, "

@@ -36,7 +36,7 @@ def check_job(scene: SceneDescription, settings: settings_mod.SimulationSettings
     settings_mod.validate(settings, owner)
     settings_mod.check_supported(settings, owner)
     scene.validate()
-    if settings.solver != "PBF":
+    if settings.solver not in settings_mod.MULTI_RESOLUTION_SOLVERS:
         several = [f"{kind} '{o.name}'" for kind, objs in (("Fluid", scene.fluids), ("Inflow", scene.inflows))
                    for o in objs if o.settings.spacing_factor != 1.0]
         if several:
@@ -99,12 +99,10 @@ def fill_fluids(scene: SceneDescription, settings: settings_mod.SimulationSettin
 
 def kernel_support(settings: settings_mod.SimulationSettings, spacing: float | None = None) -> float:
     """Interaction radius 2h of the chosen solver at ``spacing`` (default: the settings'), m."""
-    dx = settings.particle_spacing if spacing is None else spacing
-    if settings.solver == "PBF":
-        from .solvers import pbf
+    from .solvers import solver_type
 
-        return 2.0 * pbf.H_FACTOR * dx
-    return 2.0 * settings.smoothing_length_factor * dx
+    dx = settings.particle_spacing if spacing is None else spacing
+    return solver_type(settings.solver).kernel_support(settings, dx)
 
 
 def _inflow_speeds(f) -> tuple[float, float]:
@@ -184,78 +182,23 @@ def _auto_sound_speed(scene: SceneDescription, x: np.ndarray, v: np.ndarray, box
     return max(wcsph.auto_sound_speed(x, v, g, boxes, collider_speed) for g in gravities)
 
 
-def _make_solver(scene: SceneDescription, settings: settings_mod.SimulationSettings, particles: Particles,
-                 collision=None, level: np.ndarray | None = None):
-    from .solvers import wcsph
+def make_solver(scene: SceneDescription, settings: settings_mod.SimulationSettings, particles: Particles,
+                collision=None, level: np.ndarray | None = None):
+    """The solver the settings name, built from them (:meth:`engine.solvers.Solver.from_settings`) with
+    the scene's box containers, gravity, resolution levels and automatic sound speed."""
+    from .solvers import SolverSetup, solver_type
 
     boxes = np.array([[c.lower, c.upper] for c in scene.containers], dtype=np.float64).reshape(-1, 2, 3)
-    friction = np.array([c.settings.friction for c in scene.containers], dtype=np.float64)
-    bounce = np.array([c.settings.bounce for c in scene.containers], dtype=np.float64)
     collider_speed = collision.max_speed() if collision is not None else 0.0
     x_all, v_all = _sound_speed_inputs(scene, particles)
-    auto_c0 = _auto_sound_speed(scene, x_all, v_all, boxes, collider_speed)
-    if settings.solver == "PBF":
-        from .solvers import pbf
-
-        spacings, _levels = resolution_levels(scene, settings)
-        # Same bound as WCSPH with its automatic sound speed: 50 times the fastest free-fall speed.
-        limit = 5.0 * auto_c0
-        model = pbf.make_model(dx=float(spacings[0]), spacings=spacings, rho0=settings.rest_density,
-                               iterations=settings.pbf_iterations,
-                               tolerance=settings.pbf_density_tolerance / 100.0, beta=settings.pbf_stiffness,
-                               xsph=settings.pbf_xsph_viscosity, kappa=settings.pbf_surface_tension,
-                               gravity=scene.gravity, boxes=boxes, friction=friction, bounce=bounce,
-                               cfl=settings.pbf_cfl_number, max_dt=settings.pbf_time_step, speed_limit=limit)
-        log.info("PBF: %d particles, h=%.4g m, mass=%.4g kg, %d iterations", len(particles), model.h,
-                 model.level_mass[0], model.iterations)
-        return pbf.PBFSolver(model, particles, level=level, collision=collision)
-    c0 = settings.sound_speed or auto_c0
-    model = wcsph.make_model(dx=settings.particle_spacing, h_factor=settings.smoothing_length_factor,
-                             rho0=settings.rest_density, c0=c0, alpha=settings.artificial_viscosity,
-                             nu=settings.viscosity, gravity=scene.gravity, boxes=boxes,
-                             friction=friction, bounce=bounce, cfl=settings.cfl_number,
-                             # the hybrid mirrors the summation kernels (engine.solvers.hybrid)
-                             density="summation" if settings.solver == "HYBRID" else settings.wcsph_density.lower())
-    if settings.solver == "HYBRID":
-        return _make_hybrid(settings, model, boxes, particles, collision)
-    log.info("WCSPH: %d particles, h=%.4g m, c0=%.4g m/s, mass=%.4g kg, %s density", len(particles), model.h, c0,
-             model.mass, model.density)
-    if model.density == "continuity" and len(particles):
-        # the liquid starts at rest under gravity: at the density of its depth (the equation of state's
-        # hydrostatic pressure) instead of rho0, which would make it sink and ring for the first
-        # substeps; continuity density keeps what it is given (summation recomputes it from positions)
-        depth = wcsph.liquid_depth(particles.x, scene.gravity, settings.particle_spacing)
-        particles.rho[:] = wcsph.hydrostatic_density(depth, settings.rest_density, c0,
-                                                     float(np.linalg.norm(scene.gravity)))
-    return wcsph.WCSPHSolver(model, particles, collision=collision)
-
-
-def _make_hybrid(settings: settings_mod.SimulationSettings, sph_model, boxes: np.ndarray, particles: Particles,
-                 collision=None):
-    """The MAC-SPH hybrid (:mod:`engine.solvers.hybrid`) over the box containers' extent, or, without
-    any, over the initial liquid's bounding box grown by a quarter of its size each way."""
-    from .solvers import hybrid
-
-    if len(boxes):
-        lower, upper = boxes[:, 0].min(axis=0), boxes[:, 1].max(axis=0)
-    elif len(particles):
-        lower, upper = particles.x.min(axis=0).astype(np.float64), particles.x.max(axis=0).astype(np.float64)
-        pad = 0.25 * (upper - lower) + 2.0 * settings.particle_spacing
-        lower, upper = lower - pad, upper + pad
-    else:
-        lower, upper = np.zeros(3), np.full(3, settings.particle_spacing)
-    model = hybrid.make_model(sph_model, lower=lower, upper=upper, cell_factor=settings.hybrid_cell_factor,
-                              interface_mode=settings.hybrid_interface_mode,
-                              interface_depth=settings.hybrid_interface_depth,
-                              interface_height=settings.hybrid_interface_height,
-                              pressure_solver=settings.hybrid_pressure_solver, omega=settings.hybrid_sor_omega,
-                              tolerance=settings.hybrid_pressure_tolerance,
-                              max_iterations=settings.hybrid_max_iterations)
-    solver = hybrid.HybridSolver(model, particles, collision=collision)
-    log.info("HYBRID: %d particles, h=%.4g m, c0=%.4g m/s, grid %s of %.4g m cells, interface at %.4g m (%s)",
-             len(particles), sph_model.h, sph_model.c0, "x".join(map(str, model.shape)), model.cell,
-             solver.interface, solver.kind_counts())
-    return solver
+    spacings, _levels = resolution_levels(scene, settings)
+    setup = SolverSetup(settings=settings, gravity=np.asarray(scene.gravity, dtype=np.float64).reshape(3),
+                        boxes=boxes,
+                        box_friction=np.array([c.settings.friction for c in scene.containers], dtype=np.float64),
+                        box_bounce=np.array([c.settings.bounce for c in scene.containers], dtype=np.float64),
+                        spacings=spacings, auto_sound_speed=_auto_sound_speed(scene, x_all, v_all, boxes,
+                                                                              collider_speed))
+    return solver_type(settings.solver).from_settings(setup, particles, collision=collision, level=level)
 
 
 class Sources:

@@ -17,7 +17,7 @@ from typing import Callable
 
 
 from . import __version__
-from .assemble import Sources, _make_solver, check_job, fill_fluids, make_collision, remove_inside_colliders
+from .assemble import Sources, make_solver, check_job, fill_fluids, make_collision, remove_inside_colliders
 from .scene import jobcheck
 from .io import checkpoint
 from . import settings as settings_mod
@@ -84,7 +84,7 @@ class Simulation:
             particles, level = remove_inside_colliders(particles, collision, scene, settings, level)
         sources = Sources(scene, settings)
         emit_({"event": "stage", "stage": "compile", "elapsed": round(time.perf_counter() - t0, 3)})
-        solver = _make_solver(scene, settings, particles, collision, level)
+        solver = make_solver(scene, settings, particles, collision, level)
         from .scene.animation import SceneAnimation
         from .sources.forces import Forces
 

@@ -217,10 +217,10 @@ def test_animated_settings_reach_the_solver():
     sc = _animated_scene()
     settings = SimulationSettings(solver="PBF", particle_spacing=0.02)
     from engine.scene.animation import SceneAnimation
-    from engine.assemble import _make_solver
+    from engine.assemble import make_solver
 
     particles, level = fill_fluids(sc, settings)
-    solver = _make_solver(sc, settings, particles, None, level)
+    solver = make_solver(sc, settings, particles, None, level)
     anim = SceneAnimation(sc, solver)
     anim.apply(solver, 5.5 / 24.0)  # halfway between frames 6 and 7 (indices 5 and 6)
     g = sc.tracks["gravity"][:, 2]

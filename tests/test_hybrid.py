@@ -420,7 +420,7 @@ def drop_bakes(tmp_path_factory):
 def test_drop_scene_starts_with_every_kind():
     """The scene is deep enough for a MAC part: markers, both mixed layers and SPH particles."""
     scene, settings = _drop_scene(), _drop_settings("HYBRID")
-    s = assemble._make_solver(scene, settings, assemble.initial_particles(scene, settings))
+    s = assemble.make_solver(scene, settings, assemble.initial_particles(scene, settings))
     counts = s.kind_counts()
     assert all(counts[k] > 0 for k in hybrid.KIND_NAMES), counts
     assert_allclose(s.interface, L_DROP, rtol=0, atol=1e-6)
@@ -542,7 +542,7 @@ def test_grid_walls_come_from_the_collider_distance_fields():
     particles = assemble.initial_particles(scene, settings)
     collision = assemble.make_collision(scene, settings, particles.x)
     particles = assemble.remove_inside_colliders(particles, collision, scene, settings)
-    s = assemble._make_solver(scene, settings, particles, collision)
+    s = assemble.make_solver(scene, settings, particles, collision)
     c = s.grid.cell_centres()
     inside = np.all((c > block_lo) & (c < block_hi), axis=1).reshape(s.grid.shape)
     assert inside.any()

@@ -26,7 +26,7 @@ def test_two_spacings_settle_together():
     pt, level = assemble.fill_fluids(scene, st)
     counts = np.bincount(level)
     assert list(counts) == [12 * 8 * 6, 6 * 4 * 3]
-    solver = assemble._make_solver(scene, st, pt, None, level)
+    solver = assemble.make_solver(scene, st, pt, None, level)
     t = 0.0
     while t < 0.3:
         dt = solver.stable_dt()

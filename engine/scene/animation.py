@@ -34,7 +34,6 @@ Time ``t`` is seconds after the first frame of the bake; ``t * fps`` is the fram
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -201,42 +200,21 @@ class SceneAnimation:
         return sample(tracks[name], t, self.fps, name in SWITCHES)
 
     def apply(self, solver, t: float) -> None:
-        """Set the solver's animated parameters to their values at time t (seconds after the first frame)."""
+        """Set the solver's animated parameters to their values at time t (seconds after the first frame):
+        every animated scene setting goes to :meth:`engine.solvers.Solver.set_animated` (each solver takes
+        those it reads), the box containers' friction and bounce to ``set_box_response``."""
         if not self.is_active:
             return
-        model = solver.model
-        changes = {}
-        if "gravity" in self.tracks:
-            changes["gravity"] = np.asarray(self._value(self.tracks, "gravity", t), dtype=np.float64)
-        if solver.name == "PBF":
-            if "pbf_xsph_viscosity" in self.tracks:
-                changes["xsph"] = max(float(self._value(self.tracks, "pbf_xsph_viscosity", t)), 0.0)
-            if "pbf_surface_tension" in self.tracks:
-                changes["kappa"] = max(float(self._value(self.tracks, "pbf_surface_tension", t)), 0.0)
-            walls = model
-        elif solver.name == "WCSPH":
-            if "viscosity" in self.tracks:
-                changes["nu"] = max(float(self._value(self.tracks, "viscosity", t)), 0.0)
-            walls = model
-        else:  # HYBRID: the SPH part's parameters (its gravity is the grid's too) and the grid's viscosity
-            sph = {}
-            if "viscosity" in self.tracks:
-                nu = max(float(self._value(self.tracks, "viscosity", t)), 0.0)
-                model = dataclasses.replace(model, nu=nu)
-                sph["nu"] = nu
-            sph.update(changes)
-            changes = {}
-            if sph:
-                model = dataclasses.replace(model, sph=dataclasses.replace(model.sph, **sph))
-            walls = model.sph
-        if changes:
-            model = dataclasses.replace(model, **changes)
-        solver.model = model
+        values = {}
+        for name in self.tracks:
+            value = self._value(self.tracks, name, t)
+            values[name] = (np.asarray(value, dtype=np.float64) if name == "gravity"
+                            else max(float(value), 0.0))  # a viscosity or tension is never negative
+        if values:
+            solver.set_animated(values)
         for k, tracks in self.boxes:
-            if "friction" in tracks:
-                walls.box_friction[k] = self._value(tracks, "friction", t)
-            if "bounce" in tracks:
-                walls.box_bounce[k] = self._value(tracks, "bounce", t)
+            solver.set_box_response(k, friction=self._value(tracks, "friction", t) if "friction" in tracks else None,
+                                    bounce=self._value(tracks, "bounce", t) if "bounce" in tracks else None)
         if self.colliders and solver.collision is not None:
             for k, tracks in self.colliders:
                 friction = self._value(tracks, "friction", t) if "friction" in tracks else None

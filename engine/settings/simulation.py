@@ -42,6 +42,10 @@ WCSPH_DENSITY_MODES = (
 #: Solvers this engine version can bake: every one of :data:`SOLVERS`, the only list of them.
 SUPPORTED_SOLVERS = names(SOLVERS)
 
+#: Solvers that simulate liquids of several particle spacings together (PBF's mass-aware constraint):
+#: with the others every Spacing Factor must be 1.
+MULTI_RESOLUTION_SOLVERS = ("PBF",)
+
 
 # --- Settings groups ---------------------------------------------------------------------------
 # Each group declares its settings once (default, unit, range, tooltip, enum items). The scene's

@@ -10,16 +10,57 @@ core WCSPH and the hybrid share (density, equation of state, forces over a subse
 :mod:`engine.collision.walls` the box walls of all three.
 
 Every solver satisfies :class:`Solver`; the driver calls nothing else, and branches on no solver's
-name. Its time-varying state beyond the particle arrays (neighbour-list positions, the liquid's
-own density, grid fields, levels, ...) is one object, :class:`SolverState`, that turns itself into
+name: :func:`solver_type` finds a solver's class by the name the settings give, the class builds
+itself from the settings (:meth:`Solver.from_settings`, from a :class:`SolverSetup`) and takes the
+animated settings it reads (:meth:`Solver.set_animated`). Its time-varying state beyond the
+particle arrays (neighbour-list positions, the liquid's own density, grid fields, levels, ...) is one
+object, :class:`SolverState`, that turns itself into
 named arrays for a checkpoint; :meth:`Solver.resume` builds the solver that continues from them.
 """
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
+
+#: Each solver's class by the name the settings give it (``SimulationSettings.solver``), as
+#: ``module:class`` in this package (imported when asked for: the modules bring in numba).
+SOLVER_TYPES = {"PBF": "pbf:PBFSolver", "WCSPH": "wcsph:WCSPHSolver", "HYBRID": "hybrid:HybridSolver"}
+
+
+def solver_type(name: str) -> type:
+    """The class of the solver ``name`` (a key of :data:`SOLVER_TYPES`); ``KeyError`` for another name."""
+    module_name, _, class_name = SOLVER_TYPES[name].partition(":")
+    return getattr(importlib.import_module(f".{module_name}", __name__), class_name)
+
+
+@dataclass(frozen=True)
+class SolverSetup:
+    """What a solver is built from (:meth:`Solver.from_settings`), gathered from the scene by
+    :func:`engine.assemble.make_solver`. SI units.
+
+    Attributes
+    ----------
+    settings : engine.settings.SimulationSettings
+    gravity : ndarray, shape (3,), float64, m/s^2 (the first frame's)
+    boxes : ndarray, shape (K, 2, 3), float64, inner lower/upper corners of the box containers, m
+    box_friction, box_bounce : ndarray, shape (K,), float64, each box's friction and bounce
+    spacings : ndarray, shape (L,), float64, the particle spacing of each resolution level (ascending), m
+    auto_sound_speed : float
+        The speed of sound WCSPH picks for this scene (:func:`engine.solvers.wcsph.auto_sound_speed`
+        over the initial liquid, the inflows and the colliders), m/s; PBF bounds speeds with it too.
+    """
+
+    settings: Any
+    gravity: np.ndarray
+    boxes: np.ndarray
+    box_friction: np.ndarray
+    box_bounce: np.ndarray
+    spacings: np.ndarray
+    auto_sound_speed: float
 
 
 class SpeedLimit(NamedTuple):
@@ -63,6 +104,28 @@ class Solver(Protocol):
     particles: Any
     collision: Any
     time: float
+
+    @classmethod
+    def from_settings(cls, setup: SolverSetup, particles: Any, collision: Any = None,
+                      level: np.ndarray | None = None) -> "Solver":
+        """The solver for a bake: its model from ``setup`` and the particles to start from (``level``:
+        each particle's resolution level, for solvers with several)."""
+        ...
+
+    @classmethod
+    def kernel_support(cls, settings: Any, spacing: float) -> float:
+        """Interaction radius 2h at particle spacing ``spacing`` (m) with these settings, m."""
+        ...
+
+    def set_animated(self, values: dict[str, Any]) -> None:
+        """Take the values of animated scene settings at the coming substep, keyed by their names in
+        the settings (``gravity`` as (3,) float64, scalars as float); a solver uses those it reads and
+        ignores the others."""
+        ...
+
+    def set_box_response(self, k: int, friction: float | None = None, bounce: float | None = None) -> None:
+        """The friction and bounce of box container ``k`` from the coming substep (None keeps one)."""
+        ...
 
     def step(self, dt: float) -> None:
         """Advance by one substep of ``dt`` seconds."""

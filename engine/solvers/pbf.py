@@ -62,9 +62,10 @@ passes to save one build that costs about as much as one correction pass.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit, prange
@@ -77,11 +78,13 @@ from ..core.neighbour_list import NeighbourList
 from ..collision.walls import clamp_into_boxes, near_walls, wall_free_gradient
 from ..core.particles import Particles
 from ..core.state_check import max_speed
-from . import SpeedLimit
+from . import SolverSetup, SpeedLimit
 from .pbf_model import (H_FACTOR, SURFACE_ACCELERATION, XSPH_PASS_LIMIT, PBFModel, make_model,  # noqa: F401
                         prototype_stiffness, surface_gradients)
 from .pbf_passes import (FASTMATH, FLAG_ITERATIONS, MAX_MOVE, constraint, copy_xyz, correct, finish, kernel_of_slope,
                          velocity_rows, xsph_pass)
+
+log = logging.getLogger(__name__)
 
 
 #: Scale of the wall push lambda_i grad psi. 1 is the constraint gradient itself (dx = J^T lambda);
@@ -256,6 +259,43 @@ class PBFSolver:
     """
 
     name = "PBF"
+
+    #: The animated settings PBF reads (:meth:`set_animated`) and the model field each sets.
+    ANIMATED = {"gravity": "gravity", "pbf_xsph_viscosity": "xsph", "pbf_surface_tension": "kappa"}
+
+    @classmethod
+    def from_settings(cls, setup: SolverSetup, particles: Particles, collision: CollisionWorld | None = None,
+                      level: np.ndarray | None = None) -> PBFSolver:
+        """The PBF solver of a bake (see :meth:`engine.solvers.Solver.from_settings`)."""
+        s = setup.settings
+        model = make_model(dx=float(setup.spacings[0]), spacings=setup.spacings, rho0=s.rest_density,
+                           iterations=s.pbf_iterations, tolerance=s.pbf_density_tolerance / 100.0,
+                           beta=s.pbf_stiffness, xsph=s.pbf_xsph_viscosity, kappa=s.pbf_surface_tension,
+                           gravity=setup.gravity, boxes=setup.boxes, friction=setup.box_friction,
+                           bounce=setup.box_bounce, cfl=s.pbf_cfl_number, max_dt=s.pbf_time_step,
+                           # the bound WCSPH has with its automatic sound speed: 50 times the fastest
+                           # free-fall speed
+                           speed_limit=5.0 * setup.auto_sound_speed)
+        log.info("PBF: %d particles, h=%.4g m, mass=%.4g kg, %d iterations", len(particles), model.h,
+                 model.level_mass[0], model.iterations)
+        return cls(model, particles, level=level, collision=collision)
+
+    @classmethod
+    def kernel_support(cls, settings, spacing: float) -> float:
+        """2h = 2 :data:`H_FACTOR` dx, m."""
+        return 2.0 * H_FACTOR * spacing
+
+    def set_animated(self, values: dict) -> None:
+        """Gravity, the XSPH coefficient and the surface tension coefficient (:data:`ANIMATED`)."""
+        changes = {field: values[name] for name, field in self.ANIMATED.items() if name in values}
+        if changes:
+            self.model = replace(self.model, **changes)
+
+    def set_box_response(self, k: int, friction: float | None = None, bounce: float | None = None) -> None:
+        if friction is not None:
+            self.model.box_friction[k] = friction
+        if bounce is not None:
+            self.model.box_bounce[k] = bounce
 
     def __init__(self, model: PBFModel, particles: Particles, level: np.ndarray | None = None,
                  collision: CollisionWorld | None = None):

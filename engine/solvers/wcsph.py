@@ -59,9 +59,10 @@ summation and under-read by the continuity density, and the drop is held open).
 
 from __future__ import annotations
 
+import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit, prange
@@ -74,10 +75,12 @@ from ..core.neighbour_list import NeighbourList
 from ..core.particles import Particles
 from ..core.state_check import max_speed_and_acceleration
 from ..collision.walls import clamp_into_boxes
-from . import SpeedLimit
+from . import SolverSetup, SpeedLimit
 from .sph import (FASTMATH, GAMMA, SKIN, accelerations, density_pressure, max_displacement2, pair_constants,
                   pair_offset,
                   store_density, walls_at)
+
+log = logging.getLogger(__name__)
 
 #: particles per block of the fused drift pass (one displacement maximum per block)
 BLOCK = 4096
@@ -340,6 +343,51 @@ class WCSPHSolver:
     """
 
     name = "WCSPH"
+
+    #: The animated settings WCSPH reads (:meth:`set_animated`) and the model field each sets.
+    ANIMATED = {"gravity": "gravity", "viscosity": "nu"}
+
+    @staticmethod
+    def model_from_settings(setup: SolverSetup, density: str) -> WCSPHModel:
+        """The WCSPH model of a bake (``density``: one of :data:`DENSITY_MODES`); the sound speed is the
+        settings' or, at 0, the automatic one."""
+        s = setup.settings
+        return make_model(dx=s.particle_spacing, h_factor=s.smoothing_length_factor, rho0=s.rest_density,
+                          c0=s.sound_speed or setup.auto_sound_speed, alpha=s.artificial_viscosity, nu=s.viscosity,
+                          gravity=setup.gravity, boxes=setup.boxes, friction=setup.box_friction,
+                          bounce=setup.box_bounce, cfl=s.cfl_number, density=density)
+
+    @classmethod
+    def from_settings(cls, setup: SolverSetup, particles: Particles, collision: CollisionWorld | None = None,
+                      level: np.ndarray | None = None) -> WCSPHSolver:
+        """The WCSPH solver of a bake (see :meth:`engine.solvers.Solver.from_settings`)."""
+        model = cls.model_from_settings(setup, setup.settings.wcsph_density.lower())
+        log.info("WCSPH: %d particles, h=%.4g m, c0=%.4g m/s, mass=%.4g kg, %s density", len(particles), model.h,
+                 model.c0, model.mass, model.density)
+        if model.density == "continuity" and len(particles):
+            # the liquid starts at rest under gravity: at the density of its depth (the equation of
+            # state's hydrostatic pressure) instead of rho0, which would make it sink and ring for the
+            # first substeps; continuity density keeps what it is given (summation recomputes it)
+            depth = liquid_depth(particles.x, setup.gravity, model.dx)
+            particles.rho[:] = hydrostatic_density(depth, model.rho0, model.c0, float(np.linalg.norm(setup.gravity)))
+        return cls(model, particles, collision=collision)
+
+    @classmethod
+    def kernel_support(cls, settings, spacing: float) -> float:
+        """2h = 2 (Smoothing Length) dx, m."""
+        return 2.0 * settings.smoothing_length_factor * spacing
+
+    def set_animated(self, values: dict) -> None:
+        """Gravity and the kinematic viscosity (:data:`ANIMATED`)."""
+        changes = {field: values[name] for name, field in self.ANIMATED.items() if name in values}
+        if changes:
+            self.model = replace(self.model, **changes)
+
+    def set_box_response(self, k: int, friction: float | None = None, bounce: float | None = None) -> None:
+        if friction is not None:
+            self.model.box_friction[k] = friction
+        if bounce is not None:
+            self.model.box_bounce[k] = bounce
 
     def __init__(self, model: WCSPHModel, particles: Particles, collision: CollisionWorld | None = None,
                  evaluate: bool = True):

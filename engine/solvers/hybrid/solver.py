@@ -5,6 +5,7 @@ search over the particles near the surface, and the solver contract of :mod:`eng
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 
@@ -16,14 +17,15 @@ from ...core.neighbour_list import NeighbourList
 from ...core.cell_grid import build_grid
 from ...core.particles import Particles
 from ...core.state_check import max_speed_and_acceleration
-from .. import SpeedLimit
+from .. import SolverSetup, SpeedLimit
 from . import mac
 from ..sph import SKIN, accelerations, density_pressure, max_displacement2
-from ..wcsph import sound_speed_advice, sound_speed_limit
+from ..wcsph import WCSPHSolver, sound_speed_advice, sound_speed_limit
 from .boundary import BoundaryRow
 from .kinds import advance, classify, column_tops, finish, grid_pressure, move_markers, percentile, sph_rows
 from .model import (CHUNK, INTERFACE_EVERY, KIND_NAMES, MAC, MARKER_EVERY, MARKER_REACH, MIN_MAC_ROWS, MIXA,
-                    PRESSURE_EXTRAPOLATION, SURFACE_PERCENTILE, Bands, BoxWalls, Faces, GridFrame, HybridModel)
+                    PRESSURE_EXTRAPOLATION, SURFACE_PERCENTILE, Bands, BoxWalls, Faces, GridFrame, HybridModel,
+                    make_model)
 from .state import HybridState, MarkerDebt, PressureGuess, extrapolate_pressure
 
 log = logging.getLogger("engine.solvers.hybrid")
@@ -50,6 +52,58 @@ class HybridSolver:
     """
 
     name = "HYBRID"
+
+    @classmethod
+    def from_settings(cls, setup: SolverSetup, particles: Particles, collision: CollisionWorld | None = None,
+                      level: np.ndarray | None = None) -> HybridSolver:
+        """The hybrid solver of a bake (see :meth:`engine.solvers.Solver.from_settings`): its SPH part is
+        WCSPH with summation density (the kernels it mirrors), its grid spans the box containers' extent
+        or, without any, the initial liquid's bounding box grown by a quarter of its size each way."""
+        s = setup.settings
+        sph_model = WCSPHSolver.model_from_settings(setup, "summation")
+        boxes = setup.boxes
+        if len(boxes):
+            lower, upper = boxes[:, 0].min(axis=0), boxes[:, 1].max(axis=0)
+        elif len(particles):
+            lower, upper = particles.x.min(axis=0).astype(np.float64), particles.x.max(axis=0).astype(np.float64)
+            pad = 0.25 * (upper - lower) + 2.0 * s.particle_spacing
+            lower, upper = lower - pad, upper + pad
+        else:
+            lower, upper = np.zeros(3), np.full(3, s.particle_spacing)
+        model = make_model(sph_model, lower=lower, upper=upper, cell_factor=s.hybrid_cell_factor,
+                           interface_mode=s.hybrid_interface_mode, interface_depth=s.hybrid_interface_depth,
+                           interface_height=s.hybrid_interface_height, pressure_solver=s.hybrid_pressure_solver,
+                           omega=s.hybrid_sor_omega, tolerance=s.hybrid_pressure_tolerance,
+                           max_iterations=s.hybrid_max_iterations)
+        solver = cls(model, particles, collision=collision)
+        log.info("HYBRID: %d particles, h=%.4g m, c0=%.4g m/s, grid %s of %.4g m cells, interface at %.4g m (%s)",
+                 len(particles), sph_model.h, sph_model.c0, "x".join(map(str, model.shape)), model.cell,
+                 solver.interface, solver.kind_counts())
+        return solver
+
+    @classmethod
+    def kernel_support(cls, settings, spacing: float) -> float:
+        """2h of the SPH part, as WCSPH's, m."""
+        return WCSPHSolver.kernel_support(settings, spacing)
+
+    def set_animated(self, values: dict) -> None:
+        """Gravity (the SPH part's, which is the grid's too) and the kinematic viscosity of both parts."""
+        model = self.model
+        sph = {}
+        if "viscosity" in values:
+            model = dataclasses.replace(model, nu=values["viscosity"])
+            sph["nu"] = values["viscosity"]
+        if "gravity" in values:
+            sph["gravity"] = values["gravity"]
+        if sph:
+            model = dataclasses.replace(model, sph=dataclasses.replace(model.sph, **sph))
+        self.model = model
+
+    def set_box_response(self, k: int, friction: float | None = None, bounce: float | None = None) -> None:
+        if friction is not None:
+            self.model.sph.box_friction[k] = friction
+        if bounce is not None:
+            self.model.sph.box_bounce[k] = bounce
 
     def __init__(self, model: HybridModel, particles: Particles, collision: CollisionWorld | None = None,
                  start: bool = True):
