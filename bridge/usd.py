@@ -8,20 +8,8 @@ Blender as a Python module does not put on ``sys.path``, so that both this proce
 
 from __future__ import annotations
 
-import os
-import sys
-
 from ..engine.io import usd as _engine_usd
 from ..engine.io.usd import PRIM_PATH, SURFACE_PRIM_PATH, read_mesh, write_frame, write_mesh  # noqa: F401
-
-
-def _blender_site_packages() -> list[str]:
-    import bpy  # only to locate Blender's bundled Python; the writer itself needs no Blender
-
-    base = bpy.utils.system_resource("PYTHON")
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    # Linux and macOS lay out lib/pythonX.Y/site-packages, Windows lib/site-packages
-    return [os.path.join(base, "lib", version, "site-packages"), os.path.join(base, "lib", "site-packages")]
 
 
 def import_pxr():
@@ -37,11 +25,7 @@ def import_pxr():
     OSError
         If no ``pxr`` can be found (a Blender build without USD).
     """
-    try:
-        return _engine_usd.import_pxr()
-    except OSError:
-        for path in _blender_site_packages():
-            if os.path.isdir(os.path.join(path, "pxr")) and path not in sys.path:
-                # appended, not prepended: nothing already importable may be shadowed
-                sys.path.append(path)
-        return _engine_usd.import_pxr()
+    import bpy  # only to locate Blender's bundled Python; the writer itself needs no Blender
+
+    _engine_usd.ensure_pxr(python_root=bpy.utils.system_resource("PYTHON"))
+    return _engine_usd.import_pxr()

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import importlib
 import json
 import logging
@@ -57,8 +56,12 @@ import os
 import re
 import sys
 import time
+import zipfile
 from typing import Callable, Iterable
 
+import numpy as np
+
+from .io.hashing import canonical_hash
 from .io import atomic
 from .io.cache import CacheLock, CacheReader
 from .io.child import cancel_flag, emit, log_to_stderr
@@ -128,8 +131,7 @@ class Stage:
 
 def settings_hash(settings: dict) -> str:
     """SHA-256 of the canonical JSON of a stage's settings."""
-    text = json.dumps(settings, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return canonical_hash(settings)
 
 
 @contextlib.contextmanager
@@ -151,6 +153,33 @@ def stage_dir(cache_dir: str, name: str) -> str:
     if not _NAME_RE.match(name):
         raise ValueError(f"Stage name {name!r} is not a lower-case identifier")
     return os.path.join(cache_dir, name)
+
+
+#: The name of a stage's folder of USD files in its state (``usd_<12 hex digits>``, one per run).
+USD_DIR_RE = re.compile(r"^usd_[0-9a-f]{12}$")
+
+
+def read_frame(cache_dir: str, name: str, relative_path: str) -> dict:
+    """The arrays of one frame file of stage ``name`` (``relative_path`` inside its folder, an ``.npz``).
+
+    Raises
+    ------
+    CacheFormatError
+        If the file is missing or cannot be read (naming the stage and the file).
+    """
+    path = os.path.join(stage_dir(cache_dir, name), relative_path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise CacheFormatError(f"The {name} frame '{path}' cannot be read: {exc}") from exc
+
+
+def usd_folder(cache_dir: str, name: str) -> str | None:
+    """The folder of stage ``name``'s USD files in ``cache_dir`` (absolute, as its manifest names it), or
+    None when the stage has written none."""
+    folder = ((read_manifest(cache_dir, name) or {}).get("state") or {}).get("usd_dir")
+    return os.path.join(cache_dir, name, folder) if isinstance(folder, str) and USD_DIR_RE.match(folder) else None
 
 
 def _source_stamp(path: str) -> list[int]:

@@ -41,30 +41,11 @@ from . import wedge
 PER_FRAME_STAGES = ("surface",)
 
 
-def _ensure_pxr(extra: list[str]) -> None:
-    """Make ``pxr`` importable on a worker: the client's folder for it, else the copy inside ``bpy``."""
-    if importlib.util.find_spec("pxr") is not None:
-        return
-    for path in extra:
-        if os.path.isdir(os.path.join(path, "pxr")) and path not in sys.path:
-            sys.path.append(path)
-            return
-    spec = importlib.util.find_spec("bpy")
-    for base in (spec.submodule_search_locations or []) if spec else []:
-        for version in sorted(os.listdir(base)) if os.path.isdir(base) else []:
-            lib = os.path.join(base, version, "python", "lib")
-            for py in sorted(os.listdir(lib)) if os.path.isdir(lib) else []:
-                path = os.path.join(lib, py, "site-packages")
-                if os.path.isdir(os.path.join(path, "pxr")):
-                    sys.path.append(path)
-                    return
-
-
 def process_frame_task(spec: dict, frame: int) -> dict:
     """Run one frame of a stage; runs on a worker. Returns the manifest's record of the frame."""
     if spec["root"] not in sys.path:
         sys.path.insert(0, spec["root"])
-    _ensure_pxr(spec.get("pxr_paths", []))
+    importlib.import_module("engine.io.usd").ensure_pxr(spec.get("pxr_paths", []))
     stages = importlib.import_module("engine.stages")
     cache = importlib.import_module("engine.io.cache")
     reader = cache.CacheReader(spec["cache_dir"])

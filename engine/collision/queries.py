@@ -21,7 +21,7 @@ from numba import njit, prange
 
 from . import sdf
 from .colliders import KIND_POLYTOPE
-from .walls import table
+from .walls import table, wall_free_gradient
 
 
 @njit(cache=True)
@@ -199,6 +199,27 @@ def collider_free(px, py, pz, support, inv_scale, t0, step, psi, dpsi, cset):
             continue
         f_all, d0, d1, d2 = _times_wall(f_all, d0, d1, d2, phi, n0, n1, n2, inv_scale, t0, step, psi, dpsi)
     return f_all, d0, d1, d2
+
+
+@njit(inline="always", cache=True)
+def free_fraction(px, py, pz, boxes, support, inv_scale, t0, step, psi, dpsi, cset, colliders):
+    """The part of a particle's kernel support free of solid, F = F_b F_c, with F_b the box walls' free
+    fraction (:func:`engine.collision.walls.wall_free_gradient`) and F_c the mesh colliders'
+    (:func:`collider_free`, only when ``colliders``), and the gradient of the wall mass 1 - F,
+    grad (1 - F) = F_c grad (1 - F_b) - F_b grad F_c (1/m).
+
+    The solvers add the wall mass to the density as rho0 (1 - F) and push along its gradient. Returns
+    ``(F, F_c, g0, g1, g2)``.
+    """
+    free_box, w0, w1, w2 = wall_free_gradient(px, py, pz, boxes, support, inv_scale, t0, step, psi, dpsi)
+    free_col = 1.0
+    g0 = 0.0
+    g1 = 0.0
+    g2 = 0.0
+    if colliders:
+        free_col, g0, g1, g2 = collider_free(px, py, pz, support, inv_scale, t0, step, psi, dpsi, cset)
+    return (free_box * free_col, free_col, free_col * w0 - free_box * g0, free_col * w1 - free_box * g1,
+            free_col * w2 - free_box * g2)
 
 
 @njit(cache=True)

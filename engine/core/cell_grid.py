@@ -21,6 +21,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
+from .hash_table import fill_table, find
+
 
 _BITS = 21
 _OFFSET = 1 << (_BITS - 1)
@@ -147,39 +149,10 @@ def _cells_from_sorted(skeys, cell_key, cell_start, particle_cell):
     return m
 
 
-_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: 2^64 / golden ratio
-
-
-@njit(cache=True)
-def _hash_cells(cell_key, bits, table):
-    """Open-addressing hash table (linear probing) from a cell's key to its index; -1 is empty."""
-    shift = np.uint64(64 - bits)
-    mask = table.shape[0] - 1
-    for c in range(cell_key.shape[0]):
-        slot = np.int64((cell_key[c] * _HASH_MUL) >> shift)
-        while table[slot] >= 0:
-            slot = (slot + 1) & mask
-        table[slot] = c
-
-
-@njit(inline="always", cache=True)
-def _lookup(cell_key, table, shift, mask, key):
-    slot = np.int64((key * _HASH_MUL) >> shift)
-    while True:
-        c = table[slot]
-        if c < 0:
-            return -1
-        if cell_key[c] == key:
-            return c
-        slot = (slot + 1) & mask
-
-
 @njit(parallel=True, cache=True)
 def _neighbour_cells(cell_key, table, bits, out):
     """The (up to) 27 occupied neighbour cells of every cell, found in the hash table of occupied keys
     (a few probes each, against 13 dependent reads of a binary search over the sorted keys)."""
-    shift = np.uint64(64 - bits)
-    mask = table.shape[0] - 1
     for c in prange(cell_key.shape[0]):
         key = cell_key[c]
         ci, cj, ck = _key_coords(key)
@@ -191,7 +164,7 @@ def _neighbour_cells(cell_key, table, bits, out):
                     if a < 0 or b < 0 or d < 0 or a > _MAXC or b > _MAXC or d > _MAXC:
                         out[c, n] = -1
                     else:
-                        out[c, n] = _lookup(cell_key, table, shift, mask, morton_key(a, b, d))
+                        out[c, n] = find(table, cell_key, morton_key(a, b, d), bits)
                     n += 1
 
 
@@ -268,7 +241,7 @@ def _neighbour_table(cell_key: np.ndarray, previous: CellGrid | None, cell_size:
             return cell_nbr
     bits = max(4, int(m).bit_length() + 1)  # table at least twice the number of cells: short probe runs
     table = np.full(1 << bits, -1, dtype=np.int32)
-    _hash_cells(cell_key, bits, table)
+    fill_table(cell_key, cell_key.shape[0], bits, table)
     _neighbour_cells(cell_key, table, bits, cell_nbr)
     return cell_nbr
 

@@ -27,36 +27,54 @@ CUBIC_SIGMA = 1.0 / math.pi
 
 
 @njit(inline="always", cache=True)
-def cubic_w(r, h):
-    """Cubic B-spline, Monaghan 1992: sigma = 1/(pi h^3), q = r/h.
+def cubic_shape(q):
+    """The cubic B-spline's shape (Monaghan 1992), the one formula every kernel sum uses:
+    w(q) = (2 - q)+^3 / 4 - (1 - q)+^3, q = r / h, with W = w(q) / (pi h^3) (:data:`CUBIC_SIGMA`);
+    w(0) = 1, zero from q = 2 on.
 
-    Written without branches as sigma ((2 - q)+^3 / 4 - (1 - q)+^3), which equals
-    1 - 1.5 q^2 + 0.75 q^3 for q < 1: neighbour distances are random, so a two-branch form
-    mispredicts about every other pair (measured about 2x slower in the solver loops).
+    Written without branches (it equals 1 - 1.5 q^2 + 0.75 q^3 for q < 1): neighbour distances are
+    random, so a two-branch form mispredicts about every other pair. :func:`cubic_shape32` is the same
+    formula in single precision for the float32 pair loops.
     """
-    q = r / h
     t = max(2.0 - q, 0.0)
     s = max(1.0 - q, 0.0)
-    return (0.25 * t * t * t - s * s * s) / (math.pi * h * h * h)
+    return 0.25 * t * t * t - s * s * s
+
+
+@njit(inline="always", cache=True)
+def cubic_dshape(q):
+    """dw/dq of :func:`cubic_shape` (<= 0; 0 at q = 0 and from q = 2 on)."""
+    t = max(2.0 - q, 0.0)
+    s = max(1.0 - q, 0.0)
+    return -0.75 * t * t + 3.0 * s * s
+
+
+@njit(inline="always", cache=True)
+def cubic_w(r, h):
+    """Cubic B-spline kernel W(r, h) = :func:`cubic_shape` (r / h) / (pi h^3), 1/m^3."""
+    return cubic_shape(r / h) / (math.pi * h * h * h)
 
 
 @njit(inline="always", cache=True)
 def cubic_w_scaled(r, inv_h, sigma):
     """:func:`cubic_w` with 1/h and sigma = 1/(pi h^3) computed once by the caller: no division in a hot
     loop (equal to it within rounding)."""
-    q = r * inv_h
-    t = max(2.0 - q, 0.0)
-    s = max(1.0 - q, 0.0)
-    return sigma * (0.25 * t * t * t - s * s * s)
+    return sigma * cubic_shape(r * inv_h)
 
 
 @njit(inline="always", cache=True)
 def cubic_dwdr(r, h):
-    """dW/dr of :func:`cubic_w` (negative inside the support), branch-free like it."""
-    q = r / h
-    t = max(2.0 - q, 0.0)
-    s = max(1.0 - q, 0.0)
-    return (-0.75 * t * t + 3.0 * s * s) / (math.pi * h * h * h * h)
+    """dW/dr of :func:`cubic_w` (negative inside the support), 1/m^4."""
+    return cubic_dshape(r / h) / (math.pi * h * h * h * h)
+
+
+@njit(cache=True)
+def cubic_shape_table(q):
+    """:func:`cubic_shape` at every entry of the float64 array ``q`` (for tables built in Python)."""
+    out = np.empty(q.shape[0], dtype=np.float64)
+    for i in range(q.shape[0]):
+        out[i] = cubic_shape(q[i])
+    return out
 
 
 @njit(inline="always", cache=True)
@@ -232,12 +250,8 @@ def wall_moment_tables(kernel: str, h: float, dx: float, samples: int = 512):
 
 @njit(inline="always", cache=True)
 def cubic_shape32(q):
-    """Shape of the cubic spline in single precision, w(q) with W = w(q) / (pi h^3), q = r / h; w(0) = 1.
-
-    Written without branches, w = (2 - q)+^3 / 4 - (1 - q)+^3 (equal to 1 - 1.5 q^2 + 0.75 q^3 for
-    q < 1): neighbour distances are random, so a two-branch form mispredicts about every other pair,
-    and the pair loops of the solvers run in float32 vector registers.
-    """
+    """:func:`cubic_shape` in single precision (float32 in, float32 out), for the pair loops of the
+    solvers, which run in float32 vector registers; the tests compare it with :func:`cubic_shape`."""
     t = max(np.float32(2.0) - q, np.float32(0.0))
     s = max(np.float32(1.0) - q, np.float32(0.0))
     return np.float32(0.25) * t * t * t - s * s * s
@@ -245,7 +259,7 @@ def cubic_shape32(q):
 
 @njit(inline="always", cache=True)
 def cubic_dshape32(q):
-    """dw/dq of :func:`cubic_shape32` (dW/dr = dw/dq / (pi h^4)), <= 0; 0 at q = 0."""
+    """:func:`cubic_dshape` in single precision (dW/dr = dw/dq / (pi h^4)), <= 0; 0 at q = 0."""
     t = max(np.float32(2.0) - q, np.float32(0.0))
     s = max(np.float32(1.0) - q, np.float32(0.0))
     return np.float32(-0.75) * t * t + np.float32(3.0) * s * s

@@ -34,7 +34,9 @@ process, whose ``PYTHONPATH`` then holds it), and needs no Blender.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 
 import numpy as np
 
@@ -45,6 +47,39 @@ SURFACE_PRIM_PATH = "/SurgeSurface"
 
 #: Cache attributes written as USD properties of their own (see the table above).
 _BUILT_IN = frozenset({"position", "velocity", "density", "id"})
+
+
+def bundled_site_packages(python_root: str | None = None) -> list[str]:
+    """Folders that may hold the ``pxr`` that ships inside Blender: the site-packages of Blender's bundled
+    Python at ``python_root`` (``bpy.utils.system_resource('PYTHON')``) or, without it, of every version
+    folder of the installed ``bpy`` package (found without importing it)."""
+    roots = [python_root] if python_root else []
+    if not roots:
+        spec = importlib.util.find_spec("bpy")
+        for base in (spec.submodule_search_locations or []) if spec else []:
+            for version in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+                roots.append(os.path.join(base, version, "python"))
+    folders = []
+    for root in roots:
+        lib = os.path.join(root, "lib")
+        # Linux and macOS lay out lib/pythonX.Y/site-packages, Windows lib/site-packages
+        for name in sorted(os.listdir(lib)) if os.path.isdir(lib) else []:
+            if name.startswith("python"):
+                folders.append(os.path.join(lib, name, "site-packages"))
+        folders.append(os.path.join(lib, "site-packages"))
+    return folders
+
+
+def ensure_pxr(extra=(), python_root: str | None = None) -> None:
+    """Make ``pxr`` importable if it is not: the first of ``extra``, then of Blender's bundled folders
+    (:func:`bundled_site_packages`), that holds it goes at the end of ``sys.path`` (appended, not
+    prepended: nothing already importable may be shadowed)."""
+    if importlib.util.find_spec("pxr") is not None:
+        return
+    for path in [*extra, *bundled_site_packages(python_root)]:
+        if os.path.isdir(os.path.join(path, "pxr")) and path not in sys.path:
+            sys.path.append(path)
+            return
 
 
 def import_pxr():

@@ -10,7 +10,6 @@ Every file is checked before an array is used (:mod:`engine.scene.jobcheck`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import zipfile
@@ -19,6 +18,7 @@ import numpy as np
 
 from ..errors import InvalidSceneError
 from ..io import atomic
+from ..io.hashing import canonical_hash
 from .. import settings as settings_mod
 from . import jobcheck
 from .objects import (BoxContainer, FluidObject, ForceField, InflowObject, MeshCollider, OutflowObject,
@@ -115,13 +115,7 @@ def _arrays_and_json(scene: SceneDescription):
 def scene_hash(scene: SceneDescription) -> str:
     """SHA-256 over the scene's JSON and the bytes of every array."""
     doc, arrays = _arrays_and_json(scene)
-    h = hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8"))
-    for k in sorted(arrays):
-        a = np.ascontiguousarray(arrays[k])
-        h.update(k.encode("utf-8"))
-        h.update(str(a.dtype).encode("ascii"))
-        h.update(a.tobytes())
-    return h.hexdigest()
+    return canonical_hash(doc, arrays)
 
 
 def save_job(job_dir: str, scene: SceneDescription, settings: settings_mod.SimulationSettings) -> None:

@@ -22,14 +22,13 @@ cached frames were baked.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import numbers
 import os
 import shutil
 
 import numpy as np
 
+from ..io.hashing import canonical_hash
 from ..io import atomic
 from ..errors import InvalidSceneError
 
@@ -218,12 +217,7 @@ def _digest(entry: dict, arrays: dict) -> str:
     named = _named_arrays(entry, arrays)
     plain = {k: v for k, v in entry.items() if k not in named and k not in _ARRAY_MAPS}
     plain["arrays"] = sorted(named)
-    h = hashlib.sha256(json.dumps(plain, sort_keys=True).encode("utf-8"))
-    for fld in sorted(named):
-        a = np.ascontiguousarray(arrays[named[fld]])
-        h.update(fld.encode("utf-8") + str(a.dtype).encode("ascii") + str(a.shape).encode("ascii"))
-        h.update(a.tobytes())
-    return h.hexdigest()
+    return canonical_hash(plain, {fld: arrays[key] for fld, key in named.items()})
 
 
 def object_hashes(doc: dict, arrays: dict) -> dict[str, str]:

@@ -5,11 +5,10 @@ validation, hashing and strict reading from job folders and cache manifests."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ..io.hashing import canonical_hash
 from ..errors import InvalidSettingsError
 from .parameters import Parameter, _group_of, _param, _parameters_of, _problems_in, _strict_from_dict, names
 
@@ -479,8 +478,7 @@ def to_dict(settings: SimulationSettings) -> dict:
 
 def settings_hash(settings: SimulationSettings) -> str:
     """SHA-256 of the canonical JSON of the settings."""
-    text = json.dumps(to_dict(settings), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return canonical_hash(to_dict(settings))
 
 
 def validate(settings: SimulationSettings, owner: str = "Scene") -> None:

@@ -7,11 +7,10 @@ cache), and they live in ``Scene.surge.whitewater`` in Blender.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..io.hashing import canonical_hash
 from ..errors import InvalidSettingsError
 from .parameters import Parameter, _param, _parameters_of, _problems_in, _strict_from_dict
 
@@ -135,5 +134,4 @@ def whitewater_from_dict(data: dict, owner: str = "Whitewater") -> WhitewaterSet
 
 def whitewater_hash(settings: WhitewaterSettings) -> str:
     """SHA-256 of the canonical JSON of the whitewater settings."""
-    text = json.dumps(dataclasses.asdict(settings), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return canonical_hash(dataclasses.asdict(settings))

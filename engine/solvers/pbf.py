@@ -70,12 +70,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numba import njit, prange
 
-from ..collision.queries import collider_free, collider_near, project
+from ..collision.queries import collider_near, free_fraction, project
 from ..collision.world import CollisionWorld, SWEEP_STEP, empty_world_args
 from ..core.kernels import CUBIC_SIGMA as _SIGMA
 from ..core.cell_grid import CellGrid, build_grid
 from ..core.neighbour_list import NeighbourList
-from ..collision.walls import clamp_into_boxes, near_walls, wall_free_gradient
+from ..collision.walls import clamp_into_boxes, near_walls
 from ..core.particles import Particles
 from ..core.state_check import max_speed
 from . import SolverSetup, SpeedLimit
@@ -202,19 +202,12 @@ def boundary_walls(x, bidx, level, level_h, boxes, table_q0, table_step, psi, dp
         xi = np.float64(x[i, 0])
         yi = np.float64(x[i, 1])
         zi = np.float64(x[i, 2])
-        free_box, w0, w1, w2 = wall_free_gradient(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi,
-                                                  dpsi)
-        free_col = 1.0
-        g0 = 0.0
-        g1 = 0.0
-        g2 = 0.0
-        if colliders:
-            free_col, g0, g1, g2 = collider_free(xi, yi, zi, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi, dpsi,
-                                                 cset)
-        wall_free[i] = free_box * free_col
-        wall_grad[s, 0] = free_col * w0 - free_box * g0
-        wall_grad[s, 1] = free_col * w1 - free_box * g1
-        wall_grad[s, 2] = free_col * w2 - free_box * g2
+        free, _, g0, g1, g2 = free_fraction(xi, yi, zi, boxes, 2.0 * hi_, 1.0 / hi_, table_q0, table_step, psi,
+                                            dpsi, cset, colliders)
+        wall_free[i] = free
+        wall_grad[s, 0] = g0
+        wall_grad[s, 1] = g1
+        wall_grad[s, 2] = g2
 
 
 @dataclass

@@ -13,6 +13,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from ..core.compile import FASTMATH
 from ..core.vector_ops import _I32, _I64, LANES, _is, _splat
 
 _F32X4 = ir.VectorType(ir.FloatType(), 4)
@@ -191,7 +192,7 @@ def xsph_range(typingctx, qf, af, nbr, codes, table, t0, t1, v0, v1, v2, inv_rho
     return _xsph_range_typer(False, qf, af, nbr, codes, table, t0, t1, v0, v1, v2, inv_rho_i)
 
 
-_FAST = ("fast",)
+_FAST = ("fast",) if FASTMATH else ()  # LLVM fast-math flags of the lane code
 
 
 def _neighbour_xyz(builder, xdata, ndata, t, count, lanes):

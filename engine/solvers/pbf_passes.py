@@ -17,13 +17,12 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..core.kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32
+from ..core.compile import FASTMATH
+from ..core.kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32, cubic_shape_table
 from .pbf_lanes import (density_lanes, density_lanes8, kernel_lanes, kernel_lanes8, push_range, push_range_shared,
                         xsph_range, xsph_range_shared)
 from ..collision.walls import clamp_point_into_boxes, near_box
 
-#: fastmath for every kernel of the PBF passes, set in one place (off: bit-reproducible results).
-FASTMATH = True
 
 #: Largest correction of one iteration, in units of h (see :func:`correct`).
 MAX_MOVE = 0.25
@@ -50,10 +49,7 @@ def kernel_of_slope() -> np.ndarray:
     s = np.arange(65536, dtype=np.float64) * SLOPE_UNIT
     inner = (3.0 - np.minimum(s, 3.0)) / 2.25
     outer = ((3.0 + s) - np.sqrt(np.maximum((3.0 + s) ** 2 - 9.0, 0.0))) / 1.5
-    q = np.where(s >= 0.75, inner, outer)
-    t = np.maximum(2.0 - q, 0.0)
-    u = np.maximum(1.0 - q, 0.0)
-    return (0.25 * t ** 3 - u ** 3).astype(np.float32)
+    return cubic_shape_table(np.where(s >= 0.75, inner, outer)).astype(np.float32)
 
 
 #: Iterations whose moves the near-wall flags of a substep cover (the solver's boundary pass):

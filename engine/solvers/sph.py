@@ -35,8 +35,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..collision.queries import collider_free
+from ..core.compile import FASTMATH
 from ..core.kernels import cubic_dshape32 as _dw32, cubic_shape32 as _w32
+from ..collision.queries import free_fraction
 from ..collision.walls import near_walls, wall_gradient, wall_hydrostatic, wall_mass
 
 #: Exponent of the Tait equation of state (eq. 6).
@@ -45,8 +46,6 @@ GAMMA = 7.0
 #: lasts until a particle has moved SKIN h / 2 (about 5 substeps at 1 m/s, h = 3 cm, dt = 0.5 ms) for
 #: (1 + SKIN / 2)^3 = 1.24 times the pairs of an exact list.
 SKIN = 0.15
-#: fastmath for the pair loops of the SPH core, set in one place (off: IEEE-exact arithmetic).
-FASTMATH = True
 #: particles per block of :func:`max_displacement2` (one maximum per block)
 DISPLACEMENT_BLOCK = 4096
 
@@ -105,17 +104,13 @@ def walls_at(x0, x1, x2, boxes, support, rho0, table_d0, table_step, psi, dpsi, 
     w0 = 0.0
     w1 = 0.0
     w2 = 0.0
-    if flag or n_col > 0:
-        free_box = 1.0 - wall_mass(x0, x1, x2, boxes, support, 1.0, table_d0, table_step, psi) if flag else 1.0
-        free_col = 1.0
-        if n_col > 0:
-            free_col, g0, g1, g2 = collider_free(x0, x1, x2, support, 1.0, table_d0, table_step, psi, dpsi, cset)
-            b0, b1, b2 = wall_gradient(x0, x1, x2, boxes, support, 1.0, table_d0, table_step, psi, dpsi)
-            w0 = free_col * b0 - free_box * g0
-            w1 = free_col * b1 - free_box * g1
-            w2 = free_col * b2 - free_box * g2
-            flag = flag or free_col < 1.0
-        wall = rho0 * (1.0 - free_box * free_col)
+    if n_col > 0:
+        free, free_col, w0, w1, w2 = free_fraction(x0, x1, x2, boxes, support, 1.0, table_d0, table_step, psi, dpsi,
+                                                   cset, True)
+        flag = flag or free_col < 1.0
+        wall = rho0 * (1.0 - free)
+    elif flag:  # box walls alone: their mass, not its gradient (accelerations finds that itself)
+        wall = rho0 * wall_mass(x0, x1, x2, boxes, support, 1.0, table_d0, table_step, psi)
     return flag, wall, w0, w1, w2
 
 

@@ -60,17 +60,34 @@ from numba import njit, prange
 from ..scene import animation
 from ..scene import FIELD_TYPES
 
-# per-field parameter row (float64)
-(_KIND, _SHAPE, _FALLOFF, _ZDIR, _STRENGTH, _FLOW, _NOISE, _POWER, _USE_MIN, _MIN, _USE_MAX, _MAX, _USE_RMIN,
- _RMIN, _USE_RMAX, _RMAX, _POWER_R, _SIZE, _GLOBAL, _GRAVITATION, _DAMP, _SEED, _UNIT, _OX, _OY, _OZ, _NX, _NY,
- _NZ) = range(29)
-N_PARAMS = 29
-
-KINDS = {name: float(i) for i, name in enumerate(FIELD_TYPES)}
+#: ``kind`` codes of :data:`FIELD_DTYPE`, in the order of :data:`engine.scene.FIELD_TYPES`.
+KINDS = {name: i for i, name in enumerate(FIELD_TYPES)}
 FORCE, WIND, VORTEX, TURBULENCE, DRAG = (KINDS[k] for k in FIELD_TYPES)
-SHAPES = {"POINT": 0.0, "LINE": 1.0, "PLANE": 2.0}
-FALLOFFS = {"SPHERE": 0.0, "TUBE": 1.0, "CONE": 2.0}
-Z_DIRECTIONS = {"BOTH": 0.0, "POSITIVE": 1.0, "NEGATIVE": 2.0}
+#: ``shape``, ``falloff`` and ``z_direction`` codes.
+SHAPES = {"POINT": 0, "LINE": 1, "PLANE": 2}
+FALLOFFS = {"SPHERE": 0, "TUBE": 1, "CONE": 2}
+Z_DIRECTIONS = {"BOTH": 0, "POSITIVE": 1, "NEGATIVE": 2}
+
+#: One record per force field at one time (:func:`field_params`), Blender's names in brackets:
+#:
+#: * ``kind``, ``shape``, ``falloff`` (Falloff type), ``z_direction``: codes of :data:`KINDS`,
+#:   :data:`SHAPES`, :data:`FALLOFFS`, :data:`Z_DIRECTIONS`;
+#: * ``strength`` (Strength; Drag: Linear), ``flow`` (Flow; Vortex: Inflow), ``noise`` (Noise Amount),
+#:   ``power`` (Falloff power), ``damp`` (Drag: Quadratic), ``size`` (Turbulence: Size), in Blender units;
+#: * ``use_min``/``dist_min``, ``use_max``/``dist_max`` (Min and Max Distance), ``use_rmin``/``radial_min``,
+#:   ``use_rmax``/``radial_max``, ``radial_power`` (the tube's or cone's radial falloff);
+#: * ``use_global`` (Turbulence: Global), ``gravitation`` (Force: Gravitation); ``seed`` (the field's
+#:   seed plus the frame: Blender reseeds every frame);
+#: * ``unit``: metres per Blender unit (the field's formulas work in Blender units);
+#: * ``origin`` (m) and ``axis`` (unit Z axis of the field's world matrix).
+FIELD_DTYPE = np.dtype([
+    ("kind", np.int64), ("shape", np.int64), ("falloff", np.int64), ("z_direction", np.int64),
+    ("strength", np.float64), ("flow", np.float64), ("noise", np.float64), ("power", np.float64),
+    ("use_min", np.bool_), ("dist_min", np.float64), ("use_max", np.bool_), ("dist_max", np.float64),
+    ("use_rmin", np.bool_), ("radial_min", np.float64), ("use_rmax", np.bool_), ("radial_max", np.float64),
+    ("radial_power", np.float64), ("size", np.float64), ("use_global", np.bool_), ("gravitation", np.bool_),
+    ("damp", np.float64), ("seed", np.int64), ("unit", np.float64), ("origin", np.float64, (3,)),
+    ("axis", np.float64, (3,))], align=True)
 
 #: The gradient-noise permutation table (256 entries, repeated): a fixed shuffle of 0..255.
 PERMUTATION = np.tile(np.random.default_rng(16).permutation(256), 2).astype(np.int64)
@@ -176,66 +193,64 @@ def _falloff_func(fac, use_min, mindist, use_max, maxdist, power):
 
 @njit(cache=True)
 def field_acceleration(px, py, pz, vx, vy, vz, pid, fp, perm):
-    """Acceleration (m/s^2) field row ``fp`` gives a particle at p (m) moving at v (m/s)."""
-    unit = fp[_UNIT]
+    """Acceleration (m/s^2) field ``fp`` (a :data:`FIELD_DTYPE` record) gives a particle at p (m) moving
+    at v (m/s)."""
+    unit = fp.unit
     inv = 1.0 / unit
     # Blender units
     px, py, pz, vx, vy, vz = px * inv, py * inv, pz * inv, vx * inv, vy * inv, vz * inv
-    ox, oy, oz = fp[_OX] * inv, fp[_OY] * inv, fp[_OZ] * inv
-    nx, ny, nz = fp[_NX], fp[_NY], fp[_NZ]
-    kind = fp[_KIND]
-    shape = fp[_SHAPE]
+    ox, oy, oz = fp.origin[0] * inv, fp.origin[1] * inv, fp.origin[2] * inv
+    nx, ny, nz = fp.axis[0], fp.axis[1], fp.axis[2]
+    kind = fp.kind
+    shape = fp.shape
     # vec_to_point2 and the field's location
     ax, ay, az = px - ox, py - oy, pz - oz
     along = ax * nx + ay * ny + az * nz
-    if shape == 1.0 or (shape == 2.0 and kind == VORTEX):
+    if shape == 1 or (shape == 2 and kind == VORTEX):
         lx, ly, lz = ox + along * nx, oy + along * ny, oz + along * nz
-    elif shape == 2.0:
+    elif shape == 2:
         lx, ly, lz = px - along * nx, py - along * ny, pz - along * nz
     else:
         lx, ly, lz = ox, oy, oz
     wx, wy, wz = px - lx, py - ly, pz - lz
     dist = math.sqrt(wx * wx + wy * wy + wz * wz)
     # falloff
-    zdir = fp[_ZDIR]
-    if (zdir == 1.0 and along < 0.0) or (zdir == 2.0 and along > 0.0):
+    zdir = fp.z_direction
+    if (zdir == 1 and along < 0.0) or (zdir == 2 and along > 0.0):
         return 0.0, 0.0, 0.0
-    fall_type = fp[_FALLOFF]
-    use_min, use_max = fp[_USE_MIN] > 0.5, fp[_USE_MAX] > 0.5
-    if fall_type == 0.0:
-        falloff = _falloff_func(dist, use_min, fp[_MIN], use_max, fp[_MAX], fp[_POWER])
+    fall_type = fp.falloff
+    if fall_type == 0:
+        falloff = _falloff_func(dist, fp.use_min, fp.dist_min, fp.use_max, fp.dist_max, fp.power)
     else:
-        falloff = _falloff_func(abs(along), use_min, fp[_MIN], use_max, fp[_MAX], fp[_POWER])
+        falloff = _falloff_func(abs(along), fp.use_min, fp.dist_min, fp.use_max, fp.dist_max, fp.power)
         if falloff != 0.0:
-            if fall_type == 1.0:
+            if fall_type == 1:
                 rx, ry, rz = ax - along * nx, ay - along * ny, az - along * nz
                 r = math.sqrt(rx * rx + ry * ry + rz * rz)
             else:
                 length = math.sqrt(ax * ax + ay * ay + az * az)
                 c = along / length if length > 0.0 else 1.0
                 r = math.degrees(math.acos(min(max(c, -1.0), 1.0)))
-            falloff *= _falloff_func(r, fp[_USE_RMIN] > 0.5, fp[_RMIN], fp[_USE_RMAX] > 0.5, fp[_RMAX],
-                                     fp[_POWER_R])
+            falloff *= _falloff_func(r, fp.use_rmin, fp.radial_min, fp.use_rmax, fp.radial_max, fp.radial_power)
     if not falloff > 0.0:
         return 0.0, 0.0, 0.0
-    strength = fp[_STRENGTH]
-    damp = fp[_DAMP]
-    if fp[_NOISE] > 0.0:
-        seed = np.int64(fp[_SEED])
-        strength += noise_draw(seed, pid, 0, fp[_NOISE])
+    strength = fp.strength
+    damp = fp.damp
+    if fp.noise > 0.0:
+        strength += noise_draw(fp.seed, pid, 0, fp.noise)
         if kind == DRAG:
-            damp += noise_draw(seed, pid, 1, fp[_NOISE])
+            damp += noise_draw(fp.seed, pid, 1, fp.noise)
     sf = strength * falloff
     fx = fy = fz = 0.0
     if kind == WIND:
         fx, fy, fz = nx * sf, ny * sf, nz * sf
     elif kind == FORCE:
-        if fp[_GRAVITATION] > 0.5:
+        if fp.gravitation:
             sf = 0.0 if dist < _FLT_EPSILON else sf / (dist * dist)
         if dist > 0.0:
             fx, fy, fz = wx / dist * sf, wy / dist * sf, wz / dist * sf
     elif kind == VORTEX:
-        if shape == 0.0:
+        if shape == 0:
             cx, cy, cz = ny * wz - nz * wy, nz * wx - nx * wz, nx * wy - ny * wx
             cl = math.sqrt(cx * cx + cy * cy + cz * cz)
             if cl > 0.0:
@@ -246,11 +261,11 @@ def field_acceleration(px, py, pz, vx, vy, vz, pid, fp, perm):
             fx, fy, fz = (ny * tz - nz * ty) * sf, (nz * tx - nx * tz) * sf, (nx * ty - ny * tx) * sf
             fx, fy, fz = fx + tx - vx, fy + ty - vy, fz + tz - vz
     elif kind == TURBULENCE:
-        if fp[_GLOBAL] > 0.5:
+        if fp.use_global:
             qx, qy, qz = px, py, pz
         else:
             qx, qy, qz = ax + nx, ay + ny, az + nz
-        size = fp[_SIZE]
+        size = fp.size
         fx = (-1.0 + 2.0 * turbulence(size, qx, qy, qz, perm)) * sf
         fy = (-1.0 + 2.0 * turbulence(size, qy, qz, qx, perm)) * sf
         fz = (-1.0 + 2.0 * turbulence(size, qz, qx, qy, perm)) * sf
@@ -258,8 +273,8 @@ def field_acceleration(px, py, pz, vx, vy, vz, pid, fp, perm):
         speed = math.sqrt(vx * vx + vy * vy + vz * vz)
         c = -falloff * (min(strength, 2.0) * speed + min(damp, 2.0))
         fx, fy, fz = c * vx, c * vy, c * vz
-    if kind != DRAG and fp[_FLOW] != 0.0:
-        c = fp[_FLOW] * falloff
+    if kind != DRAG and fp.flow != 0.0:
+        c = fp.flow * falloff
         fx, fy, fz = fx - c * vx, fy - c * vy, fz - c * vz
     return fx * unit, fy * unit, fz * unit
 
@@ -283,7 +298,7 @@ def _accelerations(x, v, pid, params, perm,
 
 
 def field_params(ff, t: float, fps: float, frame: int) -> np.ndarray:
-    """The parameter row of force field ``ff`` at time t (s after the first frame), float64 (N_PARAMS,).
+    """The :data:`FIELD_DTYPE` record (a 0-d array) of force field ``ff`` at time t (s after the first frame).
 
     ``frame`` is the scene frame the noise is drawn for (Blender reseeds each frame with seed + frame).
     """
@@ -295,36 +310,36 @@ def field_params(ff, t: float, fps: float, frame: int) -> np.ndarray:
     norm = float(np.linalg.norm(axis))
     axis = axis / norm if norm > 0.0 else np.array([0.0, 0.0, 1.0])
     fl = ff.flags
-    row = np.zeros(N_PARAMS)
-    row[_KIND] = KINDS[ff.kind]
-    row[_SHAPE] = SHAPES[ff.shape]
-    row[_FALLOFF] = FALLOFFS[fl["falloff_type"]]
-    row[_ZDIR] = Z_DIRECTIONS[fl["z_direction"]]
-    row[_STRENGTH] = val("linear_drag") if ff.kind == "DRAG" else val("strength")
-    row[_FLOW] = val("flow")
-    row[_NOISE] = val("noise")
-    row[_POWER] = val("falloff_power")
-    row[_USE_MIN], row[_MIN] = float(fl["use_min_distance"]), val("distance_min")
-    row[_USE_MAX], row[_MAX] = float(fl["use_max_distance"]), val("distance_max")
-    row[_USE_RMIN], row[_RMIN] = float(fl["use_radial_min"]), val("radial_min")
-    row[_USE_RMAX], row[_RMAX] = float(fl["use_radial_max"]), val("radial_max")
-    row[_POWER_R] = val("radial_falloff")
-    row[_SIZE] = val("size")
-    row[_GLOBAL] = float(fl["use_global_coords"])
-    row[_GRAVITATION] = float(fl["use_gravity_falloff"])
-    row[_DAMP] = val("quadratic_drag")
-    row[_SEED] = float(int(fl["seed"]) + int(frame))
-    row[_UNIT] = float(ff.unit)
-    row[_OX:_OZ + 1] = m[:3, 3]
-    row[_NX:_NZ + 1] = axis
+    row = np.zeros((), dtype=FIELD_DTYPE)
+    row["kind"] = KINDS[ff.kind]
+    row["shape"] = SHAPES[ff.shape]
+    row["falloff"] = FALLOFFS[fl["falloff_type"]]
+    row["z_direction"] = Z_DIRECTIONS[fl["z_direction"]]
+    row["strength"] = val("linear_drag") if ff.kind == "DRAG" else val("strength")
+    row["flow"] = val("flow")
+    row["noise"] = val("noise")
+    row["power"] = val("falloff_power")
+    row["use_min"], row["dist_min"] = bool(fl["use_min_distance"]), val("distance_min")
+    row["use_max"], row["dist_max"] = bool(fl["use_max_distance"]), val("distance_max")
+    row["use_rmin"], row["radial_min"] = bool(fl["use_radial_min"]), val("radial_min")
+    row["use_rmax"], row["radial_max"] = bool(fl["use_radial_max"]), val("radial_max")
+    row["radial_power"] = val("radial_falloff")
+    row["size"] = val("size")
+    row["use_global"] = bool(fl["use_global_coords"])
+    row["gravitation"] = bool(fl["use_gravity_falloff"])
+    row["damp"] = val("quadratic_drag")
+    row["seed"] = int(fl["seed"]) + int(frame)
+    row["unit"] = float(ff.unit)
+    row["origin"] = m[:3, 3]
+    row["axis"] = axis
     return row
 
 
 def accelerations(x: np.ndarray, v: np.ndarray, pid: np.ndarray, params: np.ndarray) -> np.ndarray:
     """Acceleration (N, 3), float64, m/s^2, of particles at x (N, 3), m, moving at v (N, 3), m/s, with
-    ids ``pid`` (N,), from the fields of ``params`` (K, N_PARAMS) (rows of :func:`field_params`)."""
+    ids ``pid`` (N,), from the fields of ``params`` ((K,) :data:`FIELD_DTYPE` records of :func:`field_params`)."""
     out = np.zeros((len(x), 3))
-    params = np.ascontiguousarray(params, dtype=np.float64).reshape(-1, N_PARAMS)
+    params = np.ascontiguousarray(params, dtype=FIELD_DTYPE).reshape(-1)
     if len(x) and len(params):
         _accelerations(x, v, np.ascontiguousarray(pid, dtype=np.int64), params, PERMUTATION, out)
     return out
@@ -342,9 +357,9 @@ class Forces:
         return bool(self.fields)
 
     def params(self, t: float) -> np.ndarray:
-        """Parameter rows of every field at time t."""
+        """The :data:`FIELD_DTYPE` records of every field at time t, (K,)."""
         frame = self.frame_start + int(math.floor(max(t, 0.0) * self.fps + 1e-9))
-        return np.array([field_params(ff, t, self.fps, frame) for ff in self.fields]).reshape(-1, N_PARAMS)
+        return np.array([field_params(ff, t, self.fps, frame) for ff in self.fields], dtype=FIELD_DTYPE).reshape(-1)
 
     def kick(self, solver, t: float, dt: float) -> None:
         """v += a dt with the fields' acceleration at the middle of the substep [t, t + dt], on the

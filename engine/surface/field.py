@@ -30,16 +30,16 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
+from ..core.compile import FASTMATH_SUMS as FASTMATH
 from ..core.cell_grid import CellGrid, around_cell, build_grid, cell_coords, find_cell, morton_key
+from ..core.hash_table import fill_table, probe
+from ..core.kernels import cubic_shape32
 from ..core.neighbour_list import chunk_width, gather_candidates
 
 #: Query cells per parallel task of :func:`self_sums` and :func:`point_averages` (each cell's candidates
 #: gathered once for all the queries in it).
 CELL_CHUNK = 16
 
-#: fastmath flags of this module's kernels (one set): reassociation lets the compiler vectorise the sums
-#: over candidates, contraction fuses multiply-adds; no approximate functions, no finite-math assumption.
-FASTMATH = {"reassoc", "nsz", "contract"}
 
 #: Grid points along the first axis per slab of :func:`colour_field` (a fixed partition).
 SLAB_POINTS = 8
@@ -71,9 +71,6 @@ class ParticleGrid(NamedTuple):
         return np.ascontiguousarray(a[self.grid.order])
 
 
-_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: 2^64 / golden ratio
-
-
 @njit(parallel=True, cache=True)
 def _query_keys(q, inv_cell, keys):
     """The Morton key of the grid cell holding each query."""
@@ -84,14 +81,13 @@ def _query_keys(q, inv_cell, keys):
 
 @njit(cache=True)
 def _group_keys(keys, order, start):
-    """Group equal ``keys`` (a counting sort through an open-addressing hash table, groups in the order of
-    their first query): ``order[start[g]:start[g + 1]]`` are group g's queries in their own order.
-    Returns the number of groups. The table starts small and doubles when half full: it holds the
-    groups, far fewer than the queries, and stays in cache."""
+    """Group equal ``keys`` (a counting sort through an open-addressing hash table,
+    :mod:`engine.core.hash_table`, groups in the order of their first query): ``order[start[g]:start[g +
+    1]]`` are group g's queries in their own order. Returns the number of groups. The table starts small
+    and doubles when half full: it holds the groups, far fewer than the queries, and stays in cache."""
     n = keys.shape[0]
     bits = 10
-    slot_key = np.empty(1 << bits, np.uint64)
-    slot_group = np.full(1 << bits, -1, np.int32)
+    table = np.full(1 << bits, -1, np.int32)
     group_key = np.empty(n, np.uint64)
     group = np.empty(n, np.int32)
     size = np.zeros(n + 1, np.int64)
@@ -100,29 +96,18 @@ def _group_keys(keys, order, start):
     for i in range(n):
         key = keys[i]
         if i == 0 or key != keys[i - 1]:  # neighbouring queries (mesh vertices) often share a cell
-            mask = (1 << bits) - 1
-            slot = np.int64((key * _HASH_MUL) >> np.uint64(64 - bits))
-            while slot_group[slot] >= 0 and slot_key[slot] != key:
-                slot = (slot + 1) & mask
-            if slot_group[slot] < 0:
-                slot_group[slot] = m
-                slot_key[slot] = key
+            slot = probe(table, group_key, key, bits)
+            if table[slot] < 0:
+                table[slot] = m
                 group_key[m] = key
                 m += 1
                 if 2 * m > (1 << bits):  # half full: rehash the groups into a table twice as large
                     bits += 1
-                    mask = (1 << bits) - 1
-                    slot_key = np.empty(1 << bits, np.uint64)
-                    slot_group = np.full(1 << bits, -1, np.int32)
-                    for q in range(m):
-                        slot = np.int64((group_key[q] * _HASH_MUL) >> np.uint64(64 - bits))
-                        while slot_group[slot] >= 0:
-                            slot = (slot + 1) & mask
-                        slot_group[slot] = q
-                        slot_key[slot] = group_key[q]
+                    table = np.full(1 << bits, -1, np.int32)
+                    fill_table(group_key, m, bits, table)
                 g = m - 1
             else:
-                g = slot_group[slot]
+                g = table[slot]
         group[i] = g
         size[g + 1] += 1
     start[0] = 0
@@ -206,12 +191,9 @@ def _self_sums(x, support, cell_start, cell_nbr,
 
 @njit(inline="always", cache=True, fastmath=FASTMATH)
 def _spline(d, inv_h):
-    """The cubic spline of :func:`engine.core.kernels.cubic_w` without its factor 1 / (pi h^3), of the squared
-    distance ``d`` (float32): zero at and beyond the support, without a branch."""
-    q = math.sqrt(d) * inv_h
-    a = max(np.float32(2.0) - q, np.float32(0.0))
-    b = max(np.float32(1.0) - q, np.float32(0.0))
-    return np.float32(0.25) * a * a * a - b * b * b
+    """:func:`engine.core.kernels.cubic_shape32` (the spline without its factor 1 / (pi h^3)) of the
+    squared distance ``d`` (float32): zero at and beyond the support, without a branch."""
+    return cubic_shape32(math.sqrt(d) * inv_h)
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)

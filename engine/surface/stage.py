@@ -34,12 +34,11 @@ import uuid
 import numpy as np
 
 from .. import settings as settings_mod
-from ..stages import Stage, write_atomic
+from ..stages import USD_DIR_RE as _USD_DIR_RE, Stage, write_atomic
 from .reconstruction import SurfaceParameters, reconstruct
 
 NAME = "surface"
 FILE_RE = re.compile(r"^(frames/surface_\d{6}(\.tmp)?\.npz|usd_[0-9a-f]{12}/surface_\d{6}(\.tmp)?\.usdc)$")
-_USD_DIR_RE = re.compile(r"^usd_[0-9a-f]{12}$")
 
 #: Particle attributes that never go onto the vertices (position is the mesh itself; ids mean nothing
 #: on a vertex).
@@ -139,15 +138,13 @@ def for_bake(simulation: settings_mod.SimulationSettings, channels, settings: di
 
 def read_frame(cache_dir: str, frame: int) -> dict:
     """Arrays of one meshed frame (``vertices``, ``triangles``, ``velocity``, ...)."""
-    path = os.path.join(cache_dir, NAME, "frames", f"surface_{frame:06d}.npz")
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+    from .. import stages
+
+    return stages.read_frame(cache_dir, NAME, f"frames/surface_{frame:06d}.npz")
 
 
 def usd_folder(cache_dir: str) -> str | None:
     """The folder of the surface's USD files in ``cache_dir`` (absolute), or None."""
-    from ..stages import read_manifest
+    from .. import stages
 
-    manifest = read_manifest(cache_dir, NAME)
-    name = (manifest or {}).get("state", {}).get("usd_dir")
-    return os.path.join(cache_dir, NAME, name) if name and _USD_DIR_RE.match(name) else None
+    return stages.usd_folder(cache_dir, NAME)

@@ -42,8 +42,8 @@ import numpy as np
 
 from .. import settings as settings_mod
 from ..io.cache import SDF_DIR, CacheReader
-from ..errors import CacheFormatError
-from ..stages import Stage, StageRunner, read_manifest, write_atomic
+from .. import stages
+from ..stages import USD_DIR_RE as _USD_DIR_RE, Stage, StageRunner, read_manifest, write_atomic
 from . import model
 from .obstacles import Obstacles
 
@@ -51,7 +51,6 @@ NAME = "whitewater"
 KINDS = model.KIND_NAMES  # spray, foam, bubbles: kind 0, 1, 2
 FILE_RE = re.compile(r"^(frames/whitewater_\d{6}(\.tmp)?\.npz|"
                      r"usd_[0-9a-f]{12}/(spray|foam|bubbles)_\d{6}(\.tmp)?\.usdc)$")
-_USD_DIR_RE = re.compile(r"^usd_[0-9a-f]{12}$")
 
 #: Id of the one invisible point (radius 0, at the origin) in the point file of a kind that has no
 #: particle at that frame: Cycles in Blender 5.0 stops a render on an empty point cloud.
@@ -311,17 +310,10 @@ def figures(cache_dir: str) -> dict:
 
 def read_frame(cache_dir: str, frame: int) -> dict:
     """Arrays of one whitewater frame (see :data:`ATTRIBUTES`)."""
-    path = os.path.join(cache_dir, NAME, frame_name(frame))
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except (OSError, ValueError) as exc:
-        raise CacheFormatError(f"Whitewater frame {frame} in '{cache_dir}' cannot be read: {exc}") from exc
+    return stages.read_frame(cache_dir, NAME, frame_name(frame))
 
 
 def usd_folder(cache_dir: str) -> str | None:
     """The folder of the whitewater's USD files in ``cache_dir`` (absolute), or None."""
-    manifest = read_manifest(cache_dir, NAME)
-    name = (manifest or {}).get("state", {}).get("usd_dir")
-    return os.path.join(cache_dir, NAME, name) if name and _USD_DIR_RE.match(name) else None
+    return stages.usd_folder(cache_dir, NAME)
 

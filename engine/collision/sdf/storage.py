@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import zipfile
 
 import numpy as np
 
+from ...io.hashing import canonical_hash
 from ...io import atomic
 from ...errors import CacheFormatError
 from ...scene import TriangleMesh
@@ -21,15 +21,10 @@ def sdf_key(mesh: TriangleMesh, cell_size: float, band: float, mode: str, thickn
     triangles, ``cell_size`` and ``band`` (metres), ``mode`` and ``thickness`` (metres); the same
     arguments as :func:`build_sdf`. The object name is not part of it.
     """
-    h = hashlib.sha256()
-    h.update(f"surge-sdf {SDF_FORMAT_VERSION} beta={WINDING_BETA!r} block={BLOCK}".encode("ascii"))
-    h.update(f"cell={float(cell_size)!r} band={float(band)!r} mode={mode} "
-             f"thickness={float(thickness)!r}".encode("utf-8"))
-    for a in (mesh.vertices, mesh.triangles):
-        a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype.str}{a.shape}".encode("ascii"))
-        h.update(a.tobytes())
-    return h.hexdigest()
+    doc = {"format": "surge-sdf", "format_version": SDF_FORMAT_VERSION, "winding_beta": WINDING_BETA,
+           "block": BLOCK, "cell": float(cell_size), "band": float(band), "mode": mode,
+           "thickness": float(thickness)}
+    return canonical_hash(doc, {"vertices": mesh.vertices, "triangles": mesh.triangles})
 
 
 def save_sdf(grid: SignedDistanceGrid, path: str) -> None:

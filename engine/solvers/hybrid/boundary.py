@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit, prange
 
 from ...core.cell_grid import CellGrid, around_cell, build_grid, cell_coords
+from ...core.kernels import cubic_shape32
 from ..sph import pair_offset
 from .model import FASTMATH
 
@@ -45,11 +46,8 @@ def _node_term(x, v, p, rho, n, fx, fy, fz, mass, inv_h, r2max, comp):
     _, _, _, r2 = pair_offset(x, n, fx, fy, fz)
     if r2 >= r2max:
         return np.float32(0.0), np.float32(0.0)
-    q = math.sqrt(r2) * inv_h
-    k2 = np.float32(2.0) - q
-    k1 = max(np.float32(1.0) - q, np.float32(0.0))
     r = rho[n]
-    wt = np.float32(mass) / r * (np.float32(0.25) * k2 * k2 * k2 - k1 * k1 * k1)
+    wt = np.float32(mass) / r * cubic_shape32(math.sqrt(r2) * inv_h)
     return wt, wt * (p[n] / r if comp == 3 else v[n, comp])
 
 

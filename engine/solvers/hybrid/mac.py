@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-#: fastmath of every kernel of this module (one flag, see STYLE.md).
-FASTMATH = False
+from ...core.compile import FASTMATH_GRID as FASTMATH
+
 
 #: Weight of the donor-cell part of the advection differences (GDN98 recommend 0 < gamma <= 1 and
 #: gamma >= max |u dt / dx|); 0.5 keeps most of the centred scheme's accuracy.

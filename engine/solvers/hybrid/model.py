@@ -12,12 +12,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ...core.compile import FASTMATH  # noqa: F401 (the hybrid's kernels import it from here)
 from ... import settings as settings_mod
 from . import mac
 from ..wcsph import WCSPHModel
 
-#: fastmath of every kernel of the hybrid's modules (one flag, see STYLE.md).
-FASTMATH = True
 
 #: Particle kinds (``HybridSolver.kind``), §4.2 and Fig. 3 of the paper.
 SPH, MIXA, MIXB, MAC = 0, 1, 2, 3
