@@ -113,9 +113,9 @@ def inverse3(a: np.ndarray) -> np.ndarray:
     """Inverse of the 3 x 3 matrix ``a`` by its adjugate, float64.
 
     Not ``np.linalg.inv``: LAPACK's inverse in numpy's bundled OpenBLAS wakes OpenBLAS's own thread pool,
-    which then competes for the cores with numba's threads just back from a parallel region. Right after
-    a parallel kernel one 3 x 3 inverse took 3.1 ms (5 us with ``OPENBLAS_NUM_THREADS=1``); it runs for
-    every moving collider at every substep, and was a tenth of a live session's engine time.
+    which then competes for the cores with numba's threads just back from a parallel region (a 3 x 3
+    inverse then costs hundreds of times its arithmetic); it runs for every moving collider at every
+    substep.
     """
     (a00, a01, a02), (a10, a11, a12), (a20, a21, a22) = np.asarray(a, dtype=np.float64).tolist()
     # the adjugate (the transposed matrix of cofactors) over the determinant

@@ -100,8 +100,7 @@ def gather_rows(c, rows, cell_start, cell_nbr, half, cx, cy, cz, ch, ci):
     vector moves (the last copy of a run also writes up to LANES - 1 entries past it, which the next
     run or the caller's padding overwrites: the buffers need LANES entries of room). A copy per
     particle would end its loop after a varying count, about 8, a mispredicted branch per cell, and
-    numba's loop over the 16 lanes stays scalar (:func:`engine.core.vector_ops.move_lanes`). One thread,
-    the benchmark's 64,000 particles: the list fill 7.1 -> 4.2 ms."""
+    numba's loop over the 16 lanes stays scalar (:func:`engine.core.vector_ops.move_lanes`)."""
     first = _first_block_start(c, cell_start, half)
     k = np.uintp(0)
     lanes = np.uintp(LANES)
@@ -235,12 +234,9 @@ def _list_fill(rows, cell_start, cell_nbr, chunk_base, chunk_cap, block, half, t
 
     Every particle tests its cell's candidates 16 at a time into two bit masks (its own part of the
     list and the other) and stores the selected indices packed (:mod:`engine.core.vector_ops`): no loop
-    over the hits, no branch that depends on them. One thread, the benchmark's 64,000 particles:
-    10.0 -> 7.1 ms (the same lists), 4.2 ms with the candidates copied by :func:`gather_rows`. The
-    other blocks' part is stored at every step too: a test for it mispredicted wherever a block's
-    border crosses the cell (a fifth of a half list's entries lie in other blocks), and its entries
-    were copied one by one. One thread, the 97,336-particle dam break of ``bench/bench_blender.py``
-    half a second in: 9.3 -> 7.0 ms (the same lists).
+    over the hits, no branch that depends on them. The other blocks' part is stored at every step too:
+    a test for it would mispredict wherever a block's border crosses the cell (a fifth of a half list's
+    entries lie in other blocks).
     """
     m = cell_nbr.shape[0]
     for task in prange(todo.shape[0]):
@@ -308,7 +304,7 @@ def _chunk_slices(cell_start, counts, order, block, grow, pad,
     """Slice of every chunk: its particles' counts (each rounded up to a multiple of ``block``) summed,
     times ``grow``, plus ``pad``; returns the total. Particle i's count is ``counts[order[i]]``, or
     ``counts[i]`` when ``order`` is empty (the counts of the last build and the grid's new order: no
-    reordered copy of them, which took 0.13 ms a substep at 64,000 particles)."""
+    reordered copy of them)."""
     m = cell_start.shape[0] - 1
     reordered = order.shape[0] > 0
     for b in prange(chunk_base.shape[0]):
@@ -350,8 +346,7 @@ class NeighbourList:
     first build or a changed particle count costs one extra counting pass; a chunk that outgrew its
     slice (in the benchmark's dam break, three builds in four have one, a chunk or two each) is filled
     again alone, into a new slice after the others, in the room of :data:`LIST_ROOM` the array keeps
-    (without it the array was made anew and copied in one build of five: 1.2 ms at 64,000
-    particles).
+    (so that the array is not made anew and copied).
 
     With ``block`` > 1 every particle's range is padded with its own index to a multiple of
     ``block`` entries: ``nbr[start[i] : start[i] + padded(i)]``, padded(i) = ceil(count[i] / block)
@@ -446,8 +441,8 @@ class NeighbourList:
         local = np.empty(n, dtype=np.uint16)
         total = _chunk_slices(grid.cell_start, counts, order, self.block, 1.05, 8, chunk_base, chunk_cap)
         if total > self.nbr.shape[0] or total < self.nbr.shape[0] // 2:
-            # room for the refills of a build or two (in the benchmark's dam break, chunks outgrow their
-            # slices in three builds of four): a list grown and copied took 1.2 ms
+            # room for the refills of a build or two (in a dam break, chunks outgrow their slices in three
+            # builds of four)
             self.nbr = np.empty(total + total // LIST_ROOM, dtype=np.int32)
         _list_fill(rows, grid.cell_start, grid.cell_nbr, chunk_base, chunk_cap, self.block, self.half,
                    np.arange(chunks, dtype=np.int64), start, count, local, self.nbr, overflow)

@@ -24,8 +24,6 @@ every other vertex attribute (density, age, channels).
 The stage is Z-up with 1 metre per unit, values are SI; the Blender object that plays the files
 carries the scene's unit scale. A file per frame keeps memory flat however long the bake, lets
 frames appear while the bake runs, and leaves a playable sequence when a bake is cancelled.
-Measured for 100k particles: about 20 ms to write a frame, 1.2 MB on disk, 2.4 ms for Blender to
-change frame.
 
 ``pxr`` ships inside Blender (``bpy``'s bundled site-packages) and as ``usd-core`` on PyPI; this
 module imports it from ``sys.path`` only (the host adds Blender's folder before starting the bake

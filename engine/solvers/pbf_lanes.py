@@ -124,8 +124,7 @@ def push_range_shared(typingctx, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami):
     in ``xf``; ``nbr`` int32, ``slope`` uint16.
 
     A neighbour's row is one 16-byte load and its share one 16-byte read-modify-write (four loads and
-    three read-modify-writes in a scalar loop; 25 % off the correction pass, one thread, the
-    benchmark's 64,000 particles). Entries alternate between two sums (see :func:`_two_sums`)."""
+    three read-modify-writes in a scalar loop). Entries alternate between two sums (see :func:`_two_sums`)."""
     return _push_range_typer(True, xf, of, nbr, slope, t0, t1, xi, yi, zi, lami)
 
 

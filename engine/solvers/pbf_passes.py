@@ -28,9 +28,8 @@ from ..collision.walls import clamp_point_into_boxes, near_box
 MAX_MOVE = 0.25
 
 #: Fixed-point unit of the kernel slopes -w'(q) / q that :func:`constraint` stores per listed pair for
-#: :func:`correct` (which then needs no square root, division or spline of its own; 13 % off the two
-#: passes, one thread, the benchmark's 64,000 particles). The slope is 3 - 2.25 q below q = 1 and
-#: 0.75 (2 - q)^2 / q above, in [0, 3]; float32 rounding near q = 0, where it is computed as
+#: :func:`correct` (which then needs no square root, division or spline of its own). The slope is
+#: 3 - 2.25 q below q = 1 and 0.75 (2 - q)^2 / q above, in [0, 3]; float32 rounding near q = 0, where it is computed as
 #: (0.75 (2 - q)^2 - 3 (1 - q)^2) / q, can take it a little outside, hence the room up to 3.5. A
 #: uint16 (2 bytes per pair; float32 would take the engine past 250 bytes per particle at 1M) keeps it
 #: within 2.7e-5, and a pair's push, proportional to q times the slope, within 5.4e-5 of the largest
@@ -71,8 +70,7 @@ def _offset(xf, nbr, t, xi, yi, zi):
 
     Unsigned, flattened indices: a signed one costs a negative-index test per value read, a 2-D one a
     multiplication by the run-time row stride (together about a third of a pass's instructions). The
-    list position t comes from a signed range: read as unsigned too, which took 10 % off the density
-    pass and 4 % off the correction (one thread, CPU time, the benchmark's 64,000 particles)."""
+    list position t comes from a signed range: it is read as unsigned too."""
     j = np.uintp(nbr[np.uintp(t)])
     r = j * np.uintp(4)
     dx = xi - xf[r]
@@ -114,14 +112,12 @@ def _row(xq, i):
 
 
 #: Pairs per step of the density and XSPH pair loops (:func:`engine.solvers.pbf_lanes.density_lanes`): 16
-#: float32 lanes fill one AVX-512 register (two AVX2 ones). With 8 the density pass took 1.7 times as
-#: long (one thread, the benchmark's 64,000 particles).
+#: float32 lanes fill one AVX-512 register (two AVX2 ones).
 LANES = 16
 
 #: Particles whose kernel values :func:`xsph_pass` computes before their velocity sums: about 32 x
-#: 16.5 pairs x 4 bytes stay in the L1 cache. Particle by particle, each waiting for its own values,
-#: XSPH took 10 % longer; the density pass, whose sums come out of the vector step, is 6 % faster
-#: particle by particle than grouped.
+#: 16.5 pairs x 4 bytes stay in the L1 cache (particle by particle, each would wait for its own
+#: values); the density pass, whose sums come out of the vector step, goes particle by particle.
 STAGE_GROUP = 32
 
 
@@ -133,10 +129,7 @@ def _density_range(xf, nbr, p0, m, xi, yi, zi, inv_h, h, inv_unit, bw, slope):
 
     16 lanes of float32 are two halves of the work of 8 where the vector unit is 256 bits wide (AVX-512
     on AMD Zen 4, or AVX2): lanes past the range cost as much as lanes in it, and a third of the lanes
-    of 16-entry steps to the end of each range were past it (the benchmark's 64,000 particles, 14.6
-    entries a particle). One thread, the density pass: 0.93-0.97 of the time (old and new in turn on the
-    recorded inputs of one pass, several processes, 64,000 to 125,000 particles). Steps of 4 for the last
-    4 entries were faster in some processes and 30-37 % slower in others, with the same code and inputs."""
+    of 16-entry steps to the end of each range would be past it (about 15 entries a particle)."""
     acc = np.float32(0.0)
     c = 0
     while m - c > 8:
@@ -226,9 +219,8 @@ def constraint(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, level
     / largest of max(C_i, 0) over block b: a fixed partition, so the sums are the same whatever the
     number of threads. With one level the pass takes a particle's pairs 16 at a time
     (:func:`engine.solvers.pbf_lanes.density_lanes`: the neighbours' rows one 16-byte load each, the kernel
-    and the slope -w'(q) / q of each pair, see :data:`SLOPE_UNIT`, stored for :func:`correct`). Against
-    copying the neighbours' coordinates into buffers with scalar loads first and a loop numba
-    vectorises: 3.4 -> 2.7 ms a pass (one thread, the benchmark's 64,000 particles). A row's fourth
+    and the slope -w'(q) / q of each pair, see :data:`SLOPE_UNIT`, stored for :func:`correct`), with no
+    staged copy of the coordinates. A row's fourth
     value, the lambda this pass writes (other threads too, for their blocks), is loaded along with the
     position and never used.
     """
@@ -416,13 +408,11 @@ def xsph_pass(x, xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass,
     With ``from_slopes`` (one level, and the last pass over the pairs was :func:`constraint` at these
     positions: the iterations stopped on the tolerance) a pair's kernel value is read from the slope
     code that pass stored in ``slope``, through ``w_of_slope`` (:func:`kernel_of_slope`): no position
-    is read, no distance or spline computed (97,336-particle dam break of ``bench/bench_blender.py``,
-    two threads: 4.0 -> 2.6 ms a pass). The positions in ``xq`` are then not needed: its rows hold the
+    is read, no distance or spline computed. The positions in ``xq`` are then not needed: its rows hold the
     later particles' shares instead (``xq`` is overwritten), so that a neighbour's velocity row and
     its share are each one 16-byte access (:func:`engine.solvers.pbf_lanes.xsph_range_shared`; in the
     three-float rows of ``v_out`` a 16-byte update overlaps the next row and stalls the next read of
-    it: slower than scalar code). One thread, the benchmark's 64,000 particles: 2.6 -> 1.8 ms a pass.
-    One kernel for both ways, so that a bake compiles it once.
+    it: slower than scalar code). One kernel for both ways, so that a bake compiles it once.
     """
     n = xq.shape[0]
     xf = xq.reshape(-1)
@@ -438,8 +428,7 @@ def xsph_pass(x, xq, vq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass,
         for g0 in range(i0, i1, STAGE_GROUP):
             g1 = min(i1, g0 + STAGE_GROUP)
             if staged:
-                # the kernel values of every pair of the group first, 16 at a time (computed particle by
-                # particle before the sums, each particle waited for its own: 10 % slower)
+                # the kernel values of every pair of the group first, 16 at a time
                 o = 0
                 for i in range(g0, g1):
                     xi, yi, zi = _vec3(xq, i)
@@ -511,8 +500,7 @@ def copy_xyz(src,
              # outputs
              dst):
     """dst[i, :3] = src[i, :3] for every row: positions into and out of the (N, 4) rows of the
-    iterations. numpy copies a 3-of-4-column slice element by element (0.67 ms at 64,000 particles,
-    twice a substep); this compiled loop takes 0.055 ms on one thread. Serial on purpose: a parallel
+    iterations (numpy copies a 3-of-4-column slice element by element, a tenth as fast). Serial on purpose: a parallel
     region costs more than the copy when another program holds a core (each region then waits for a
     time slice)."""
     for i in range(src.shape[0]):

@@ -43,7 +43,7 @@ from ..collision.walls import near_walls, wall_gradient, wall_hydrostatic, wall_
 #: Exponent of the Tait equation of state (eq. 6).
 GAMMA = 7.0
 #: Verlet skin of the neighbour lists, in smoothing lengths: a list holds pairs within 2h + SKIN h and
-#: lasts until a particle has moved SKIN h / 2 (about 5 substeps at 1 m/s, h = 3 cm, dt = 0.5 ms) for
+#: lasts until a particle has moved SKIN h / 2 (a few substeps at liquid speeds) for
 #: (1 + SKIN / 2)^3 = 1.24 times the pairs of an exact list.
 SKIN = 0.15
 #: particles per block of :func:`max_displacement2` (one maximum per block)

@@ -69,13 +69,14 @@ from numba import njit, prange
 
 from ..collision.queries import project
 from ..collision.world import CollisionWorld, SWEEP_STEP, empty_world_args
-from ..core.kernels import cubic_dshape32 as _dw32, half_space_tables, lattice_sum, wall_moment_tables
+from ..core.kernels import cubic_dshape32 as _dw32
 from ..core.cell_grid import CellGrid, build_grid
 from ..core.neighbour_list import NeighbourList
 from ..core.particles import Particles
 from ..core.state_check import max_speed_and_acceleration
 from ..collision.walls import clamp_into_boxes
 from . import SolverSetup, SpeedLimit
+from .wcsph_model import DEFAULT_DENSITY, DENSITY_MODES, WCSPHModel, make_model  # noqa: F401
 from .sph import (FASTMATH, GAMMA, SKIN, accelerations, density_pressure, max_displacement2, pair_constants,
                   pair_offset,
                   store_density, walls_at)
@@ -84,65 +85,6 @@ log = logging.getLogger(__name__)
 
 #: particles per block of the fused drift pass (one displacement maximum per block)
 BLOCK = 4096
-#: How the density is found: "continuity" integrates d rho / dt (Suárez & Susín 2006, eq. 5), "summation" sums the
-# kernel.
-DENSITY_MODES = ("continuity", "summation")
-DEFAULT_DENSITY = "continuity"
-
-
-@dataclass(frozen=True)
-class WCSPHModel:
-    """Static parameters of one WCSPH bake (SI units)."""
-
-    h: float              # smoothing length, m (support 2h)
-    dx: float             # particle spacing, m
-    mass: float           # particle mass, kg
-    rho0: float           # rest density, kg/m^3
-    c0: float             # speed of sound, m/s
-    alpha: float          # artificial viscosity coefficient
-    nu: float             # kinematic viscosity, m^2/s
-    gravity: np.ndarray   # (3,) float64, m/s^2
-    boxes: np.ndarray     # (K, 2, 3) float64, inner lower/upper corners of box containers, m
-    box_friction: np.ndarray  # (K,) fraction of tangential velocity lost on contact with each box's walls
-    box_bounce: np.ndarray    # (K,) fraction of the normal velocity kept, reversed, on contact
-    cfl: float
-    table_d0: float       # first tabulated wall distance, m (= -2h)
-    table_step: float     # spacing of the wall tables, m
-    psi: np.ndarray       # (S,) float64, kernel mass of the solid half-space at distance d
-    dpsi: np.ndarray      # (S,) float64, its derivative, 1/m
-    tau_n: np.ndarray     # (S,) float64, normal gradient moment of the wall lattice (kernels.wall_moment_tables)
-    tau_t: np.ndarray     # (S,) float64, tangential gradient moment of the wall lattice
-    density: str = DEFAULT_DENSITY  # one of DENSITY_MODES: "continuity" (Suárez & Susín 2006, eq. 5) or "summation"
-    delta: float = 0.1    # density-diffusion coefficient of the continuity mode (Molteni & Colagrossi 2009)
-
-    @property
-    def pressure_constant(self) -> float:
-        """P0 = rho0 c0^2 / gamma of the Tait equation (Suárez & Susín 2006, eq. 6), Pa."""
-        return self.rho0 * self.c0 * self.c0 / GAMMA
-
-
-def make_model(*, dx, h_factor, rho0, c0, alpha, nu, gravity, boxes, friction=0.0, bounce=0.0,
-               cfl, density=DEFAULT_DENSITY, delta=0.1) -> WCSPHModel:
-    """``friction`` and ``bounce``: one value for every box, or one per box. ``density``: one of
-    :data:`DENSITY_MODES`; ``delta``: the density-diffusion coefficient of the continuity mode."""
-    if density not in DENSITY_MODES:
-        raise ValueError(f"density must be one of {', '.join(DENSITY_MODES)}, not {density!r}")
-    if not delta >= 0.0:
-        raise ValueError(f"delta must be >= 0, not {delta!r}")
-    h = h_factor * dx
-    mass = rho0 / lattice_sum("cubic", h, dx)
-    d, psi, dpsi = half_space_tables("cubic", h, dx)
-    _, _, tau_n, tau_t = wall_moment_tables("cubic", h, dx)
-    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 2, 3)
-    k = boxes.shape[0]
-    return WCSPHModel(h=h, dx=dx, mass=mass, rho0=rho0, c0=c0, alpha=alpha, nu=nu,
-                      gravity=np.asarray(gravity, dtype=np.float64).reshape(3), boxes=boxes,
-                      box_friction=np.broadcast_to(np.asarray(friction, dtype=np.float64), (k,)).copy(),
-                      box_bounce=np.broadcast_to(np.asarray(bounce, dtype=np.float64), (k,)).copy(), cfl=cfl,
-                      table_d0=float(d[0]), table_step=float(d[1] - d[0]),
-                      psi=psi, dpsi=dpsi, tau_n=tau_n, tau_t=tau_t, density=density, delta=float(delta))
-
-
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def continuity_density(x, v, rho_old, nbr_start, nbr_count, nbr, dt, h, mass, rho0, p0, c0, delta, gx, gy, gz,
                        boxes, table_d0, table_step, psi, dpsi, cset,

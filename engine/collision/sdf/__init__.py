@@ -75,10 +75,6 @@ exact w is itself within 0.01 of 1/2, i.e. on the "virtual surface" spanning a h
 side is right. Inside the band, w is evaluated at about half of the nodes and copied to the others
 across grid edges the surface cannot cross (see :func:`_block_windings`); the index takes one
 evaluation per empty tile and per empty block of the other tiles, at their centres.
-
-Cost (``bench/bench_sdf.py``, a shared 2-core machine): a 100k-triangle torus at 1/200 of its
-extent (1.6M stored nodes, 12 MiB) builds in about 5 s of CPU, a little more than half of it
-winding numbers; sampling costs ~65 ns per point for Morton-sorted queries near the surface.
 """
 
 from .build import build_sdf

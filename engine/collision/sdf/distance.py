@@ -1,10 +1,10 @@
 """Exact point-triangle distances (Ericson 2004, *Real-Time Collision Detection* §5.1.5).
 
 Geometry and winding helpers are plain @njit rather than inline='always': inlining everything at
-the numba-IR level into the parallel loops made the distance-grid build compile in ~45 s instead of
-~20 s, and measured no faster for the winding numbers (LLVM still inlines small scalar calls). The
-sampling helpers (:mod:`engine.collision.sdf.query`) are inlined: there a call per point (reference counting
-of the array arguments) made sampling ~1.7x slower.
+the numba-IR level into the parallel loops would double the distance-grid build's compile time for
+no faster winding numbers (LLVM still inlines small scalar calls). The sampling helpers
+(:mod:`engine.collision.sdf.query`) are inlined: there a call per point costs the reference counting
+of the array arguments.
 """
 
 from __future__ import annotations

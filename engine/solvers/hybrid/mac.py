@@ -365,11 +365,8 @@ def _rbsor_body(p, rhs, mask, ktop, dx, omega, tol, max_iter):
 _rbsor_parallel, _rbsor_serial = _builds(_rbsor_body)
 
 #: The grid kernels run in parallel from this many computed cells up; below, the cost of waking
-#: the threads (twice per iteration for red-black SOR) exceeds the work (same result either way).
-#: Measured on 2 idle cores with the branch-free sweeps: 12,600 cells, 22 sweeps per solve, 1.75 ms
-#: serial against 1.2 ms parallel (the predictor 0.95 against 0.3 ms); 5,400 cells, 13 sweeps,
-#: 0.35 against 0.30 ms (predictor 0.16 against 0.12 ms). On a loaded machine every parallel
-#: region costs more, so small grids stay serial.
+#: the threads (twice per iteration for red-black SOR) exceeds the work (same result either way);
+#: on a loaded machine every parallel region costs more, so small grids stay serial.
 PARALLEL_MIN_CELLS = 4096
 
 
