@@ -13,7 +13,7 @@ FASTMATH = True
 #: Kernel sums that must keep IEEE semantics for NaN and infinity but may be vectorised (the surface's
 #: colour field and vertex averages): reassociation, no signed zeros, contraction; no approximate
 #: functions.
-FASTMATH_SUMS = frozenset({"reassoc", "nsz", "contract"})
+FASTMATH_SUMS = {"reassoc", "nsz", "contract"}
 
 #: The MAC grid's advection and pressure solve: none (its serial and parallel builds must give
 #: identical results, and the SOR sweeps compare residuals against a tolerance).

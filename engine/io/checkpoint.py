@@ -31,7 +31,7 @@ emitted     ()           int64    particles emitted so far
 removed     ()           int64    particles removed so far
 time        ()           float64  seconds since the first frame
 frame       ()           int64    the frame this state ends
-solver      ()           str      solver name ('WCSPH', 'PBF', 'HYBRID')
+solver      ()           str      the solver's name (a key of ``SOLVER_TYPES``)
 ==========  ===========  =======  =================================================
 
 Versions: 1 is the first versioned checkpoint (every array above but the solver's own is
