@@ -56,7 +56,27 @@ def _install_zip(build, out_dir: str) -> str:
     result = bpy.ops.extensions.package_install_files(filepath=zips[0], repo="user_default",
                                                       enable_on_install=True)
     assert result == {"FINISHED"}, result
+    _keep_source_times(importlib.import_module("bl_ext.user_default.surge"))
     return "bl_ext.user_default.surge"
+
+
+def _keep_source_times(module) -> None:
+    """Give the installed add-on's Python files the modification times of the files they were built from.
+
+    Installing unpacks the zip with the current time; numba's cache of a kernel is valid only for the
+    source file's size and time it was compiled from. With the source's times, the kernels the last test
+    run compiled (kept in the add-on's user folder, see ``tests/conftest.py``) load instead of compiling
+    again, for every file that did not change since.
+    """
+    installed = os.path.dirname(module.__file__)
+    for base, _dirs, names in os.walk(installed):
+        for name in names:
+            if name.endswith(".py"):
+                path = os.path.join(base, name)
+                source = os.path.join(ROOT, os.path.relpath(path, installed))
+                if os.path.isfile(source) and os.path.getsize(source) == os.path.getsize(path):
+                    st = os.stat(source)
+                    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def _enable_from_source() -> str:
