@@ -21,12 +21,13 @@ import tempfile
 import numba
 import pytest
 
-# Engine kernels compiled inside this process belong to the add-on's package (bl_ext....engine).
-# numba's cache records the module name: a cache written here into the source tree's __pycache__
-# (the from-source mode) would later be loaded by a plain `engine` process and fail to import
-# bl_ext. Keep this process's compiled kernels in a folder of their own; it must be set before the
-# add-on's engine modules are imported.
-numba.config.CACHE_DIR = os.path.join(tempfile.gettempdir(), "surge_blender_tests_numba_cache")
+# Engine kernels compiled inside this process for the add-on from source (bl_ext.dev.<folder>.engine)
+# have the source tree's file names: numba's cache records the module name, and a cache they share
+# with the plain `engine` of the tests (tests/conftest.py) would later be loaded by a plain `engine`
+# process and fail to import bl_ext. Keep them in a folder of their own; it must be set before the
+# add-on's engine modules are imported. (The installed add-on's files have names of their own.)
+if os.environ.get("SURGE_TEST_FROM_SOURCE"):
+    numba.config.CACHE_DIR = os.path.join(tempfile.gettempdir(), "surge_blender_tests_numba_cache")
 
 bpy = pytest.importorskip("bpy")
 import addon_utils  # noqa: E402  (part of Blender: only importable once bpy is)
