@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import bpy
 
+from ..engine.io import atomic
 from ..engine.io import cache as cache_mod
 from ..engine import settings as settings_mod
 from ..engine.scene import jobcheck
@@ -254,7 +255,7 @@ class BakeSession(ChildSession):
         if ww_settings is not None:
             options += ["--whitewater", whitewater.write_settings(cache_dir, ww_settings)]
         self.process = BakeProcess(job, cache_dir, flag, ADDON_ROOT, numba_cache_dir(),
-                                   files.log_path(cache_dir), tuple(options),
+                                   files.pending_log_path(cache_dir), tuple(options),
                                    threads=preferences.bake_threads())
         self.status = ("Resuming from the latest checkpoint" if self.resume_from == "latest" else
                        f"Resuming from frame {self.resume_from}" if self.resume_from is not None else
@@ -449,13 +450,32 @@ class BakeSession(ChildSession):
             return
         if not self.shown:
             files.remove_usd_dir(self.usd_dir)
+        pending = files.pending_job_dir(self.cache_dir)
         for path in files.own_files(self.cache_dir):
-            if os.path.dirname(path) == files.pending_job_dir(self.cache_dir):
+            if os.path.dirname(path) == pending and os.path.basename(path) != files.LOG_FILE:
                 try:
                     os.remove(path)
                 except OSError:
                     pass  # a later bake overwrites it
+        self._keep_log()
         lock.release()
+
+    def _keep_log(self) -> None:
+        """The process has ended: its log becomes the cache's ``job/bake.log`` if this bake replaced the
+        previous one; one refused or failed before that keeps the previous bake's log, its own staying in
+        ``job/pending/``."""
+        process = getattr(self, "process", None)
+        if process is None or process.running:
+            return
+        try:
+            replaced = cache_mod.CacheReader(self.cache_dir).manifest.get("run_id") == self.run_id
+        except EngineError:
+            replaced = False
+        if replaced and os.path.isfile(process.log_path):
+            try:
+                atomic.move(process.log_path, files.log_path(self.cache_dir))
+            except OSError:
+                pass  # the log stays where it is, named in any message about this bake
 
     def _set_status(self, text: str, frames: list) -> None:
         state = bake_state.ensure(self.scene())

@@ -5,8 +5,8 @@ Layout inside the folder the user picks (``Scene.surge.cache_directory``)::
     manifest.json, frames/frame_NNNNNN.npz     the engine's cache (engine.io.cache)
     sdf/                                       collider distance grids, kept between bakes (engine.io.cache)
     job/scene.json, scene.npz, settings.json   the job that baked the cached frames (engine.scene)
-    job/pending/                               the job of a bake that has not replaced them yet
-    job/bake.log                               the last bake process's log (stderr)
+    job/pending/                               the job of a bake that has not replaced them yet, and its log
+    job/bake.log                               the log (stderr) of the bake process that made the frames
     cancel.flag                                exists while a cancel is pending
     surge.lock                                 exists while a bake holds the folder (engine.io.lock)
     usd/bake_XXXXXXXXXXXX/liquid_NNNNNN.usdc   the point files Blender plays back, one folder per bake
@@ -102,7 +102,15 @@ def pending_job_dir(cache_dir: str) -> str:
 
 
 def log_path(cache_dir: str) -> str:
+    """The log of the bake that made the cached frames."""
     return os.path.join(cache_dir, JOB_DIR, LOG_FILE)
+
+
+def pending_log_path(cache_dir: str) -> str:
+    """Where a bake process logs until it has replaced the previous bake (its log then moves to
+    :func:`log_path`); a bake refused or failed before that leaves its log here, and the previous
+    bake's log stays as it was."""
+    return os.path.join(pending_job_dir(cache_dir), LOG_FILE)
 
 
 def cancel_flag(cache_dir: str) -> str:
@@ -140,7 +148,7 @@ def _own(folder: str, names) -> list[str]:
 def own_files(cache_dir: str) -> list[str]:
     """Every file in ``cache_dir`` that Surge wrote besides the engine's (job, log, flag, USD frames)."""
     jdir = job_dir(cache_dir)
-    out = _own(jdir, JOB_FILES + (LOG_FILE,)) + _own(os.path.join(jdir, PENDING_JOB_DIR), JOB_FILES)
+    out = _own(jdir, JOB_FILES + (LOG_FILE,)) + _own(os.path.join(jdir, PENDING_JOB_DIR), JOB_FILES + (LOG_FILE,))
     out += _own(cache_dir, (CANCEL_FLAG, TERMINAL_LOG, TERMINAL_COPY))
     for d in usd_bake_dirs(cache_dir):
         out += [os.path.join(d, n) for n in sorted(os.listdir(d)) if USD_FRAME_RE.match(atomic.final_name(n))]

@@ -29,6 +29,9 @@ MAX_OBJECTS = 5000
 
 COLLECTION_NAME = "Surge Keyframes"
 SHAPE_OBJECT_NAME = "Surge Liquid Keys"
+#: Custom property marking what Bake to Keyframes made (the shape-key object), so that a new run replaces
+#: only that.
+MADE_BY = "surge_made_by"
 
 
 class KeyframeError(Exception):
@@ -100,10 +103,21 @@ def _default_particle_mesh(radius: float):
     return mesh
 
 
+def _made_here(obj) -> bool:
+    """True for an object Bake to Keyframes made (a particle object, or the shape-key mesh): only those are
+    replaced by a new run; an object of the user's that shares a name or a collection with them stays."""
+    if "surge_id" in obj or obj.get(MADE_BY) == "bake_to_keyframes":
+        return True
+    # the shape-key mesh of a file made before objects were marked: a vertex mesh with ids and shape keys
+    data = obj.data if obj.type == "MESH" else None
+    return bool(data is not None and obj.name.startswith(SHAPE_OBJECT_NAME) and data.shape_keys is not None
+                and "id" in data.attributes and not len(data.polygons))
+
+
 def _fresh_collection(scene):
     old = bpy.data.collections.get(COLLECTION_NAME)
     if old is not None:
-        for obj in list(old.objects):
+        for obj in [o for o in old.objects if _made_here(o)]:
             bpy.data.objects.remove(obj)
         for action in [a for a in bpy.data.actions if a.users == 0 and a.name.startswith("Surge Particle")]:
             bpy.data.actions.remove(action)
@@ -160,7 +174,9 @@ def keyframe_shape_keys(scene, frames: list[int], arrays: list[dict], scale_leng
     """One vertex mesh (``Surge Liquid Keys``) with an absolute shape key per cached frame and one
     F-curve on the evaluation time; replaces an earlier one. Returns the object."""
     ids, position, _present = tracks(frames, arrays)
-    old = bpy.data.objects.get(SHAPE_OBJECT_NAME)
+    # the mesh an earlier run made (under its own name, or with a suffix when the user's object took the name)
+    old = next((o for o in bpy.data.objects if o.name.startswith(SHAPE_OBJECT_NAME) and "surge_id" not in o
+                and _made_here(o)), None)
     if old is not None:
         old_mesh = old.data
         bpy.data.objects.remove(old)
@@ -174,6 +190,7 @@ def keyframe_shape_keys(scene, frames: list[int], arrays: list[dict], scale_leng
     attribute.data.foreach_set("value", ids.astype(np.int32))
     mesh.update()
     obj = bpy.data.objects.new(SHAPE_OBJECT_NAME, mesh)
+    obj[MADE_BY] = "bake_to_keyframes"
     scene.collection.objects.link(obj)
 
     basis = obj.shape_key_add(name=f"Frame {frames[0]}", from_mix=False)

@@ -77,8 +77,9 @@ class BakeProcess:
         self.cancel_file = cancel_file
         self.log_path = log_path
         self.cancel_requested_at: float | None = None
+        # --watch-parent: if Blender dies, the bake stops cleanly (checkpoint, manifest 'stopped'), not unseen
         cmd = command or [sys.executable, "-m", "engine.cli", "bake", job_dir, cache_dir, "--cancel-file",
-                          cancel_file, *options]
+                          cancel_file, "--watch-parent", *options]
         self._log = open(log_path, "w", encoding="utf-8")
         try:
             self._proc = subprocess.Popen(
@@ -125,6 +126,11 @@ class BakeProcess:
                 break
             out.append(self._parse(line))
         return out
+
+    @property
+    def running(self) -> bool:
+        """True until the child has exited and its log is closed (:meth:`wait`)."""
+        return self._proc.poll() is None or not self._log.closed
 
     @property
     def finished(self) -> bool:

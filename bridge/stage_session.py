@@ -21,7 +21,7 @@ import bpy
 
 from ..engine.io import atomic
 from ..engine import stages
-from ..engine.io.cache import CacheLock, CacheReader
+from ..engine.io.cache import CacheLock, CacheReader, check_folder
 from ..engine.errors import EngineError, InvalidSceneError
 from . import bake_state, files, usd
 from .child_session import ChildSession
@@ -114,10 +114,15 @@ def free_stage_files(scene, stage_name: str, file_re, job_files: tuple, release,
     ``release(scene)`` first points the scene's objects away from the files (Windows cannot delete a file
     Blender holds open). Holds the folder's lock meanwhile for ``purpose`` ("Free Surface"; ``locked``:
     the caller holds it); raises ``CacheLockedError`` while a bake or a stage writes there.
+
+    As Free Bake, it deletes nothing in a folder that is not a Surge cache folder (``ForeignFolderError``):
+    a ``surface/`` or ``job/`` folder of the user's own there is not Surge's to delete.
     """
     from .paths import ADDON_ROOT
 
     cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
+    if not check_folder(cache_dir, files.NOT_FOREIGN):
+        return cache_dir, 0  # missing or empty: nothing of Surge's there
     with locked_for(cache_dir, f"{purpose} of scene '{scene.name}'", held=locked):
         release(scene)
         count = stages.clear_stage(cache_dir, stage_name, file_re) if os.path.isdir(cache_dir) else 0

@@ -5,7 +5,7 @@ Usage (from the add-on folder, or with it on ``PYTHONPATH``)::
     python -m engine.cli bake JOB_DIR CACHE_DIR [--cancel-file PATH] [--checkpoint-every N]
                              [--resume-from FRAME|latest] [--accept-scene-change] [--usd-dir DIR]
                              [--surface FILE.json] [--whitewater FILE.json] [--run-id ID]
-                             [--lock-token TOKEN] [--quiet]
+                             [--lock-token TOKEN] [--watch-parent] [--quiet]
 
 Prints one JSON object per line on stdout:
 
@@ -18,8 +18,11 @@ Prints one JSON object per line on stdout:
 
 Exit status: 0 complete, 1 engine error (message in the error event), 2 bad usage,
 3 cancelled (frames written so far stay valid). Creating the file named by ``--cancel-file``
-asks the bake to stop after the current substep. ``--checkpoint-every N`` saves the solver state
-every N frames (``checkpoints/`` in the cache folder); ``--resume-from`` continues the bake in
+asks the bake to stop after the current substep; ``--watch-parent`` stops it the same way once the
+process that started it has gone (the manifest then says 'stopped'), and so does a broken pipe on
+stdout (nobody reads the progress). ``--checkpoint-every N`` saves the solver state every N frames
+(``checkpoints/`` in the cache folder), and a bake stopped in between saves one at the last frame it
+finished, so that it resumes exactly there; ``--resume-from`` continues the bake in
 CACHE_DIR from one of them (``latest``: the last one every earlier frame is baked for that can be
 read) with the job's settings, replacing the frames after it; a scene whose objects changed since
 the cached frames were baked is refused unless ``--accept-scene-change`` is given.
@@ -45,11 +48,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 
 from .io.child import cancel_flag, emit, log_to_stderr
-from .errors import BakeCancelled, EngineError
+from .errors import BakeCancelled, BakeStopped, EngineError
+
+log = logging.getLogger(__name__)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="mesh each frame with the surface settings in FILE.json as it is cached")
     b.add_argument("--whitewater", default=None, metavar="FILE.json",
                    help="make each frame's whitewater with the settings in FILE.json as it is cached")
+    b.add_argument("--watch-parent", action="store_true",
+                   help="stop cleanly (frames kept, a checkpoint where it stopped) if the parent process goes away")
     b.add_argument("--quiet", action="store_true", help="log warnings only (stderr)")
     args = parser.parse_args(argv)
     if args.checkpoint_every < 0:
@@ -88,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     log_to_stderr(args.quiet)
     from . import driver  # imported late so that argument errors do not wait for numba
 
-    cancel = cancel_flag(args.cancel_file)
+    cancel = cancel_flag(args.cancel_file, args.watch_parent)
 
     from .io.cache import CacheLock
 
@@ -108,16 +116,26 @@ def main(argv: list[str] | None = None) -> int:
                                   run_id=args.run_id, accept_scene_change=args.accept_scene_change, lock=lock,
                                   ignore=ignore)
     except BakeCancelled as exc:
+        if isinstance(exc, BakeStopped):
+            log.warning("%s", exc)
         getattr(progress, "finish", lambda *a: None)("cancelled", str(exc))
-        emit({"event": "done", "status": "cancelled", "message": str(exc)})
+        _last(emit, {"event": "done", "status": "cancelled", "message": str(exc)})
         return 3
     except (EngineError, OSError, ValueError) as exc:
         getattr(progress, "finish", lambda *a: None)("failed", str(exc))
-        emit({"event": "error", "error": type(exc).__name__, "message": str(exc)})
+        _last(emit, {"event": "error", "error": type(exc).__name__, "message": str(exc)})
         return 1
     getattr(progress, "finish", lambda *a: None)("complete")
-    emit({"event": "done", "status": "complete", **summary})
+    _last(emit, {"event": "done", "status": "complete", **summary})
     return 0
+
+
+def _last(emit_, event: dict) -> None:
+    """The closing event; if the parent has just gone, there is nobody to tell and nothing to stop."""
+    try:
+        emit_(event)
+    except BakeStopped:
+        pass
 
 
 def _following(args, resumed: bool):

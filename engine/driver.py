@@ -22,7 +22,8 @@ from .scene import jobcheck
 from .io import checkpoint
 from . import settings as settings_mod
 from .io.cache import SDF_DIR, CacheLock, CacheReader, CacheWriter, check_writable, claim_folder, mark_ended
-from .errors import BakeCancelled, CacheFormatError, InvalidSceneError, SimulationDivergedError
+from .errors import (BakeCancelled, BakeStopped, CacheFormatError, FileWriteError, InvalidSceneError,
+                     SimulationDivergedError)
 from .io.child import resident_bytes
 from .scene import SceneDescription, channel_names, load_job, scene_hash
 
@@ -277,14 +278,21 @@ def _bake_locked(scene, settings, cache_dir, emit_, cancel, checkpoint_every, re
     first_arrays = solver.particles.frame_arrays() if resumed is None else None
     first = scene.frame_start + 1 if resumed is None else resume_from + 1
 
-    def replace_previous_bake() -> CacheWriter:
-        """The first frame is simulated: from here on this bake is the cache folder's."""
-        if resumed is None:
-            w = CacheWriter(cache_dir, dict(header, segments=[segment]), extra, run_id=run_id)
-            w.write_frame(scene.frame_start, first_arrays)
-        else:
-            earlier = [g for g in manifest.get("segments", []) if g["from_frame"] <= resume_from]
-            w = CacheWriter.resume(cache_dir, resume_from, dict(header, segments=earlier + [segment]), run_id=run_id)
+    def replace_previous_bake(frames: dict) -> CacheWriter:
+        """The first frame is simulated: from here on this bake is the cache folder's. ``frames`` (frame ->
+        arrays) are on disk before the previous bake changes, so a write failure (a full disk) leaves it
+        as it was."""
+        try:
+            if resumed is None:
+                w = CacheWriter(cache_dir, dict(header, segments=[segment]), extra, run_id=run_id,
+                                first_frames={scene.frame_start: first_arrays, **frames})
+            else:
+                earlier = [g for g in manifest.get("segments", []) if g["from_frame"] <= resume_from]
+                w = CacheWriter.resume(cache_dir, resume_from, dict(header, segments=earlier + [segment]),
+                                       run_id=run_id, first_frames=frames)
+        except OSError as exc:
+            raise FileWriteError(exc.errno, f"{exc}. Nothing of the previous bake in '{cache_dir}' was changed: "
+                                            f"it is kept") from exc
         if job_dir is not None:
             jobcheck.record_job(job_dir, cache_dir)
         # the cache now holds this bake's first frames (the initial one, or those a resume keeps):
@@ -297,16 +305,24 @@ def _bake_locked(scene, settings, cache_dir, emit_, cancel, checkpoint_every, re
     sim_start = time.perf_counter()
     n_frames = scene.frame_end - first + 1
     writer = None
+    # (frame, checkpoint arrays) of the last frame written when it is not a checkpoint frame: a bake
+    # stopped in the middle of the next frame writes it as a checkpoint, so it resumes exactly there
+    last_state = None
     try:
         for k, frame in enumerate(range(first, scene.frame_end + 1)):
             substeps = sim.advance_frame(frame, frame_dt, cancel, None if writer is not None else
                                          "Bake cancelled before its first frame; the previous bake is kept")
+            arrays = solver.particles.frame_arrays()
             if writer is None:
-                writer = replace_previous_bake()
-            writer.write_frame(frame, solver.particles.frame_arrays())
+                writer = replace_previous_bake({frame: arrays})
+            else:
+                writer.write_frame(frame, arrays)
+            last_state = None
             if checkpoint.is_due(frame, scene.frame_start, checkpoint_every):
                 checkpoint.save(cache_dir, frame, solver, sources)
                 writer.add_checkpoint(frame)
+            elif checkpoint_every > 0 and frame < scene.frame_end:
+                last_state = (frame, checkpoint.state(frame, solver, sources, copy=True))
             total_substeps += substeps
             elapsed = time.perf_counter() - t0
             done = k + 1
@@ -315,16 +331,33 @@ def _bake_locked(scene, settings, cache_dir, emit_, cancel, checkpoint_every, re
                    "frame_end": scene.frame_end, "substeps": substeps, "particles": len(solver.particles),
                    "elapsed": round(elapsed, 3), "eta": round(eta, 3), "memory": resident_bytes()})
         if writer is None:  # nothing left to simulate (a resume from the last frame)
-            writer = replace_previous_bake()
+            writer = replace_previous_bake({})
     except BaseException as exc:
         if writer is not None:
-            status = "cancelled" if isinstance(exc, (BakeCancelled, KeyboardInterrupt)) else "failed"
-            writer.finish(status, str(exc) or type(exc).__name__)
+            stopped = isinstance(exc, (BakeCancelled, KeyboardInterrupt))
+            message = str(exc) or type(exc).__name__
+            if stopped and last_state is not None:
+                message += _checkpoint_at_stop(cache_dir, writer, *last_state)
+            writer.finish("stopped" if isinstance(exc, BakeStopped) else "cancelled" if stopped else "failed",
+                          message)
         raise
     elapsed = time.perf_counter() - t0
     writer.finish("complete", "", elapsed=round(elapsed, 3), substeps=total_substeps)
     return {"frames": len(writer.manifest["frames"]), "particles": len(solver.particles),
             "elapsed": round(elapsed, 3), "substeps": total_substeps}
+
+
+def _checkpoint_at_stop(cache_dir: str, writer: CacheWriter, frame: int, arrays: dict) -> str:
+    """Write the checkpoint of the last frame of a bake that was stopped (cancelled, or its parent went
+    away) and list it; returns words for the manifest's message. A failure to write it is logged, not
+    raised: the frames stay, and the resume starts from the checkpoint before."""
+    try:
+        checkpoint.write(cache_dir, frame, arrays)
+        writer.add_checkpoint(frame)
+    except OSError as exc:
+        log.warning("the checkpoint at frame %d of the stopped bake could not be written: %s", frame, exc)
+        return ""
+    return f"; a checkpoint at frame {frame} resumes it from there"
 
 
 def bake_job(job_dir: str, cache_dir: str, progress: Progress | None = None, cancel: Cancel | None = None,

@@ -45,9 +45,22 @@ class BakeCancelled(EngineError):
     """The bake was stopped by the cancel callback; every frame written before stays valid."""
 
 
+class BakeStopped(BakeCancelled):
+    """The bake stopped cleanly by itself because the process that started it and reads its progress
+    (Blender) went away; every frame written before stays valid and a checkpoint marks where it stopped."""
+
+
 class CacheLockedError(EngineError):
     """Another live process (a bake, a live session, a surface or whitewater stage) holds the cache folder."""
 
 
 class ForeignFolderError(EngineError):
     """A folder chosen as a cache folder holds files that are not Surge's; nothing in it was touched."""
+
+
+class FileWriteError(OSError):
+    """A file could not be written (a full disk, a file size limit, no permission). An ``OSError`` (it
+    keeps ``errno``) whose text is the message alone: it names the file and says why."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)

@@ -270,7 +270,8 @@ def test_an_interrupted_write_leaves_no_temporary_file_and_names_the_file(tmp_pa
         fh.write(b"partial")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    with pytest.raises(OSError, match=r"Cannot write '.*frame_000001\.npz': No space left on device") as info:
+    with pytest.raises(OSError, match=r"Cannot write '.*frame_000001\.npz': the disk is full .*"
+                                         r"\(No space left on device\)") as info:
         atomic.write_file(target, full_disk)
     assert info.value.errno == errno.ENOSPC
     assert os.listdir(tmp_path) == []

@@ -66,14 +66,14 @@ def test_resume_after_cancel_equals_an_uninterrupted_bake(tmp_path, solver):
         driver.bake(scene, settings, parts, progress=progress, cancel=cancel, checkpoint_every=3)
     reader = CacheReader(parts)
     assert reader.frames == list(range(1, 6)) and reader.manifest["status"] == "cancelled"
-    assert checkpoint.resumable_frames(parts) == [4]
+    assert checkpoint.resumable_frames(parts) == [4, 5]  # the regular one, and the cancel's own at its last frame
 
-    summary = driver.bake(scene, settings, parts, resume_from=4, checkpoint_every=3)
+    summary = driver.bake(scene, settings, parts, resume_from="latest", checkpoint_every=3)
     assert summary["frames"] == 8
     _assert_same_frames(whole, parts, range(1, 9))
     manifest = CacheReader(parts).manifest
     assert manifest["status"] == "complete"
-    assert [g["from_frame"] for g in manifest["segments"]] == [1, 5]
+    assert [g["from_frame"] for g in manifest["segments"]] == [1, 6]
     assert manifest["segments"][0]["settings_hash"] == manifest["segments"][1]["settings_hash"]
 
 

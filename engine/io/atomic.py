@@ -14,6 +14,7 @@ writer left so that the cache's cleanup can remove them.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -22,6 +23,8 @@ from contextlib import contextmanager
 from typing import BinaryIO, Callable, Iterator
 
 import numpy as np
+
+from ..errors import FileWriteError
 
 _TEMPORARY_RE = re.compile(r"\.[0-9a-f]{12}\.tmp(\.[A-Za-z0-9]+)?$")
 
@@ -57,11 +60,17 @@ def _fsync(path: str) -> None:
         os.close(fd)
 
 
+#: errno values that mean "no room": the disk (or the user's quota) is full, or the file would pass the
+#: size the system allows a process to write (RLIMIT_FSIZE, a file system's largest file).
+NO_ROOM = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name))
+
+
 def _cannot_write(path: str, exc: OSError) -> OSError:
-    """An ``OSError`` that names the destination (a full disk says which file it stopped)."""
-    err = OSError(exc.errno, f"Cannot write '{path}': {exc.strerror or exc}")
-    err.filename = path
-    return err
+    """A :class:`FileWriteError` that names the destination and, for a full disk, says so in words."""
+    why = exc.strerror or str(exc)
+    if exc.errno in NO_ROOM:
+        why = f"the disk is full or a file size limit was reached ({why}); free some space and try again"
+    return FileWriteError(exc.errno, f"Cannot write '{path}': {why}")
 
 
 @contextmanager
@@ -87,6 +96,52 @@ def replacing(path: str, keep_extension: bool = False) -> Iterator[str]:
         if isinstance(exc, OSError) and not str(exc).startswith("Cannot write"):
             raise _cannot_write(path, exc) from exc
         raise
+
+
+def stage(path: str, write: Callable[[BinaryIO], None], keep_extension: bool = False) -> str:
+    """Write a file meant for ``path`` with ``write(fh)`` under a temporary name beside it, flushed to disk
+    but not yet in place; returns that name. :func:`commit` puts it into place; until then ``path`` is as
+    it was. Used to have the files of a change on disk before anything of the old state is dropped (the
+    first frames of a re-bake). On failure nothing is left behind.
+
+    Raises
+    ------
+    OSError
+        If writing fails; the message names ``path`` (and says so when the disk is full).
+    """
+    tmp = temporary_name(path, keep_extension)
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+        _fsync(tmp)
+    except BaseException as exc:
+        discard(tmp)
+        if isinstance(exc, OSError):
+            raise _cannot_write(path, exc) from exc
+        raise
+    return tmp
+
+
+def commit(tmp: str, path: str) -> None:
+    """Rename a file :func:`stage` wrote into place (atomic, like every other write here)."""
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        discard(tmp)
+        raise _cannot_write(path, exc) from exc
+
+
+def move(source: str, path: str) -> None:
+    """Rename a finished file (a process's log) over ``path`` in one step; ``source`` stays if it fails."""
+    os.replace(source, path)
+
+
+def discard(tmp: str) -> None:
+    """Remove a staged file that will not be committed (gone already is fine)."""
+    try:
+        os.remove(tmp)
+    except OSError:
+        pass
 
 
 def write_file(path: str, write: Callable[[BinaryIO], None]) -> None:

@@ -239,9 +239,12 @@ def _numbered_files(folder: str, pattern: re.Pattern) -> dict[str, int | None]:
 class CacheWriter:
     """Writes a bake into ``cache_dir`` (holding its :class:`CacheLock` is the caller's job).
 
-    Creating it replaces the folder's manifest with one that lists no frame (the previous bake's
-    frames stop counting), then deletes the previous bake's frames and checkpoints: create it once
-    the bake has its first frame to write.
+    Creating it replaces the previous bake, as one transaction: the bake's first frames
+    (``first_frames``) are written to disk under temporary names first, so that a full disk or any
+    other write failure raises while the previous bake is untouched; then the manifest is replaced by
+    one that lists no frame (the previous bake's frames stop counting), the first frames are renamed
+    into place and listed, and only then are the previous bake's other frames and checkpoints
+    deleted. Create it once the bake has its first frames to write.
 
     Parameters
     ----------
@@ -253,10 +256,12 @@ class CacheWriter:
     run_id : str, optional
         Id of this bake (recorded as the manifest's ``run_id``; a host uses it to tell its bake's
         frames from an earlier one's). A new one is made if not given.
+    first_frames : dict of int -> dict of arrays, optional
+        The frames the new bake starts with (the initial state and the first simulated frame).
     """
 
     def __init__(self, cache_dir: str, header: dict, extra_attributes: dict | None = None,
-                 run_id: str | None = None):
+                 run_id: str | None = None, first_frames: dict | None = None):
         self.cache_dir = cache_dir
         self.attributes = dict(ATTRIBUTES)
         for name, spec in (extra_attributes or {}).items():
@@ -265,7 +270,8 @@ class CacheWriter:
             self.attributes[name] = tuple(spec)
         self.frames_dir = os.path.join(cache_dir, FRAMES_DIR)
         os.makedirs(self.frames_dir, exist_ok=True)
-        self.manifest = {
+        staged = self._stage(first_frames or {})
+        manifest = {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
             "cache_id": _existing_cache_id(cache_dir) or uuid.uuid4().hex,
@@ -277,19 +283,18 @@ class CacheWriter:
             "message": "",
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
-        self.manifest.update(header)
-        self._flush()
-        stale = _numbered_files(self.frames_dir, _FRAME_RE)
-        stale.update(_numbered_files(os.path.join(cache_dir, CHECKPOINT_DIR), CHECKPOINT_RE))
-        _remove_quietly(stale)
+        manifest.update(header)
+        self._replace(manifest, staged, lambda frame: True)
 
     @classmethod
-    def resume(cls, cache_dir: str, frame: int, header: dict, run_id: str | None = None) -> "CacheWriter":
+    def resume(cls, cache_dir: str, frame: int, header: dict, run_id: str | None = None,
+               first_frames: dict | None = None) -> "CacheWriter":
         """Continue the bake in ``cache_dir`` after ``frame``: frames and checkpoints after it are dropped,
         ``header`` replaces the manifest fields it names, and the status is 'baking' again.
 
-        The manifest stops listing the dropped files before they are deleted, so a reader never sees
-        a listed frame without its file.
+        As a new bake, in one transaction: ``first_frames`` (the first frames after ``frame``) are on
+        disk before anything changes, and the manifest stops listing the dropped files before they are
+        deleted, so a reader never sees a listed frame without its file.
         """
         manifest = CacheReader(cache_dir).manifest
         writer = cls.__new__(cls)
@@ -298,22 +303,53 @@ class CacheWriter:
         os.makedirs(writer.frames_dir, exist_ok=True)
         writer.attributes = {k: (v["dtype"], tuple(v["shape"]), v["unit"], v["description"])
                              for k, v in manifest["attributes"].items()}
+        staged = writer._stage(first_frames or {})
         manifest["frames"] = [f for f in manifest["frames"] if f <= frame]
         manifest["checkpoints"] = [f for f in manifest["checkpoints"] if f <= frame]
         manifest.update(header)
         manifest.update(status="baking", message="", run_id=run_id or uuid.uuid4().hex)
-        writer.manifest = manifest
-        writer._flush()
-        stale = _numbered_files(writer.frames_dir, _FRAME_RE)
-        stale.update(_numbered_files(os.path.join(cache_dir, CHECKPOINT_DIR), CHECKPOINT_RE))
-        _remove_quietly(p for p, f in stale.items() if f is None or f > frame)
+        writer._replace(manifest, staged, lambda f: f > frame)
         return writer
 
-    def _flush(self) -> None:
-        atomic.write_json(os.path.join(self.cache_dir, MANIFEST), self.manifest)
+    def _stage(self, frames: dict) -> dict:
+        """Write ``frames`` (frame -> arrays) under temporary names; returns frame -> temporary path. On a
+        failure the ones written are removed and the error raised (nothing else has changed)."""
+        staged = {}
+        try:
+            for frame, arrays in sorted(frames.items()):
+                out = self._checked(frame, arrays)
+                path = os.path.join(self.frames_dir, frame_filename(frame))
+                staged[int(frame)] = atomic.stage(path, lambda fh, out=out: np.savez(fh, **out))
+        except BaseException:
+            for tmp in staged.values():
+                atomic.discard(tmp)
+            raise
+        return staged
 
-    def write_frame(self, frame: int, arrays: dict) -> str:
-        """Write one frame atomically, then list it in the manifest. Returns the file path."""
+    def _replace(self, manifest: dict, staged: dict, dropped) -> None:
+        """Replace the manifest with ``manifest``, put the ``staged`` frames into place and list them, then
+        delete the frames and checkpoints of numbers ``dropped(number)`` says go (and temporary leftovers)."""
+        self.manifest = manifest
+        try:
+            self._flush()
+        except BaseException:
+            for tmp in staged.values():
+                atomic.discard(tmp)
+            raise
+        stale = _numbered_files(self.frames_dir, _FRAME_RE)
+        stale.update(_numbered_files(os.path.join(self.cache_dir, CHECKPOINT_DIR), CHECKPOINT_RE))
+        keep = set(staged.values())
+        for frame, tmp in staged.items():
+            path = os.path.join(self.frames_dir, frame_filename(frame))
+            atomic.commit(tmp, path)
+            keep.add(path)
+        if staged:
+            self.manifest["frames"] = sorted(set(self.manifest["frames"]) | set(staged))
+            self._flush()
+        _remove_quietly(p for p, f in stale.items() if p not in keep and (f is None or dropped(f)))
+
+    def _checked(self, frame: int, arrays: dict) -> dict:
+        """The arrays of one frame in the cache's dtypes, checked against its attributes."""
         out = {}
         missing = [name for name in self.attributes if name not in arrays]
         if missing:
@@ -323,6 +359,14 @@ class CacheWriter:
             if a.shape[1:] != tail:
                 raise CacheFormatError(f"Attribute '{name}' has shape {a.shape}, expected (N, {tail})")
             out[name] = a
+        return out
+
+    def _flush(self) -> None:
+        atomic.write_json(os.path.join(self.cache_dir, MANIFEST), self.manifest)
+
+    def write_frame(self, frame: int, arrays: dict) -> str:
+        """Write one frame atomically, then list it in the manifest. Returns the file path."""
+        out = self._checked(frame, arrays)
         path = os.path.join(self.frames_dir, frame_filename(frame))
         atomic.write_npz(path, out)
         self.manifest["frames"] = sorted(set(self.manifest["frames"]) | {int(frame)})

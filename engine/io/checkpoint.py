@@ -76,9 +76,10 @@ def is_due(frame: int, frame_start: int, every: int) -> bool:
     return every > 0 and frame > frame_start and (frame - frame_start) % every == 0
 
 
-def save(cache_dir: str, frame: int, solver, sources=None) -> str:
-    """Write the state of ``solver`` (and of the emitters, ``sources``) at the end of ``frame``;
-    returns the file's path."""
+def state(frame: int, solver, sources=None, copy: bool = False) -> dict:
+    """The arrays a checkpoint of ``solver`` (and of the emitters, ``sources``) at the end of ``frame``
+    holds (see the module docstring); with ``copy``, copies that the solver's next substeps leave alone
+    (a bake keeps the state of its last frame this way, to checkpoint it if it is stopped mid-frame)."""
     pt: Particles = solver.particles
     arrays = {name: getattr(pt, name) for name in _PARTICLE_ARRAYS}
     arrays["age"] = pt.age
@@ -94,10 +95,21 @@ def save(cache_dir: str, frame: int, solver, sources=None) -> str:
                   removed=np.int64(0 if sources is None else sources.removed))
     arrays.update(time=np.float64(solver.time), frame=np.int64(frame), solver=np.array(solver.name),
                   format=np.array(FORMAT_NAME), format_version=np.int64(FORMAT_VERSION))
+    return {k: np.array(v, copy=True) for k, v in arrays.items()} if copy else arrays
+
+
+def write(cache_dir: str, frame: int, arrays: dict) -> str:
+    """Write the checkpoint ``arrays`` (from :func:`state`) of ``frame``; returns the file's path."""
     path = checkpoint_path(cache_dir, frame)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     atomic.write_npz(path, arrays)
     return path
+
+
+def save(cache_dir: str, frame: int, solver, sources=None) -> str:
+    """Write the state of ``solver`` (and of the emitters, ``sources``) at the end of ``frame``;
+    returns the file's path."""
+    return write(cache_dir, frame, state(frame, solver, sources))
 
 
 def frames_on_disk(cache_dir: str) -> list[int]:

@@ -17,11 +17,29 @@ import os
 import sys
 from typing import Callable
 
+from ..errors import BakeStopped
+
+
+#: What a bake that stops because its parent went away says (log, manifest).
+PARENT_GONE = ("The bake stopped: the process that started it (Blender, or a farm's worker) went away. The frames "
+               "baked so far are kept; resume to continue")
+
 
 def emit(event: dict) -> None:
-    """Write one event as a JSON line on stdout, flushed at once (the parent reads line by line)."""
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
+    """Write one event as a JSON line on stdout, flushed at once (the parent reads line by line).
+
+    Raises
+    ------
+    BakeStopped
+        The first time the parent is found gone (the pipe is broken); events after that go nowhere, so
+        the bake ends cleanly instead of failing on every line it would still print.
+    """
+    try:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (closed by the interpreter at exit)
+        raise BakeStopped(PARENT_GONE) from exc
 
 
 def log_to_stderr(quiet: bool) -> None:
@@ -30,15 +48,38 @@ def log_to_stderr(quiet: bool) -> None:
                         format="%(levelname)s %(name)s: %(message)s")
 
 
-def cancel_flag(path: str | None) -> Callable[[], bool] | None:
-    """A cancel callback that is true once the file ``path`` exists; None when no file is named."""
-    if not path:
+def cancel_flag(path: str | None, watch_parent: bool = False) -> Callable[[], bool] | None:
+    """A cancel callback that is true once the file ``path`` exists; None when no file is named and the
+    parent is not watched.
+
+    With ``watch_parent`` it raises :class:`BakeStopped` once the process that started this one has
+    gone (Blender was killed or crashed): nobody reads the progress any more, and the bake stops cleanly
+    at the next substep instead of running on unseen.
+    """
+    if not path and not watch_parent:
         return None
+    parent_alive = _parent_watch() if watch_parent else None
 
     def cancel() -> bool:
-        return os.path.exists(path)
+        if parent_alive is not None and not parent_alive():
+            raise BakeStopped(PARENT_GONE)
+        return bool(path) and os.path.exists(path)
 
     return cancel
+
+
+def _parent_watch() -> Callable[[], bool]:
+    """A callable telling whether this process's parent still runs."""
+    parent = os.getppid()
+    if sys.platform != "win32":
+        # an orphan is adopted by init (or a subreaper): its parent id changes
+        return lambda: os.getppid() == parent
+    kernel32 = ctypes.windll.kernel32
+    synchronize, wait_object_0 = 0x00100000, 0
+    handle = kernel32.OpenProcess(synchronize, False, parent)
+    if not handle:
+        return lambda: True  # cannot watch it: the broken pipe of the progress lines tells instead
+    return lambda: kernel32.WaitForSingleObject(handle, 0) != wait_object_0
 
 
 def _linux() -> int:

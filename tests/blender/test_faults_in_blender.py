@@ -1,0 +1,111 @@
+"""Bad input and faults, seen from Blender: what each one did before it was closed, and that nothing
+already baked is lost and every refusal names its reason.
+
+Each test names in its docstring what the add-on did before.
+"""
+
+from __future__ import annotations
+
+import os
+
+import bpy
+import pytest
+
+from blender_helpers import add_box, column_scene, evaluated_points, snapshot, submodule
+
+pytestmark = pytest.mark.blender
+
+
+def test_free_surface_and_free_whitewater_delete_nothing_in_a_folder_that_is_not_a_cache(scene, surge, tmp_path):
+    """Before: Free Surface deleted surface/manifest.json, surface/frames/surface_000001.npz and
+    job/surface.json from a folder that was never a Surge cache, and Free Whitewater
+    whitewater/manifest.json and job/whitewater.log (Free Bake refused the same folder)."""
+    home = tmp_path / "home"
+    mine = {name: name.encode() for name in (
+        "notes.txt", os.path.join("surface", "manifest.json"), os.path.join("surface", "frames", "surface_000001.npz"),
+        os.path.join("job", "surface.json"), os.path.join("whitewater", "manifest.json"),
+        os.path.join("job", "whitewater.log"))}
+    for rel, data in mine.items():
+        os.makedirs(home / os.path.dirname(rel), exist_ok=True)
+        (home / rel).write_bytes(data)
+    scene.surge.cache_directory = str(home)
+    for op, options in ((bpy.ops.surge.free_surface, {}), (bpy.ops.surge.free_whitewater, {}),
+                        (bpy.ops.surge.free_bake, {}), (bpy.ops.surge.free_bake, {"what": "SURFACE"})):
+        with pytest.raises(RuntimeError, match=r"holds files that are not Surge's \('job', 'notes.txt', 'surface'"):
+            op(**options)
+    assert snapshot(str(home)) == mine
+    # an empty or missing folder holds nothing to free: no error, nothing made
+    scene.surge.cache_directory = str(tmp_path / "new")
+    assert bpy.ops.surge.free_surface() == {"FINISHED"} and bpy.ops.surge.free_whitewater() == {"FINISHED"}
+    assert not os.path.exists(tmp_path / "new")
+
+
+def test_bake_to_keyframes_replaces_only_what_it_made(scene, surge, tmp_path):
+    """Before: a new run deleted every object of the collection 'Surge Keyframes' and any object called
+    'Surge Liquid Keys', the user's own included."""
+    column_scene(scene, str(tmp_path / "cache"), frames=(1, 2), spacing=0.05)
+    assert bpy.ops.surge.bake() == {"FINISHED"}
+    assert bpy.ops.surge.bake_to_keyframes(mode="OBJECTS") == {"FINISHED"}
+    collection = bpy.data.collections["Surge Keyframes"]
+    made = len(collection.objects)
+    lamp = add_box("My Lamp", (0, 0, 0), (1, 1, 1))
+    collection.objects.link(lamp)
+    mine = add_box("Surge Liquid Keys", (0, 0, 0), (1, 1, 1))
+    assert bpy.ops.surge.bake_to_keyframes(mode="OBJECTS") == {"FINISHED"}
+    assert "My Lamp" in collection.objects and len(collection.objects) == made + 1
+    assert bpy.ops.surge.bake_to_keyframes(mode="SHAPE_KEYS") == {"FINISHED"}
+    assert bpy.data.objects.get("Surge Liquid Keys") == mine and len(mine.data.polygons) == 6
+    keys = [o for o in bpy.data.objects if o.name.startswith("Surge Liquid Keys.")]
+    assert len(keys) == 1 and keys[0].data.shape_keys is not None
+    assert bpy.ops.surge.bake_to_keyframes(mode="SHAPE_KEYS") == {"FINISHED"}  # replaces its own, not the user's
+    assert [o.name for o in bpy.data.objects if o.name.startswith("Surge Liquid Keys")].count("Surge Liquid Keys") == 1
+    assert len([o for o in bpy.data.objects if o.name.startswith("Surge Liquid Keys.")]) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="a file size limit (RLIMIT_FSIZE) stands in for a full disk")
+def test_a_full_disk_at_a_rebakes_first_frame_keeps_the_previous_bake_its_log_and_resume(scene, surge, tmp_path):
+    """Before: "Cannot write ...frame_000001.npz" (with the path twice and an errno), then frames/ and
+    checkpoints/ were empty, the manifest said 'baking' with no frames, Resume said 'nothing to resume',
+    and the refused bake's log had replaced the previous bake's job/bake.log."""
+    import resource
+
+    cache_mod = submodule(surge, "engine.io.cache")
+    cache_dir = str(tmp_path / "cache")
+    column_scene(scene, cache_dir, frames=(1, 12))
+    scene.surge.checkpoint_interval = 4
+    assert bpy.ops.surge.bake() == {"FINISHED"}
+    log = os.path.join(cache_dir, "job", "bake.log")
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write("the log of the bake that made these frames\n")
+    before = {k: v for k, v in snapshot(cache_dir).items() if not k.startswith(os.path.join("job", "pending"))}
+    frame_size = os.path.getsize(cache_mod.CacheReader(cache_dir).frame_path(1))
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    # the bake process inherits the limit: room for its lock and job files, not for a frame
+    resource.setrlimit(resource.RLIMIT_FSIZE, (frame_size // 2, hard))
+    try:
+        with pytest.raises(RuntimeError) as info:
+            bpy.ops.surge.bake()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert "frame_000001.npz': the disk is full or a file size limit was reached" in str(info.value)
+    assert "[Errno" not in str(info.value) and "is kept" in str(info.value)
+    after = {k: v for k, v in snapshot(cache_dir).items() if not k.startswith(os.path.join("job", "pending"))}
+    assert after == before  # frames, checkpoints, manifest, point files and the previous bake's log
+    assert evaluated_points(scene.surge.liquid_object, 12)["count"] == 250
+    assert bpy.ops.surge.resume_bake() == {"FINISHED"}  # from the checkpoint at frame 9
+    assert cache_mod.CacheReader(cache_dir).manifest["status"] == "complete"
+
+
+def test_the_bake_process_stops_by_itself_if_blender_dies(scene, surge, tmp_path):
+    """Before: the engine process had no way to know; killed, Blender left it baking unseen or dying on a
+    broken pipe (the engine's side is tests/test_faults.py::test_a_bake_whose_parent_dies_stops_cleanly...)."""
+    bake = submodule(surge, "bridge.bake")
+    column_scene(scene, str(tmp_path / "cache"), frames=(1, 2))
+    session = bake.BakeSession(scene, bpy.context.evaluated_depsgraph_get())
+    try:
+        assert "--watch-parent" in session.process._proc.args
+        while not session.finished:
+            session.poll(timeout=0.5)
+        assert session.finish().status == "complete"
+    finally:
+        session.release()
