@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -414,6 +415,47 @@ def mark_ended(cache_dir: str, run_id: str | None, status: str, message: str) ->
     return True
 
 
+def _is_number(value, integer: bool = False) -> bool:
+    kinds = (int,) if integer else (int, float)
+    return isinstance(value, kinds) and not isinstance(value, bool) and (integer or math.isfinite(value))
+
+
+def check_manifest(manifest: dict, path: str) -> None:
+    """Raise :class:`CacheFormatError` naming ``path`` and the field if a manifest of this version holds a
+    value of the wrong type or out of range (a hand-edited or damaged file): readers then index frames,
+    build file names and do arithmetic with these values, and would otherwise fail with a traceback.
+    """
+    def bad(field: str, value, want: str):
+        shown = json.dumps(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise CacheFormatError(f"The cache manifest '{path}' is damaged: '{field}' holds {shown}, not {want}. "
+                               f"Bake again to replace it.")
+
+    for field in ("frames", "checkpoints"):
+        values = manifest.get(field, [])
+        if not isinstance(values, list):
+            bad(field, values, "a list of frame numbers")
+        for value in values:
+            if not (_is_number(value, integer=True) and 0 <= value <= 999999):
+                bad(field, value, "a frame number (0-999999)")
+    for field in ("frame_start", "frame_end"):
+        if field in manifest and not _is_number(manifest[field], integer=True):
+            bad(field, manifest[field], "a frame number")
+    for field in ("fps", "particle_spacing", "particle_radius"):
+        if field in manifest and not (_is_number(manifest[field]) and manifest[field] > 0):
+            bad(field, manifest[field], "a positive number")
+    attributes = manifest.get("attributes", {})
+    if not isinstance(attributes, dict):
+        bad("attributes", attributes, "a table of attributes")
+    for name, spec in attributes.items():
+        if not (isinstance(spec, dict) and isinstance(spec.get("dtype"), str) and isinstance(spec.get("shape"), list)
+                and all(_is_number(n, integer=True) and n > 0 for n in spec["shape"])):
+            bad(f"attributes.{name}", spec, "an attribute's dtype and shape")
+    for field in ("settings", "segments", "scene_objects"):
+        if field in manifest and not isinstance(manifest[field], dict if field != "segments" else list):
+            bad(field, manifest[field], "a table" if field != "segments" else "a list")
+
+
 class CacheReader:
     """Reads a cache folder; refuses unknown formats and versions with a clear message."""
 
@@ -434,6 +476,7 @@ class CacheReader:
         if ver != FORMAT_VERSION:
             raise CacheFormatError(f"The cache in '{cache_dir}' has format version {ver!r}; this version of "
                                    f"Surge reads version {FORMAT_VERSION}. Bake again to replace it.")
+        check_manifest(self.manifest, path)
 
     @property
     def frames(self) -> list[int]:

@@ -55,7 +55,7 @@ import numpy as np
 import zipfile
 
 from . import atomic
-from .cache import CHECKPOINT_DIR, CHECKPOINT_RE, CacheReader
+from .cache import CHECKPOINT_DIR, CHECKPOINT_RE, MANIFEST, CacheReader
 from ..errors import CacheFormatError, InvalidSettingsError
 from ..core.particles import Particles
 
@@ -123,11 +123,17 @@ def frames_on_disk(cache_dir: str) -> list[int]:
 def resumable_frames(cache_dir: str) -> list[int]:
     """Checkpoint frames a bake can resume from: those the manifest lists, whose file exists, and
     whose frame and every frame before it are in the cache (a checkpoint is listed after its
-    frame, so a crash between the two leaves a frame without a checkpoint, never the reverse)."""
-    try:
-        reader = CacheReader(cache_dir)
-    except CacheFormatError:
+    frame, so a crash between the two leaves a frame without a checkpoint, never the reverse).
+
+    Raises
+    ------
+    CacheFormatError
+        If the folder's manifest exists but cannot be read (another format version, a damaged file): the
+        message says why, which "no checkpoint" would not. A folder without a manifest has none: [].
+    """
+    if not os.path.exists(os.path.join(cache_dir, MANIFEST)):
         return []
+    reader = CacheReader(cache_dir)
     listed = set(reader.frames)
     start = int(reader.manifest.get("frame_start", min(listed, default=0)))
     return [frame for frame in reader.checkpoints

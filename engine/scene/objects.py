@@ -377,9 +377,14 @@ class SceneDescription:
             problems += _channel_problems(f.channels, owner)
             mesh_problems = _mesh_problems(f.mesh, owner)
             problems += mesh_problems
-            problems += _motion_problems(f, owner, n_frames) + animation.check_tracks(f.tracks, "inflow", n_frames,
-                                                                                      owner)
-            if not problems and f.settings.inflow_mode == "SURFACE" and f.motion == "STATIC":
+            motion_problems = _motion_problems(f, owner, n_frames)
+            problems += motion_problems + animation.check_tracks(f.tracks, "inflow", n_frames, owner)
+            if (not mesh_problems and not motion_problems and f.settings.inflow_mode == "SURFACE"
+                    and not _has_area(f)):
+                problems.append(f"{owner} has no area: every face is flat to a line or a point (a scale of 0 on "
+                                f"an axis, or all its vertices in a row), so there is no surface to emit from; give "
+                                f"it faces with an area, or use Emit From: Volume with a closed mesh")
+            elif not problems and f.settings.inflow_mode == "SURFACE" and f.motion == "STATIC":
                 speeds = f.tracks.get("normal_speed", np.array([f.settings.normal_speed]))
                 velocities = f.tracks.get("velocity", f.velocity[None, :])
                 if max(surface_flux(f.mesh, u, s) for u, s in
@@ -435,6 +440,22 @@ def _motion_problems(obj, owner: str, n_frames: int) -> list[str]:
         elif not np.all(np.isfinite(arr)):
             problems.append(f"{owner} has non-finite {label}")
     return problems
+
+
+def _has_area(inflow) -> bool:
+    """True if the inflow's faces have an area at some frame (a mesh scaled to 0 on an axis has none)."""
+    meshes = [inflow.mesh.vertices]
+    if inflow.frame_vertices is not None:
+        meshes = list(inflow.frame_vertices)
+    elif inflow.transforms is not None:
+        meshes = [inflow.mesh.vertices @ m[:3, :3].T + m[:3, 3] for m in inflow.transforms]
+    extent = max(float(np.ptp(inflow.mesh.vertices, axis=0).max(initial=0.0)), 1e-300)
+    for vertices in meshes:
+        area = face_areas_normals(TriangleMesh(vertices, inflow.mesh.triangles))[0].sum()
+        # float64 rounding of the cross products of a flattened mesh stays ~1e-16 of extent^2
+        if area > 1e-12 * extent * extent:
+            return True
+    return False
 
 
 def face_areas_normals(mesh: TriangleMesh) -> tuple[np.ndarray, np.ndarray]:

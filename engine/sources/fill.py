@@ -35,12 +35,13 @@ def fill_volume(mesh: TriangleMesh, dx: float) -> np.ndarray:
     ax = _lattice_axes(lo, hi, dx)
     gx, gy, gz = np.meshgrid(*ax, indexing="ij")
     pts = np.stack([gx.ravel(), gy.ravel(), gz.ravel()], axis=1)
-    inside = winding_numbers(pts, mesh) > 0.5
+    # |w|: a closed mesh mirrored (negative scale) or with flipped normals has w = -1 inside, not +1
+    inside = np.abs(winding_numbers(pts, mesh)) > 0.5
     return pts[inside]
 
 
 def inside_mesh(x: np.ndarray, mesh: TriangleMesh) -> np.ndarray:
-    """bool (N,): generalised winding number of each point above 1/2 (only points within the
+    """bool (N,): generalised winding number of each point above 1/2 in magnitude (only points within the
     mesh's bounding box are computed)."""
     out = np.zeros(len(x), dtype=bool)
     if len(x) == 0 or len(mesh.triangles) == 0:
@@ -48,5 +49,5 @@ def inside_mesh(x: np.ndarray, mesh: TriangleMesh) -> np.ndarray:
     lo, hi = mesh.vertices.min(axis=0), mesh.vertices.max(axis=0)
     cand = np.nonzero(np.all((x >= lo) & (x <= hi), axis=1))[0]
     if len(cand):
-        out[cand] = winding_numbers(x[cand], mesh) > 0.5
+        out[cand] = np.abs(winding_numbers(x[cand], mesh)) > 0.5
     return out

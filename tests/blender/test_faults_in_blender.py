@@ -7,6 +7,7 @@ Each test names in its docstring what the add-on did before.
 from __future__ import annotations
 
 import os
+import re
 
 import bpy
 import pytest
@@ -109,3 +110,68 @@ def test_the_bake_process_stops_by_itself_if_blender_dies(scene, surge, tmp_path
         assert session.finish().status == "complete"
     finally:
         session.release()
+
+
+def test_a_damaged_manifest_or_another_version_is_named_not_a_traceback(scene, surge, tmp_path):
+    """Before: frames [1, 2, "../../x"] or checkpoints ["../x"] in the manifest made Resume and Bake to
+    Keyframes fail with raw TypeErrors and ValueErrors; a cache of format version 99 made Resume say it
+    'holds no checkpoint'."""
+    import json
+
+    cache_dir = str(tmp_path / "cache")
+    column_scene(scene, cache_dir, frames=(1, 4), spacing=0.05)
+    scene.surge.checkpoint_interval = 2
+    assert bpy.ops.surge.bake() == {"FINISHED"}
+    path = os.path.join(cache_dir, "manifest.json")
+    with open(path, encoding="utf-8") as fh:
+        good = json.load(fh)
+    cases = ((dict(good, frames=[1, 2, "../../x"]), r"'frames' holds \"../../x\", not a frame number"),
+             (dict(good, checkpoints=["../x"]), r"'checkpoints' holds \"../x\", not a frame number"),
+             (dict(good, frames="1-4"), r"'frames' holds \"1-4\", not a list of frame numbers"))
+    for manifest, words in cases:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(manifest, fh)
+        for op in (bpy.ops.surge.resume_bake, bpy.ops.surge.bake_to_keyframes):
+            with pytest.raises(RuntimeError, match=f"manifest '{re.escape(path)}' is damaged: {words}"):
+                op()
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(dict(good, format_version=99), fh)
+    with pytest.raises(RuntimeError, match="has format version 99; this version of Surge reads version 2"):
+        bpy.ops.surge.resume_bake()
+
+
+def test_an_inflow_without_area_is_named_for_its_area(scene, surge, tmp_path):
+    """Before: a plane inflow scaled to 0 along one of its sides was refused for its speed ('emits nothing:
+    no face moves liquid outward (raise its Normal Speed ...)')."""
+    column_scene(scene, str(tmp_path / "cache"))
+    mesh = bpy.data.meshes.new("Tap")
+    mesh.from_pydata([(0.02, 0.02, 0.25), (0.04, 0.02, 0.25), (0.04, 0.04, 0.25), (0.02, 0.04, 0.25)], [],
+                     [(0, 3, 2, 1)])  # facing down, into the tank
+    tap = bpy.data.objects.new("Tap", mesh)
+    scene.collection.objects.link(tap)
+    tap.surge.role = "INFLOW"
+    tap.surge.normal_speed = 1.0
+    tap.scale.x = 0.0
+    with pytest.raises(RuntimeError, match="Inflow 'Tap' has no area") as info:
+        bpy.ops.surge.bake()
+    assert "Normal Speed" not in str(info.value)
+
+
+@pytest.mark.parametrize("flip", ["mirrored", "normals flipped"])
+def test_a_mirrored_fluid_fills_as_its_unmirrored_twin(scene, surge, tmp_path, flip):
+    """Before: a box Fluid with scale (-1, 1, 1), or with its normals flipped, was refused as 'open, flat
+    or thinner than the spacing' (its winding number inside is -1), while scale (-1, -1, 1) baked."""
+    cache_mod = submodule(surge, "engine.io.cache")
+    column_scene(scene, str(tmp_path / "cache"), frames=(1, 2))
+    water = bpy.data.objects["Water"]
+    if flip == "mirrored":
+        # the same box, modelled on the other side of its origin and mirrored back into the tank
+        for v in water.data.vertices:
+            v.co.x = -v.co.x
+        water.scale.x = -1.0
+    else:
+        for polygon in water.data.polygons:
+            polygon.flip()
+    assert bpy.ops.surge.bake() == {"FINISHED"}
+    reader = cache_mod.CacheReader(str(tmp_path / "cache"))
+    assert len(reader.read_frame(1)["id"]) == 250  # 5 x 5 x 10, as the box unmirrored
