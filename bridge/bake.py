@@ -459,6 +459,11 @@ class BakeSession(ChildSession):
                     pass  # a later bake overwrites it
         self._keep_log()
         lock.release()
+        scene = bpy.data.scenes.get(getattr(self, "scene_name", ""))
+        if scene is not None and (self.with_surface or self.with_whitewater) and not bpy.data.filepath:
+            from .stage_session import remove_unused_stage_usd
+
+            remove_unused_stage_usd([scene])  # no saved file can point at the previous run's folders
 
     def _keep_log(self) -> None:
         """The process has ended: its log becomes the cache's ``job/bake.log`` if this bake replaced the
@@ -536,7 +541,11 @@ def free_bake(scene) -> tuple[str, int]:
 
 def remove_unused_usd() -> None:
     """After the .blend is saved: delete the USD bake folders of every liquid's cache folder that the
-    saved file no longer points at (the previous bakes, kept until now for the file on disk)."""
+    saved file no longer points at (the previous bakes, kept until now for the file on disk), and the
+    surface's and whitewater's likewise."""
+    from .stage_session import remove_unused_stage_usd
+
+    remove_unused_stage_usd(bpy.data.scenes)
     shown_dirs: dict[str, set] = {}
     for scene in bpy.data.scenes:
         shown = liquid.current_file(scene)

@@ -60,6 +60,60 @@ def _water_material():
     return material
 
 
+#: The geometry-nodes group and modifier after the cache modifier that drop an empty point cloud (below).
+NEVER_EMPTY_NAME = "Surge Drop Empty Points"
+
+
+def _never_empty_group():
+    """Nodes that pass the geometry on unchanged, except a point cloud component with no points, which is
+    left out: Cycles in Blender 5.0 aborts a render on an empty point cloud ("Malloc returns null ...
+    std::bad_alloc"), and the liquid is one on every frame outside the bake, on a frame the liquid has
+    all drained away, and when its cache folder is gone (the cache modifier then passes the object's own
+    empty point cloud on). Measured: an empty point cloud of the object's data aborts; no point cloud
+    component at all renders."""
+    group = bpy.data.node_groups.get(NEVER_EMPTY_NAME)
+    if group is not None:
+        return group
+    group = bpy.data.node_groups.new(NEVER_EMPTY_NAME, "GeometryNodeTree")
+    group.interface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
+    group.interface.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
+    nodes, links = group.nodes, group.links
+    inp, out = nodes.new("NodeGroupInput"), nodes.new("NodeGroupOutput")
+    parts = nodes.new("GeometryNodeSeparateComponents")
+    size = nodes.new("GeometryNodeAttributeDomainSize")
+    size.component = "POINTCLOUD"
+    has_points = nodes.new("FunctionNodeCompare")
+    has_points.data_type, has_points.operation = "INT", "GREATER_THAN"
+    keep = nodes.new("GeometryNodeSwitch")
+    keep.input_type = "GEOMETRY"
+    join = nodes.new("GeometryNodeJoinGeometry")
+    links.new(inp.outputs[0], parts.inputs[0])
+    links.new(inp.outputs[0], size.inputs[0])
+    links.new(size.outputs["Point Count"], has_points.inputs[2])  # the INT 'A' input: count > 0
+    links.new(has_points.outputs[0], keep.inputs["Switch"])
+    links.new(parts.outputs["Point Cloud"], keep.inputs["True"])
+    for name in ("Mesh", "Curve", "Grease Pencil", "Volume", "Instances"):
+        if name in parts.outputs:
+            links.new(parts.outputs[name], join.inputs[0])
+    links.new(keep.outputs[0], join.inputs[0])
+    links.new(join.outputs[0], out.inputs[0])
+    for i, node in enumerate((inp, parts, size, has_points, keep, join, out)):
+        node.location = (200.0 * i, 0.0)
+    return group
+
+
+def _never_empty(obj) -> None:
+    """Put the modifier of :func:`_never_empty_group` right after the cache modifier (once)."""
+    mod = obj.modifiers.get(NEVER_EMPTY_NAME)
+    if mod is None:
+        mod = obj.modifiers.new(NEVER_EMPTY_NAME, "NODES")
+        mod.node_group = _never_empty_group()
+        mod.show_expanded = False
+    index = next(i for i, m in enumerate(obj.modifiers) if m == mod)
+    if index != 1:
+        obj.modifiers.move(index, 1)
+
+
 def _cache_modifier(obj):
     for mod in obj.modifiers:
         if mod.type == "MESH_SEQUENCE_CACHE" and mod.name == MODIFIER_NAME:
@@ -89,6 +143,7 @@ def show_frames(scene, first_file: str, relative: bool, scale_length: float):
     """
     obj = _scene_object(scene, "liquid_object", "POINTCLOUD", LIQUID_NAME, bpy.data.pointclouds)
     _play(obj, first_file, relative, scale_length, PRIM_PATH, CACHE_FILE_NAME)
+    _never_empty(obj)
     return obj
 
 
@@ -174,7 +229,11 @@ def release_object(obj) -> None:
 
 def current_file(scene) -> str | None:
     """Absolute path of the file the liquid's cache points at, or None."""
-    obj = scene.surge.liquid_object
+    return object_file(scene.surge.liquid_object)
+
+
+def object_file(obj) -> str | None:
+    """Absolute path of the file ``obj``'s Surge cache modifier points at, or None (no object, no file)."""
     if obj is None:
         return None
     for mod in obj.modifiers:

@@ -21,7 +21,7 @@ import bpy
 
 from ..engine.io import atomic
 from ..engine import stages
-from ..engine.io.cache import CacheLock, CacheReader, check_folder
+from ..engine.io.cache import CacheLock, CacheReader, check_folder, read_holder
 from ..engine.errors import EngineError, InvalidSceneError
 from . import bake_state, files, usd
 from .child_session import ChildSession
@@ -128,6 +128,47 @@ def free_stage_files(scene, stage_name: str, file_re, job_files: tuple, release,
         count = stages.clear_stage(cache_dir, stage_name, file_re) if os.path.isdir(cache_dir) else 0
         count += free_job_files(cache_dir, job_files)
     return cache_dir, count
+
+
+def _stage_patterns() -> dict:
+    """Stage name -> (its file pattern, its USD folder pattern), for the stages whose USD files Blender plays."""
+    from ..engine.surface import stage as surface_stage
+    from ..engine.whitewater import stage as ww_stage
+
+    return {m.NAME: (m.FILE_RE, stages.USD_DIR_RE) for m in (surface_stage, ww_stage)}
+
+
+def _shown_stage_files(scene) -> list[str]:
+    """The files the scene's surface and whitewater objects play (absolute paths)."""
+    from . import liquid
+
+    ww = scene.surge.whitewater
+    objects = [scene.surge.surface_object] + [getattr(ww, f"{kind}_object") for kind in ("spray", "foam", "bubbles")]
+    return [f for f in map(liquid.object_file, objects) if f]
+
+
+def remove_unused_stage_usd(scenes) -> None:
+    """Delete the USD folders of the surface and whitewater stages that none of ``scenes``' objects plays: the
+    ones a run that started over kept for the saved .blend (:attr:`engine.stages.Stage.kept_on_restart`).
+    Call it once no saved file can point at them: after the file is saved, or at once for a file never saved.
+    A folder is touched only next to the one an object plays (so only in a cache folder Surge plays from),
+    never while a process holds that cache folder, and only the stage's own files in it are deleted."""
+    patterns = _stage_patterns()
+    shown: dict[tuple, set] = {}
+    for scene in scenes:
+        for path in _shown_stage_files(scene):
+            folder = os.path.dirname(path)
+            stage_folder = os.path.dirname(folder)
+            stage = os.path.basename(stage_folder)
+            if stage in patterns and patterns[stage][1].match(os.path.basename(folder)):
+                shown.setdefault((os.path.dirname(stage_folder), stage), set()).add(os.path.normpath(folder))
+    for (cache_dir, stage), keep in shown.items():
+        if read_holder(cache_dir) is not None:
+            continue  # a bake or a stage runs there: it may be writing a new folder
+        file_re = patterns[stage][0]
+        for folder in stages.usd_folders(cache_dir, stage):
+            if os.path.normpath(folder) not in keep:
+                stages.remove_usd_folder(folder, file_re)
 
 
 class StageSession(ChildSession):
@@ -280,6 +321,8 @@ class StageSession(ChildSession):
         state.status = result.message
         state.progress = done / max(1, self.frame_end - self.frame_start + 1)
         self.finished_run(scene)
+        if not bpy.data.filepath:
+            remove_unused_stage_usd([scene])  # no saved file can point at the last run's folder
         return result
 
     def abort(self) -> None:

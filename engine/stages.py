@@ -108,6 +108,10 @@ class Stage:
     name = ""
     settings: dict = {}
     file_re = re.compile(r"^$")
+    #: Matches the files (relative names, as ``file_re``) a run that starts over keeps: those a host may still
+    #: be playing from a saved file (the USD folders of earlier runs); the host deletes them once nothing
+    #: points at them (:func:`remove_unused_usd`). None keeps nothing.
+    kept_on_restart: re.Pattern | None = None
     #: True for a stage that carries state from frame to frame (whitewater): a run keeps only the frames
     #: done before the first frame that must be redone, and processes the rest in order.
     sequential = False
@@ -157,6 +161,9 @@ def stage_dir(cache_dir: str, name: str) -> str:
 
 #: The name of a stage's folder of USD files in its state (``usd_<12 hex digits>``, one per run).
 USD_DIR_RE = re.compile(r"^usd_[0-9a-f]{12}$")
+#: The files of those folders (relative names): a run that starts over keeps them (:attr:`Stage.kept_on_restart`),
+#: since a saved .blend may still play the last run's.
+USD_KEPT_RE = re.compile(r"^usd_[0-9a-f]{12}/")
 
 
 def read_frame(cache_dir: str, name: str, relative_path: str) -> dict:
@@ -233,13 +240,15 @@ def own_files(cache_dir: str, name: str, file_re: re.Pattern) -> list[str]:
     return out
 
 
-def clear_stage(cache_dir: str, name: str, file_re: re.Pattern) -> int:
+def clear_stage(cache_dir: str, name: str, file_re: re.Pattern, keep: re.Pattern | None = None) -> int:
     """Delete the files of stage ``name`` (manifest first) and the folders they leave empty; returns the count.
 
-    Files the stage did not write (the user's) and the particle cache are left alone.
+    Files the stage did not write (the user's) and the particle cache are left alone, and so are the stage's
+    files whose relative name ``keep`` matches.
     """
-    files = own_files(cache_dir, name, file_re)
     folder = stage_dir(cache_dir, name)
+    files = [p for p in own_files(cache_dir, name, file_re)
+             if keep is None or not keep.match(os.path.relpath(p, folder).replace(os.sep, "/"))]
     manifest = os.path.join(folder, MANIFEST)
     # the manifest goes first: a folder whose manifest is gone lists no frame, whatever files remain
     files.sort(key=lambda p: p != manifest)
@@ -314,7 +323,8 @@ class StageRunner:
             state = dict(old.get("state", {}))
         else:
             if os.path.isdir(self.folder):
-                clear_stage(self.cache_dir, self.stage.name, self.stage.file_re)
+                # starting over: a saved .blend may still play the last run's USD files, which stay
+                clear_stage(self.cache_dir, self.stage.name, self.stage.file_re, keep=self.stage.kept_on_restart)
         os.makedirs(self.folder, exist_ok=True)
         self.manifest = {
             "format": FORMAT_NAME,
@@ -411,6 +421,34 @@ class StageRunner:
         self.finish("complete" if complete else "partial")
         return {"frames": len(self.manifest["frames"]), "processed": self.processed, "kept": len(kept),
                 "elapsed": round(time.perf_counter() - self.started, 3)}
+
+
+def usd_folders(cache_dir: str, name: str) -> list[str]:
+    """The USD folders (absolute paths, by name) stage ``name`` has in ``cache_dir``: its current run's and
+    those earlier runs left for a saved file (:attr:`Stage.kept_on_restart`)."""
+    folder = stage_dir(cache_dir, name)
+    if not os.path.isdir(folder):
+        return []
+    return [os.path.join(folder, n) for n in sorted(os.listdir(folder))
+            if USD_DIR_RE.match(n) and os.path.isdir(os.path.join(folder, n))]
+
+
+def remove_usd_folder(path: str, file_re: re.Pattern) -> bool:
+    """Delete the files of one stage USD folder that ``file_re`` matches (by its ``usd_<id>/<name>`` form) and
+    the folder if that empties it; False if a file could not be deleted (on Windows, one Blender holds
+    open: it goes with a later clean-up)."""
+    base = os.path.basename(path)
+    try:
+        for n in os.listdir(path):
+            if file_re.match(f"{base}/{atomic.final_name(n)}"):
+                os.remove(os.path.join(path, n))
+        if not os.listdir(path):
+            os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
 
 
 def follow_bake(cache_dir: str, stages: list[Stage], progress: Progress, restart: bool = False,

@@ -34,7 +34,7 @@ import uuid
 import numpy as np
 
 from .. import settings as settings_mod
-from ..stages import USD_DIR_RE as _USD_DIR_RE, Stage, write_atomic
+from ..stages import USD_DIR_RE as _USD_DIR_RE, USD_KEPT_RE, Stage, write_atomic
 from .reconstruction import SurfaceParameters, reconstruct
 
 NAME = "surface"
@@ -72,6 +72,7 @@ class SurfaceStage(Stage):
 
     name = NAME
     file_re = FILE_RE
+    kept_on_restart = USD_KEPT_RE
 
     def __init__(self, settings: settings_mod.SurfaceSettings, particle_spacing: float, rest_density: float,
                  attributes: tuple = ("velocity",), use_usd: bool = False):

@@ -43,7 +43,7 @@ import numpy as np
 from .. import settings as settings_mod
 from ..io.cache import SDF_DIR, CacheReader
 from .. import stages
-from ..stages import USD_DIR_RE as _USD_DIR_RE, Stage, StageRunner, read_manifest, write_atomic
+from ..stages import USD_DIR_RE as _USD_DIR_RE, USD_KEPT_RE, Stage, StageRunner, read_manifest, write_atomic
 from . import model
 from .obstacles import Obstacles
 
@@ -111,6 +111,7 @@ class WhitewaterStage(Stage):
 
     name = NAME
     file_re = FILE_RE
+    kept_on_restart = USD_KEPT_RE
     sequential = True
 
     def __init__(self, settings: settings_mod.WhitewaterSettings, particle_spacing: float, fps: float,

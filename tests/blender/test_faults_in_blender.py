@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 
 import bpy
 import pytest
 
-from blender_helpers import add_box, column_scene, evaluated_points, snapshot, submodule
+from blender_helpers import add_box, column_scene, evaluated_points, run_fresh_blender, snapshot, submodule
 
 pytestmark = pytest.mark.blender
 
@@ -175,3 +176,84 @@ def test_a_mirrored_fluid_fills_as_its_unmirrored_twin(scene, surge, tmp_path, f
     assert bpy.ops.surge.bake() == {"FINISHED"}
     reader = cache_mod.CacheReader(str(tmp_path / "cache"))
     assert len(reader.read_frame(1)["id"]) == 250  # 5 x 5 x 10, as the box unmirrored
+
+
+def _render_in_child(blend: str, frame: int, out: str, shown: tuple) -> subprocess.CompletedProcess:
+    """Render ``frame`` of ``blend`` with Cycles in a fresh Python (no Surge), the objects named in ``shown``
+    visible in the render and the liquid's other object hidden (what the Display setting does): a crash
+    of Cycles must not take the test process with it."""
+    script = f"""
+import bpy
+bpy.ops.wm.open_mainfile(filepath={blend!r})
+scene = bpy.context.scene
+for name in ("Surge Liquid", "Surge Surface"):
+    if name in bpy.data.objects:
+        bpy.data.objects[name].hide_render = name not in {tuple(shown)!r}
+scene.render.engine = "CYCLES"
+scene.cycles.samples, scene.cycles.device = 1, "CPU"
+scene.render.resolution_x = scene.render.resolution_y = 16
+scene.render.image_settings.file_format = "PNG"
+scene.render.filepath = {out!r}
+scene.frame_set({frame})
+bpy.ops.render.render(write_still=True)
+"""
+    return run_fresh_blender(script)
+
+
+@pytest.mark.parametrize("shown", [("Surge Liquid",), ("Surge Surface",), ("Surge Liquid", "Surge Surface")],
+                         ids=["points", "surface", "both"])
+def test_cycles_renders_a_frame_without_liquid(scene, surge, tmp_path, shown):
+    """Before: Cycles aborted on the empty point cloud the liquid is outside the baked frames and when its
+    cache folder is gone ("Malloc returns null ... std::bad_alloc", exit status 134)."""
+    cache_dir = tmp_path / "cache"
+    column_scene(scene, str(cache_dir), frames=(1, 2), spacing=0.05)
+    scene.surge.use_surface_in_bake = True
+    camera = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
+    scene.collection.objects.link(camera)
+    camera.location = (0.05, -1.0, 0.1)
+    camera.rotation_euler = (1.5708, 0.0, 0.0)
+    scene.camera = camera
+    blend = str(tmp_path / "shot.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=blend)
+    assert bpy.ops.surge.bake() == {"FINISHED"}
+    bpy.ops.wm.save_mainfile()
+    out = str(tmp_path / "after.png")
+    proc = _render_in_child(blend, 5, out, shown)  # after the last baked frame
+    assert proc.returncode == 0 and os.path.isfile(out), proc.stderr[-2000:]
+    os.rename(cache_dir, tmp_path / "moved")  # the cache folder gone
+    out = str(tmp_path / "moved.png")
+    proc = _render_in_child(blend, 2, out, shown)
+    assert proc.returncode == 0 and os.path.isfile(out), proc.stderr[-2000:]
+
+
+def _surface_vertices(frame: int) -> int:
+    scene = bpy.context.scene
+    scene.frame_set(frame)
+    obj = scene.surge.surface_object
+    return len(obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).data.vertices)
+
+
+def test_remeshing_keeps_the_surface_files_a_saved_blend_plays(scene, surge, tmp_path):
+    """Before: meshing the surface again (tools/bake.py --surface --restart, not saved) deleted
+    surface/usd_<id>/, which the saved file pointed at: every later open showed 'Could not create cache
+    reader' and no surface."""
+    blend = str(tmp_path / "shot.blend")
+    column_scene(scene, "//cache", frames=(1, 2))
+    scene.surge.use_surface_in_bake = True
+    bpy.ops.wm.save_as_mainfile(filepath=blend)
+    assert bpy.ops.surge.bake() == {"FINISHED"}
+    bpy.ops.wm.save_mainfile()
+    saved_folder = os.path.dirname(submodule(surge, "bridge.liquid").object_file(scene.surge.surface_object))
+    assert _surface_vertices(2) > 0
+    scene.surge.surface_smoothing_iterations = 3  # new settings: every frame meshed again, into a new folder
+    assert bpy.ops.surge.bake_surface(restart=True) == {"FINISHED"}
+    assert os.path.isdir(saved_folder) and len(os.listdir(os.path.dirname(saved_folder))) >= 3  # manifest, 2 usd
+    bpy.ops.wm.open_mainfile(filepath=blend)  # the file as saved, before the re-mesh
+    assert _surface_vertices(2) > 0
+    assert bpy.ops.surge.bake_surface(restart=True) == {"FINISHED"}
+    bpy.ops.wm.save_mainfile()  # now nothing points at the saved folder: it goes, the new one stays
+    shown = os.path.dirname(submodule(surge, "bridge.liquid").object_file(bpy.context.scene.surge.surface_object))
+    assert not os.path.exists(saved_folder) and os.path.isdir(shown)
+    assert [n for n in os.listdir(os.path.dirname(shown)) if n.startswith("usd_")] == [os.path.basename(shown)]
+    bpy.ops.wm.open_mainfile(filepath=blend)
+    assert _surface_vertices(2) > 0
