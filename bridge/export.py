@@ -43,6 +43,7 @@ import numpy as np
 
 from ..engine import settings as settings_mod
 from ..engine.errors import InvalidSceneError
+from .driver_check import DriverCheck
 from ..engine.scene import (FIELD_FLAGS, FIELD_SHAPES, FIELD_TYPES, FIELD_VALUES, BoxContainer, FluidObject,
                             ForceField, InflowObject, MeshCollider, OutflowObject, SceneDescription, TriangleMesh)
 
@@ -432,11 +433,16 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
             if obj.name in moving or len(samplers[obj.name].frames) == 0:
                 samplers[obj.name].add(obj)
 
+    read = [(f"Scene '{scene.name}'", scene)] + [
+        (f"{obj.surge.role.title()} '{obj.name}'", obj)
+        for obj in fluid_objects + collider_objects + inflow_objects + outflow_objects] + [
+        (f"Force field '{obj.name}'", obj) for obj in field_objects]
+    drivers = DriverCheck(read)
     try:
         if step:
             # even when already there: animated values the user changed without keying them would
             # otherwise stand in for the keyed ones at the first frame only
-            scene.frame_set(scene.frame_start)
+            drivers.frame_set(scene, scene.frame_start)
         samplers["scene"] = _Sampler(lambda ev: _scene_values(ev, scale))
         for obj in inflow_objects:
             samplers[obj.name] = _Sampler(lambda ev: _inflow_values(ev, scale))
@@ -473,7 +479,7 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
         if step and (moving or scene_animated):
             # one pass over the frames for everything that may move or is animated
             for f in range(scene.frame_start + 1, scene.frame_end + 1):
-                scene.frame_set(f)
+                drivers.frame_set(scene, f)
                 for obj, track in followed:
                     track.add(f, _Geometry(obj, depsgraph, with_triangles=False))
                 sample_all()
@@ -481,6 +487,7 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
         if step:
             scene.frame_set(frame, subframe=subframe)
 
+    problems += drivers.problems.values()
     fluid_list = []
     for obj, mesh, fsettings, velocity in fluids:
         gradient = np.zeros((3, 3))

@@ -139,3 +139,20 @@ def test_a_bake_whose_parent_dies_stops_cleanly_and_resumes(tmp_path):
     assert "Traceback" not in text and "went away" in text
     driver.bake(_scene((1, last + 2)), SETTINGS, cache_dir, resume_from="latest")
     assert CacheReader(cache_dir).frames == list(range(1, last + 3))
+
+
+def test_animated_values_that_are_not_numbers_or_out_of_range_name_the_setting_and_frame():
+    """Before: a track with a NaN was refused as "has non-finite values" (no frame named), and a negative
+    viscosity or a bounce of 3 in a job's tracks was baked as given."""
+    from engine.errors import InvalidSceneError
+
+    scene = _scene((1, 4))
+    gravity = np.tile([0.0, 0.0, -9.81], (4, 1))
+    gravity[2, 2] = np.nan
+    scene = sc.SceneDescription(fluids=scene.fluids, containers=scene.containers, frame_start=1, frame_end=4,
+                                tracks={"gravity": gravity, "viscosity": np.array([1e-6, 1e-6, 1e-6, -1.0])})
+    with pytest.raises(InvalidSceneError) as info:
+        scene.validate()
+    text = str(info.value)
+    assert "Scene: the animation of 'Gravity' (gravity) is not a number at frame 3 (0, 0, nan)" in text
+    assert "Scene: the animation of 'Viscosity' (viscosity) is -1 at frame 4, outside its range (0 to" in text

@@ -89,21 +89,56 @@ def sample(track: np.ndarray, t: float, fps: float, switch: bool = False):
     return (1.0 - s) * track[f] + s * track[f + 1]
 
 
-def check_tracks(tracks: dict, kind: str, n_frames: int, owner: str) -> list[str]:
-    """Problems with the tracks of one object: unknown names, wrong shapes, non-finite values."""
+def _ranges(kind: str) -> dict:
+    """name -> (label, min, max) of the settings a track of ``kind`` may animate (from engine.settings)."""
+    from .. import settings as settings_mod  # the settings import nothing from here
+
+    params = {"scene": settings_mod.parameters, "collider": settings_mod.collider_parameters,
+              "inflow": settings_mod.inflow_parameters, "outflow": lambda: []}[kind]()
+    return {p.name: (p.label, p.min, p.max) for p in params if p.name in ANIMATABLE[kind]}
+
+
+def check_tracks(tracks: dict, kind: str, n_frames: int, owner: str, frame_start: int = 0) -> list[str]:
+    """Problems with the tracks of one object: unknown names, wrong shapes, values that are not finite or
+    outside the setting's range; each value problem names the first frame it happens at (track row k is
+    frame ``frame_start + k``)."""
     problems = []
     allowed = ANIMATABLE[kind]
+    ranges = _ranges(kind) if tracks else {}
     for name, values in tracks.items():
         if name not in allowed:
             problems.append(f"{owner}: setting '{name}' cannot be animated; animatable: {', '.join(allowed)}")
             continue
         values = np.asarray(values)
+        label, low, high = ranges.get(name, (name.replace("_", " ").title(), None, None))
         if values.shape != (n_frames,) + allowed[name]:
             problems.append(f"{owner}: the animation of '{name}' has shape {values.shape}; the frame range needs "
                             f"{(n_frames,) + allowed[name]}")
-        elif not np.all(np.isfinite(values)):
-            problems.append(f"{owner}: the animation of '{name}' has non-finite values")
+            continue
+        rows = values.reshape(n_frames, -1)
+        bad = ~np.all(np.isfinite(rows), axis=1)
+        if bad.any():
+            k = int(np.argmax(bad))
+            problems.append(f"{owner}: the animation of '{label}' ({name}) is not a number at frame "
+                            f"{frame_start + k} ({_shown(values[k])}); check its keyframes or driver")
+            continue
+        out = np.zeros(n_frames, dtype=bool)
+        if low is not None:
+            out |= np.any(rows < low, axis=1)
+        if high is not None:
+            out |= np.any(rows > high, axis=1)
+        if out.any():
+            k = int(np.argmax(out))
+            allowed_range = (f"{low:g} to {high:g}" if low is not None and high is not None else
+                             f"at least {low:g}" if low is not None else f"at most {high:g}")
+            problems.append(f"{owner}: the animation of '{label}' ({name}) is {_shown(values[k])} at frame "
+                            f"{frame_start + k}, outside its range ({allowed_range}); check its keyframes or "
+                            f"driver")
     return problems
+
+
+def _shown(value) -> str:
+    return ", ".join(f"{v:g}" for v in np.ravel(value))
 
 
 def clean_tracks(tracks: dict | None) -> dict:

@@ -378,7 +378,8 @@ class SceneDescription:
             mesh_problems = _mesh_problems(f.mesh, owner)
             problems += mesh_problems
             motion_problems = _motion_problems(f, owner, n_frames)
-            problems += motion_problems + animation.check_tracks(f.tracks, "inflow", n_frames, owner)
+            problems += motion_problems + animation.check_tracks(f.tracks, "inflow", n_frames, owner,
+                                                                                self.frame_start)
             if (not mesh_problems and not motion_problems and f.settings.inflow_mode == "SURFACE"
                     and not _has_area(f)):
                 problems.append(f"{owner} has no area: every face is flat to a line or a point (a scale of 0 on "
@@ -396,10 +397,11 @@ class SceneDescription:
             owner = f"Outflow '{f.name}'"
             problems += _mesh_problems(f.mesh, owner)
             problems += _motion_problems(f, owner, n_frames) + animation.check_tracks(f.tracks, "outflow", n_frames,
-                                                                                     owner)
-        problems += animation.check_tracks(self.tracks, "scene", n_frames, "Scene")
+                                                                                     owner, self.frame_start)
+        problems += animation.check_tracks(self.tracks, "scene", n_frames, "Scene", self.frame_start)
         for c in self.containers:
-            problems += animation.check_tracks(c.tracks, "collider", n_frames, f"Container '{c.name}'")
+            problems += animation.check_tracks(c.tracks, "collider", n_frames, f"Container '{c.name}'",
+                                               self.frame_start)
         for ff in self.force_fields:
             problems += ff.problems(n_frames)
         for c in self.containers:
@@ -408,7 +410,7 @@ class SceneDescription:
         for c in self.colliders:
             owner = f"Collider '{c.name}'"
             problems += settings_mod.validate_collider(c.settings, owner)
-            problems += animation.check_tracks(c.tracks, "collider", n_frames, owner)
+            problems += animation.check_tracks(c.tracks, "collider", n_frames, owner, self.frame_start)
             if len(c.mesh.triangles) == 0:
                 problems.append(f"{owner} has no faces")
             elif not np.all(np.isfinite(c.mesh.vertices)):

@@ -11,6 +11,7 @@ import re
 import subprocess
 
 import bpy
+import numpy as np
 import pytest
 
 from blender_helpers import add_box, column_scene, evaluated_points, run_fresh_blender, snapshot, submodule
@@ -184,6 +185,7 @@ def _render_in_child(blend: str, frame: int, out: str, shown: tuple) -> subproce
     of Cycles must not take the test process with it."""
     script = f"""
 import bpy
+import numpy as np
 bpy.ops.wm.open_mainfile(filepath={blend!r})
 scene = bpy.context.scene
 for name in ("Surge Liquid", "Surge Surface"):
@@ -257,3 +259,25 @@ def test_remeshing_keeps_the_surface_files_a_saved_blend_plays(scene, surge, tmp
     assert [n for n in os.listdir(os.path.dirname(shown)) if n.startswith("usd_")] == [os.path.basename(shown)]
     bpy.ops.wm.open_mainfile(filepath=blend)
     assert _surface_vertices(2) > 0
+
+
+@pytest.mark.parametrize("expression, words", [
+    ("float('nan') if frame >= 3 else -9.81", "gives nan at frame 3"),
+    ("-9.81 if frame < 3 else 1 / 0", "fails at frame 3")], ids=["nan", "raises"])
+def test_a_driver_that_fails_or_gives_nan_is_refused_naming_setting_and_frame(scene, surge, tmp_path, expression,
+                                                                              words):
+    """Before: a gravity driver returning NaN from frame 3, or raising, baked as 0 (the exported gravity
+    was [-9.81, -9.81, 0, 0, 0, 0]) and the bake said 'complete'."""
+    cache_dir = str(tmp_path / "cache")
+    column_scene(scene, cache_dir, frames=(1, 6), spacing=0.05)
+    driver = scene.driver_add("gravity", 2).driver
+    driver.type = "SCRIPTED"
+    driver.expression = expression
+    with pytest.raises(RuntimeError, match=f"Scene 'Scene': the driver of 'Gravity Z' {words}"):
+        bpy.ops.surge.bake()
+    assert not os.path.exists(cache_dir)  # refused before anything was written
+    driver.expression = "-9.81 if frame < 3 else -5.0"  # a driver that works bakes, and bakes what it says
+    export = submodule(surge, "bridge.export")
+    description, _settings = export.export_scene(scene, bpy.context.evaluated_depsgraph_get())
+    np.testing.assert_allclose(description.tracks["gravity"][:, 2], [-9.81, -9.81, -5, -5, -5, -5],
+                               rtol=1e-6, atol=0)  # float32 of the driver's value
