@@ -37,6 +37,7 @@ from ..engine import settings as settings_mod
 from ..engine.scene import jobcheck
 from ..engine.errors import EngineError
 from ..engine.scene import save_job
+from ..engine.scene.hints import scene_warnings
 from . import bake_state, export, files, liquid, preferences, surface, surface_bake, usd, whitewater
 from .child_session import ChildSession
 from .paths import ADDON_ROOT, numba_cache_dir
@@ -238,7 +239,8 @@ class BakeSession(ChildSession):
         self.surface_shown = False
         self.shown = False  # True once the liquid object plays this bake's files
         self.error: dict | None = None
-        self.warnings: list[str] = []
+        # set-ups baked but probably not meant (a fluid outside its container): said now, and again at the end
+        self.warnings: list[str] = scene_warnings(description)
         self.last_frame: dict | None = None
         self.started = time.monotonic()
 
@@ -339,7 +341,7 @@ class BakeSession(ChildSession):
                                     resolved_text(event.get("mode", ""), event.get("requested", "")))
             elif kind == "error":
                 self.error = event
-            elif kind == "warning":
+            elif kind == "warning" and event.get("message", "") not in self.warnings:
                 self.warnings.append(event.get("message", ""))
             text = describe(event)
             if text and kind != "output":

@@ -19,6 +19,7 @@ from typing import Callable
 from . import __version__
 from .assemble import Sources, make_solver, check_job, fill_fluids, make_collision, remove_inside_colliders
 from .scene import jobcheck
+from .scene.hints import scene_warnings
 from .io import checkpoint
 from . import settings as settings_mod
 from .io.cache import SDF_DIR, CacheLock, CacheReader, CacheWriter, check_writable, claim_folder, mark_ended
@@ -238,6 +239,8 @@ def bake(scene: SceneDescription, settings: settings_mod.SimulationSettings, cac
     """
     emit_ = progress or (lambda event: None)
     check_job(scene, settings)
+    for text in scene_warnings(scene):
+        emit_({"event": "warning", "message": text})
     check_writable(cache_dir)
     own_lock = lock is None
     if own_lock:

@@ -281,3 +281,30 @@ def test_a_driver_that_fails_or_gives_nan_is_refused_naming_setting_and_frame(sc
     description, _settings = export.export_scene(scene, bpy.context.evaluated_depsgraph_get())
     np.testing.assert_allclose(description.tracks["gravity"][:, 2], [-9.81, -9.81, -5, -5, -5, -5],
                                rtol=1e-6, atol=0)  # float32 of the driver's value
+
+
+def test_a_fluid_outside_its_container_is_warned_about_naming_both(scene, surge, tmp_path):
+    """Before: a fluid entirely outside its container baked without a word and fell out of the world."""
+    bake = submodule(surge, "bridge.bake")
+    add_box("Water", (0.3, 0, 0), (0.4, 0.1, 0.1), role="FLUID")  # beside the tank, not in it
+    add_box("Tank", (0, 0, 0), (0.1, 0.1, 0.3), role="COLLIDER", collider_mode="CONTAINER")
+    scene.frame_start, scene.frame_end = 1, 2
+    scene.surge.particle_spacing = 0.05
+    scene.surge.cache_directory = str(tmp_path / "cache")
+    session = bake.BakeSession(scene, bpy.context.evaluated_depsgraph_get())
+    try:
+        assert session.warnings == [
+            "Fluid 'Water' lies entirely outside the container 'Tank': outside a container is solid, so this liquid "
+            "starts inside a wall and falls out of the world; move it into the container"]
+        while not session.finished:
+            session.poll(timeout=0.5)
+        result = session.finish()
+    finally:
+        session.release()
+    assert result.warnings == session.warnings  # said once, though the bake process says it too
+    bpy.data.objects["Water"].location.x = -0.25  # now inside: nothing to say
+    session = bake.BakeSession(scene, bpy.context.evaluated_depsgraph_get())
+    try:
+        assert session.warnings == []
+    finally:
+        session.abort()
