@@ -240,7 +240,7 @@ class BakeSession(ChildSession):
         self.shown = False  # True once the liquid object plays this bake's files
         self.error: dict | None = None
         # set-ups baked but probably not meant (a fluid outside its container): said now, and again at the end
-        self.warnings: list[str] = scene_warnings(description)
+        self.warnings: list[str] = scene_warnings(description) + export.gravity_warnings(scene)
         self.last_frame: dict | None = None
         self.started = time.monotonic()
 

@@ -81,6 +81,44 @@ def unit_scale(scene) -> float:
     return float32_to_float(scene.unit_settings.scale_length)
 
 
+#: Earth's gravity, m/s^2 (standard gravity, 9.80665, as Blender's default rounds it).
+EARTH_GRAVITY = 9.81
+
+
+def gravity(scene) -> np.ndarray:
+    """The gravity a bake of ``scene`` uses at the current frame, m/s^2 (3,).
+
+    Blender's Scene > Gravity is a length per second squared in scene units, and Blender itself shows it
+    multiplied by the unit scale (at 0.01 its default -9.81 reads "-0.0981 m/s²", and its rigid bodies
+    fall that slowly): Surge uses the value as Blender shows it, like every other length and speed. An
+    artist who models in centimetres and means Earth's gravity sets -9.81 m/s² there (or presses Set
+    Earth Gravity, ``surge.earth_gravity``); the bake warns when the default was left at another scale
+    (:func:`gravity_warnings`).
+    """
+    if not scene.use_gravity:
+        return np.zeros(3)
+    return np.array([float32_to_float(g) for g in scene.gravity]) * unit_scale(scene)
+
+
+def earth_gravity(scene) -> tuple:
+    """Scene > Gravity (scene units) that is Earth's gravity, straight down, at the scene's unit scale."""
+    return (0.0, 0.0, -EARTH_GRAVITY / unit_scale(scene))
+
+
+def gravity_warnings(scene) -> list[str]:
+    """A sentence when Blender's default gravity (-9.81 scene units/s^2) was left in a scene whose unit
+    scale is not 1: the liquid then falls at 9.81 x scale m/s^2, which nobody modelling in centimetres
+    means; empty otherwise (any gravity set on purpose is taken as it is)."""
+    scale = unit_scale(scene)
+    stored = np.array([float32_to_float(g) for g in scene.gravity])
+    if scale == 1.0 or not scene.use_gravity or not np.allclose(stored, (0.0, 0.0, -EARTH_GRAVITY), rtol=1e-6):
+        return []
+    g = float(np.linalg.norm(gravity(scene)))
+    return [f"Scene '{scene.name}': gravity is {g:.4g} m/s^2, Blender's default -9.81 in scene units at a unit "
+            f"scale of {scale:g} (Blender shows it as {-g:.4g} m/s^2 too); for Earth's gravity press Set Earth "
+            f"Gravity in the Simulation panel, or set Scene > Gravity to -9.81 m/s^2"]
+
+
 def _engine_values(group, parameters: list, scale: float) -> dict:
     """Values of a PropertyGroup generated from engine ``parameters``, lengths and speeds in SI."""
     values = {}
@@ -328,8 +366,7 @@ def _inflow_values(obj, scale: float) -> dict:
 
 def _scene_values(scene, scale: float) -> dict:
     st = scene.surge
-    gravity = [float32_to_float(g) * scale for g in scene.gravity] if scene.use_gravity else [0.0, 0.0, 0.0]
-    return {"gravity": gravity, "viscosity": float32_to_float(st.viscosity),
+    return {"gravity": list(gravity(scene)), "viscosity": float32_to_float(st.viscosity),
             "pbf_xsph_viscosity": float32_to_float(st.pbf_xsph_viscosity),
             "pbf_surface_tension": float32_to_float(st.pbf_surface_tension)}
 

@@ -160,5 +160,21 @@ class SURGE_OT_liquid_preset_add(AddPresetBase, bpy.types.Operator):
     preset_values = list(PRESET_VALUES)
 
 
-CLASSES = (SURGE_OT_make_fluid, SURGE_OT_make_inflow, SURGE_OT_make_collider, SURGE_OT_make_outflow,
-           SURGE_OT_clear_role, SURGE_OT_apply_liquid, SURGE_OT_liquid_preset_add)
+class SURGE_OT_earth_gravity(SceneIdle, bpy.types.Operator):
+    """Set the scene's gravity to Earth's, 9.81 m/s² straight down, at the scene's unit scale (Blender's
+    Gravity is in scene units: at a unit scale of 0.01 its default is 100 times too weak)"""
+
+    bl_idname = "surge.earth_gravity"
+    bl_label = "Set Earth Gravity"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context):
+        from ..bridge.export import earth_gravity
+
+        context.scene.use_gravity = True
+        context.scene.gravity = earth_gravity(context.scene)
+        return {"FINISHED"}
+
+
+CLASSES = (SURGE_OT_earth_gravity, SURGE_OT_make_fluid, SURGE_OT_make_inflow, SURGE_OT_make_collider,
+           SURGE_OT_make_outflow, SURGE_OT_clear_role, SURGE_OT_apply_liquid, SURGE_OT_liquid_preset_add)

@@ -171,6 +171,7 @@ class VIEW3D_PT_surge_simulation(SurgeSidebarPanel, bpy.types.Panel):
         row.operator("surge.liquid_preset_add", text="", icon="REMOVE").remove_active = True
         # Blender's own unit scale: every Surge length is in Blender units times this
         layout.prop(context.scene.unit_settings, "scale_length", text="World Scale (m per unit)")
+        draw_gravity(layout, context.scene)
         for group, shown in shown_scene_settings(settings):
             header, body = layout.panel(f"surge_settings_{group.lower().replace(' ', '_')}")
             header.label(text=group)
@@ -180,6 +181,19 @@ class VIEW3D_PT_surge_simulation(SurgeSidebarPanel, bpy.types.Panel):
                 row = body.row()
                 row.active = active
                 row.prop(settings, p.name)
+
+
+def draw_gravity(layout, scene) -> None:
+    """The gravity the bake uses, in m/s² (Blender's Gravity times the unit scale), with an alert and the fix
+    when Blender's default was left at a unit scale other than 1."""
+    from ..bridge.export import gravity, gravity_warnings
+
+    g = float(sum(v * v for v in gravity(scene)) ** 0.5)
+    row = layout.row()
+    row.alert = bool(gravity_warnings(scene))
+    row.label(text=f"Gravity: {g:.3g} m/s² (Scene > Gravity)", icon="ERROR" if row.alert else "NONE")
+    if row.alert:
+        row.operator("surge.earth_gravity", text="Set Earth Gravity")
 
 
 def draw_surface(layout, settings, baking: bool) -> None:

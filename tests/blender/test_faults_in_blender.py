@@ -308,3 +308,32 @@ def test_a_fluid_outside_its_container_is_warned_about_naming_both(scene, surge,
         assert session.warnings == []
     finally:
         session.abort()
+
+
+def test_gravity_at_a_unit_scale_is_what_blender_shows_and_the_default_is_warned_about(scene, surge, tmp_path):
+    """Before: at a unit scale of 0.01 the default gravity baked as 0.0981 m/s^2 without a word (the liquid
+    fell a hundred times too slowly); nothing said what Surge takes Scene > Gravity to mean."""
+    bake = submodule(surge, "bridge.bake")
+    export = submodule(surge, "bridge.export")
+    column_scene(scene, str(tmp_path / "cache"), frames=(1, 2), spacing=0.05)
+    scene.unit_settings.scale_length = 0.01
+    for obj in bpy.data.objects:  # the same 10 cm tank and water, modelled in centimetres
+        obj.scale = (100.0, 100.0, 100.0)
+    scene.surge.particle_spacing = 5.0
+    description, _settings = export.export_scene(scene, bpy.context.evaluated_depsgraph_get())
+    # Blender's gravity is in scene units per s^2 and Blender itself shows it times the unit scale
+    np.testing.assert_allclose(description.gravity, [0, 0, -0.0981], rtol=1e-6, atol=0)
+    session = bake.BakeSession(scene, bpy.context.evaluated_depsgraph_get())
+    try:
+        assert any("gravity is 0.0981 m/s^2, Blender's default" in w and "Set Earth Gravity" in w
+                   for w in session.warnings), session.warnings
+    finally:
+        session.abort()
+    assert bpy.ops.surge.earth_gravity() == {"FINISHED"}
+    description, _settings = export.export_scene(scene, bpy.context.evaluated_depsgraph_get())
+    np.testing.assert_allclose(description.gravity, [0, 0, -9.81], rtol=1e-6, atol=0)  # float32 of -981
+    session = bake.BakeSession(scene, bpy.context.evaluated_depsgraph_get())
+    try:
+        assert not any("gravity" in w for w in session.warnings)
+    finally:
+        session.abort()
