@@ -159,7 +159,7 @@ def test_an_inflow_without_area_is_named_for_its_area(scene, surge, tmp_path):
     assert "Normal Speed" not in str(info.value)
 
 
-@pytest.mark.parametrize("flip", ["mirrored", "normals flipped"])
+@pytest.mark.parametrize("flip", ["mirrored", pytest.param("normals flipped", marks=pytest.mark.slow)])
 def test_a_mirrored_fluid_fills_as_its_unmirrored_twin(scene, surge, tmp_path, flip):
     """Before: a box Fluid with scale (-1, 1, 1), or with its normals flipped, was refused as 'open, flat
     or thinner than the spacing' (its winding number inside is -1), while scale (-1, -1, 1) baked."""
@@ -202,8 +202,11 @@ bpy.ops.render.render(write_still=True)
     return run_fresh_blender(script)
 
 
-@pytest.mark.parametrize("shown", [("Surge Liquid",), ("Surge Surface",), ("Surge Liquid", "Surge Surface")],
-                         ids=["points", "surface", "both"])
+@pytest.mark.parametrize("shown", [
+    pytest.param(("Surge Liquid",), id="points"),
+    # two more renders in child processes each: in the full suite
+    pytest.param(("Surge Surface",), id="surface", marks=pytest.mark.slow),
+    pytest.param(("Surge Liquid", "Surge Surface"), id="both", marks=pytest.mark.slow)])
 def test_cycles_renders_a_frame_without_liquid(scene, surge, tmp_path, shown):
     """Before: Cycles aborted on the empty point cloud the liquid is outside the baked frames and when its
     cache folder is gone ("Malloc returns null ... std::bad_alloc", exit status 134)."""
@@ -235,6 +238,7 @@ def _surface_vertices(frame: int) -> int:
     return len(obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).data.vertices)
 
 
+@pytest.mark.slow  # three meshing runs and three file loads: in the full suite
 def test_remeshing_keeps_the_surface_files_a_saved_blend_plays(scene, surge, tmp_path):
     """Before: meshing the surface again (tools/bake.py --surface --restart, not saved) deleted
     surface/usd_<id>/, which the saved file pointed at: every later open showed 'Could not create cache
