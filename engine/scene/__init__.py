@@ -6,7 +6,8 @@
 * :mod:`.jobcheck` -- checks of a job folder before the engine touches an array, and what a resume
   compares;
 * :mod:`.animation` -- settings and meshes that change during the shot, per substep;
-* :mod:`.budget` -- the memory guard run before a bake.
+* :mod:`.budget` -- the memory guard run before a bake;
+* :mod:`.hints` -- set-ups baked but warned about (a fluid outside every container).
 
 The description and the job functions are re-exported here (``from engine.scene import
 SceneDescription, save_job``).
