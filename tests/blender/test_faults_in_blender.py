@@ -167,10 +167,9 @@ def test_a_mirrored_fluid_fills_as_its_unmirrored_twin(scene, surge, tmp_path, f
     column_scene(scene, str(tmp_path / "cache"), frames=(1, 2))
     water = bpy.data.objects["Water"]
     if flip == "mirrored":
-        # the same box, modelled on the other side of its origin and mirrored back into the tank
-        for v in water.data.vertices:
-            v.co.x = -v.co.x
+        # mirrored about its origin (the mesh as it is, its faces now wound inward) and moved back into the tank
         water.scale.x = -1.0
+        water.location.x = 0.1
     else:
         for polygon in water.data.polygons:
             polygon.flip()
