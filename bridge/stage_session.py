@@ -189,6 +189,8 @@ class StageSession(ChildSession):
     log_file = ""
     done_words = "ready"
     failed_error = StageFailedError
+    #: ``--option`` values the stage's child gets (``usd=1``: the files Blender plays)
+    options: tuple = ("usd=1",)
 
     def __init__(self, scene, settings: dict, restart: bool = False):
         from .paths import ADDON_ROOT, numba_cache_dir
@@ -212,7 +214,9 @@ class StageSession(ChildSession):
             if os.path.exists(flag):
                 os.remove(flag)
             command = [sys.executable, "-m", "engine.stages", "run", self.stage, cache_dir, "--settings", path,
-                       "--option", "usd=1", "--cancel-file", flag, "--lock-token", self.lock.token]
+                       "--cancel-file", flag, "--lock-token", self.lock.token]
+            for option in self.options:
+                command += ["--option", option]
             if restart:
                 command.append("--restart")
             self.process = BakeProcess(files.job_dir(cache_dir), cache_dir, flag, ADDON_ROOT, numba_cache_dir(),

@@ -93,6 +93,8 @@ class SurfaceSession(StageSession):
     log_file = LOG_FILE
     failed_error = SurfaceFailedError
     describe = staticmethod(describe)
+    #: the USD files, each written while the next frame is meshed
+    options = ("usd=1", "overlap=1")
 
     def __init__(self, scene, restart: bool = False):
         super().__init__(scene, dataclasses.asdict(surface_settings(scene)), restart=restart)

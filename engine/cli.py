@@ -155,7 +155,8 @@ def _following(args, resumed: bool):
         from .surface.stage import for_bake
 
         with open(args.surface, encoding="utf-8") as fh:
-            followers.append(for_bake(settings, channel_names(scene), json.load(fh), use_usd=bool(args.usd_dir)))
+            followers.append(for_bake(settings, channel_names(scene), json.load(fh), use_usd=bool(args.usd_dir),
+                                      job_dir=args.job_dir))
     if args.whitewater:
         with open(args.whitewater, encoding="utf-8") as fh:
             whitewater_settings = json.load(fh)

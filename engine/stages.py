@@ -115,6 +115,11 @@ class Stage:
     #: True for a stage that carries state from frame to frame (whitewater): a run keeps only the frames
     #: done before the first frame that must be redone, and processes the rest in order.
     sequential = False
+    #: True for a stage whose ``process_frame`` may return before the frame's files are written (the
+    #: surface's USD file, written while the next frame is meshed): it finishes them before it starts the
+    #: next frame and in ``end``, and the runner lists a frame only then, so a frame counts only once
+    #: its files are complete.
+    defers_writes = False
 
     def begin(self, folder: str, state: dict, resumed: bool) -> None:
         """Called once before the first frame. ``state`` is the manifest's ``state`` dict, kept across
@@ -289,6 +294,8 @@ class StageRunner:
         self.manifest: dict | None = None
         self.started = time.perf_counter()
         self.processed = 0
+        #: the last frame of a stage that defers its writes, listed once they are done: (frame, stamp)
+        self._pending: tuple | None = None
 
     # -- manifest ------------------------------------------------------------------------------
 
@@ -356,13 +363,12 @@ class StageRunner:
         t0 = time.perf_counter()
         figures = self.stage.process_frame(frame, arrays, self.folder)
         seconds = time.perf_counter() - t0
-        frames = set(self.manifest["frames"])
-        frames.add(int(frame))
-        self.manifest["frames"] = sorted(frames)
-        self.manifest["sources"][str(frame)] = stamp
-        self.manifest["files"][str(frame)] = self.stage.frame_files(frame)
-        self.manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-        self._flush()
+        if self.stage.defers_writes:
+            # the stage finished the files of every earlier frame before it started this one's
+            self._list_pending()
+            self._pending = (int(frame), stamp)
+        else:
+            self._list(int(frame), stamp)
         self.processed += 1
         elapsed = time.perf_counter() - self.started
         event = {"event": "frame", "stage": self.stage.name, "frame": int(frame), "frame_start": int(frame_start),
@@ -372,12 +378,34 @@ class StageRunner:
         event.update(figures)
         return event
 
+    def _list(self, frame: int, stamp: list) -> None:
+        """List a frame whose files are all written in the manifest."""
+        frames = set(self.manifest["frames"])
+        frames.add(frame)
+        self.manifest["frames"] = sorted(frames)
+        self.manifest["sources"][str(frame)] = stamp
+        self.manifest["files"][str(frame)] = self.stage.frame_files(frame)
+        self.manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        self._flush()
+
+    def _list_pending(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            self._list(*pending)
+
     def finish(self, status: str, message: str = "") -> None:
+        error = None
+        try:
+            self.stage.end(status)  # a stage that defers its writes finishes them here
+            self._list_pending()
+        except (EngineError, OSError) as exc:
+            error, status, message = exc, "failed", str(exc)
         self.manifest["status"] = status
         self.manifest["message"] = message
         self.manifest["elapsed"] = round(time.perf_counter() - self.started, 3)
         self._flush()
-        self.stage.end(status)
+        if error is not None:
+            raise error
 
     def run(self, frames: Iterable[int] | None = None) -> dict:
         """Process every listed particle frame (or those of ``frames``) not done yet.

@@ -19,7 +19,9 @@ Surface (one ``.usdc`` per frame, a ``UsdGeomMesh`` prim at :data:`SURFACE_PRIM_
 (m), ``faceVertexCounts`` (all 3), ``faceVertexIndices`` (counter-clockwise seen from outside),
 ``velocities`` (m/s: Blender's ``velocity`` attribute, which Cycles reads for the motion blur of a
 mesh whose topology changes every frame), ``subdivisionScheme`` none, and ``primvars:<name>`` for
-every other vertex attribute (density, age, channels).
+every other vertex attribute (density, age, channels). The particles the surface handed to the spray
+(:mod:`engine.surface.drops`) are a ``UsdGeomPoints`` prim at :data:`SURFACE_SPRAY_PRIM_PATH` in the
+same file (points, velocities, ids, a constant width: a sphere of one particle's volume).
 
 The stage is Z-up with 1 metre per unit, values are SI; the Blender object that plays the files
 carries the scene's unit scale. A file per frame keeps memory flat however long the bake, lets
@@ -42,6 +44,7 @@ from . import atomic
 
 PRIM_PATH = "/SurgeLiquid"
 SURFACE_PRIM_PATH = "/SurgeSurface"
+SURFACE_SPRAY_PRIM_PATH = "/SurgeSurfaceSpray"
 
 #: Cache attributes written as USD properties of their own (see the table above).
 _BUILT_IN = frozenset({"position", "velocity", "density", "id"})
@@ -169,7 +172,8 @@ def write_frame(path: str, arrays: dict, frame: int, radius: float) -> None:
     _export(layer, path)
 
 
-def write_mesh(path: str, vertices: np.ndarray, triangles: np.ndarray, attributes: dict, frame: int) -> None:
+def write_mesh(path: str, vertices: np.ndarray, triangles: np.ndarray, attributes: dict, frame: int,
+               spray: dict | None = None, spray_radius: float = 0.0) -> None:
     """Write one frame of the liquid surface to ``path`` (a ``.usdc`` file), atomically.
 
     Parameters
@@ -207,7 +211,25 @@ def write_mesh(path: str, vertices: np.ndarray, triangles: np.ndarray, attribute
                 Vt.FloatArray.FromNumpy(values.reshape(-1)))
     if len(v):
         mesh.CreateExtentAttr(Vt.Vec3fArray.FromNumpy(np.array([v.min(axis=0), v.max(axis=0)], dtype=np.float32)))
+    if spray is not None:
+        _spray_points(stage, spray, spray_radius)
     _export(layer, path)
+
+
+def _spray_points(stage, spray: dict, radius: float) -> None:
+    """The surface's spray as points (see :func:`write_mesh`)."""
+    _Sdf, _Usd, UsdGeom, Vt = import_pxr()
+    x = np.ascontiguousarray(spray.get("position", np.zeros((0, 3))), dtype=np.float32).reshape(-1, 3)
+    vel = np.ascontiguousarray(spray.get("velocity", np.zeros((0, 3))), dtype=np.float32).reshape(-1, 3)
+    ids = np.asarray(spray.get("id", np.arange(len(x))), dtype=np.int64).reshape(-1)
+    if not len(x):  # one invisible point: Cycles in Blender 5.0 stops the render on an empty point cloud
+        x, vel, ids, radius = np.zeros((1, 3), np.float32), np.zeros((1, 3), np.float32), np.full(1, -1), 0.0
+    points = UsdGeom.Points.Define(stage, SURFACE_SPRAY_PRIM_PATH)
+    points.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(x))
+    points.CreateVelocitiesAttr(Vt.Vec3fArray.FromNumpy(vel))
+    points.CreateWidthsAttr(Vt.FloatArray([2.0 * float(radius)]))
+    points.SetWidthsInterpolation(UsdGeom.Tokens.constant)
+    points.CreateIdsAttr(Vt.Int64Array.FromNumpy(np.ascontiguousarray(ids)))
 
 
 def read_mesh(path: str) -> dict:

@@ -10,6 +10,23 @@ from typing import ClassVar
 from .parameters import Parameter, _param, _parameters_of, _strict_from_dict
 
 
+#: Where the surface meets the colliders (``surface_collider_mode``).
+COLLIDER_MEETING_MODES = (
+    ("INSIDE", "Inside", "The surface lies the offset inside the collider's solid: the liquid overlaps a glass wall, "
+                         "which renders refraction through the two without a film of air between them"),
+    ("ON", "On Surface", "The surface lies on the collider's surface: the liquid meets it exactly"),
+    ("OUTSIDE", "Outside", "The surface keeps the offset away from the collider's surface: a thin gap"),
+)
+
+
+#: What becomes of small clusters of particles (``surface_isolated``, :mod:`engine.surface.drops`).
+ISOLATED_MODES = (
+    ("DROPS", "Round Drops", "Each small cluster becomes a round drop of its volume in the surface mesh"),
+    ("SPRAY", "Spray", "Small clusters leave the mesh as spray points beside it, each a sphere of its particle's "
+                       "volume (the Surge Surface Spray object)"),
+)
+
+
 @dataclass(frozen=True)
 class SurfaceSettings:
     """Settings of the surface mesh made from each baked frame (:mod:`engine.surface`).
@@ -40,6 +57,39 @@ class SurfaceSettings:
         False, label="Keep Thin Sheets",
         tooltip="Bridge the gaps between particles that the flow has pulled apart into sheets and jets, so they stay "
                 "closed instead of tearing into holes and beads; costs a little time on splashy frames")
+    surface_use_colliders: bool = _param(
+        True, label="Mesh Against Colliders",
+        tooltip="Cut the surface at the bake's colliders and containers and close it against them: no part of the "
+                "mesh lies inside a solid or beyond a container's wall, and liquid that touches a wall meets it with "
+                "no air film (moving and deforming colliders at each frame's pose)")
+    surface_collider_mode: str = _param(
+        "ON", label="Meet Colliders", items=COLLIDER_MEETING_MODES,
+        tooltip="Where the liquid's surface lies against a collider: on its surface, a little inside it (for "
+                "refractive glass: the liquid overlaps the glass, so no gap of air shows between them) or a little "
+                "outside it, by the offset below")
+    surface_collider_offset: float = _param(
+        0.1, label="Collider Offset", min=0.0, max=1.0,
+        tooltip="How far the surface lies inside or outside the colliders' surface with those modes, as a multiple "
+                "of the particle spacing")
+    surface_anisotropic: bool = _param(
+        True, label="Anisotropic Kernels",
+        tooltip="Stretch each particle's reach along its neighbours (Yu and Turk 2013): flat water shows fewer "
+                "particle bumps, sheets and jets stay smooth; the surface stays where round kernels put it")
+    surface_max_stretch: float = _param(
+        2.0, label="Kernel Stretch", min=1.0, max=4.0,
+        tooltip="Most a particle's reach is stretched along the liquid's surface, sheet or jet, as a multiple of "
+                "the round kernel's")
+    surface_centre_smoothing: float = _param(
+        0.0, label="Centre Smoothing", min=0.0, max=1.0,
+        tooltip="Move each kernel towards its neighbours' weighted mean (Yu and Turk's lambda): smooths more, but "
+                "the surface sinks into the liquid (0.5 loses about 2 percent of a pool's volume)")
+    surface_isolated: str = _param(
+        "SPRAY", label="Small Drops", items=ISOLATED_MODES,
+        tooltip="What becomes of particles flung off alone or in small clusters, which the mesh would show as "
+                "lumpy beads: round drops of their volume in the mesh, or spray points beside it")
+    surface_drop_particles: int = _param(
+        3, label="Drop Particles", min=0, max=16,
+        tooltip="Most particles of a cluster treated as a small drop (0: none; the mesh wraps every particle)")
     surface_vertex_attributes: bool = _param(
         False, label="Density, Age and Channels",
         tooltip="Also give the surface's vertices the particles' density, age and named channels (velocity is "

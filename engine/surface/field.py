@@ -335,9 +335,16 @@ class DenseGrid(NamedTuple):
         """The grid that holds every point within ``support`` of the particles ``x`` plus one empty layer
         (the field is zero on its border, so the iso-surface inside it is closed). Its points are whole
         multiples of ``cell``, so a liquid at rest meshes the same from frame to frame."""
-        lo = np.floor((x.min(axis=0).astype(np.float64) - support) / cell) - 1.0
-        hi = np.ceil((x.max(axis=0).astype(np.float64) + support) / cell) + 1.0
-        return DenseGrid(lo * cell, float(cell), tuple(int(n) for n in (hi - lo + 1.0)))
+        return DenseGrid.spanning(x.min(axis=0).astype(np.float64) - support,
+                                  x.max(axis=0).astype(np.float64) + support, cell)
+
+    @staticmethod
+    def spanning(lo, hi, cell: float) -> "DenseGrid":
+        """The grid that holds the box from ``lo`` to ``hi`` (m) plus one layer of points around it, its points
+        whole multiples of ``cell``."""
+        a = np.floor(np.asarray(lo, np.float64) / cell) - 1.0
+        b = np.ceil(np.asarray(hi, np.float64) / cell) + 1.0
+        return DenseGrid(a * cell, float(cell), tuple(int(n) for n in (b - a + 1.0)))
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)

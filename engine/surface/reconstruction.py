@@ -56,10 +56,15 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 
+from .anisotropy import (MAX_STRETCH, KernelShapes, add_ellipsoids, ellipsoid_bounds, kernel_shapes, neighbourhoods,
+                         smoothed_centres)
+from .drops import drop_meshes, drop_radius, small_clusters, vertices_per_drop
 from .field import DenseGrid, ParticleGrid, colour_field, pair_midpoints, point_averages, self_sums
 from .marching import marching_cubes
 from .smoothing import smooth
+from .solids import Solids, meet_field, meeting_distance, project_vertices, wall_planes
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +100,13 @@ class SurfaceParameters:
     rest_density: float = 1000.0
     thin_sheets: bool = False
     attributes: tuple = ("velocity",)  # particle arrays to put on the vertices
+    collider_mode: str = "ON"       # where the surface meets the solids (engine.settings.surface)
+    collider_offset: float = 0.0    # by how much with INSIDE and OUTSIDE, m
+    anisotropic: bool = False       # stretched kernels (engine.surface.anisotropy)
+    max_stretch: float = MAX_STRETCH
+    centre_smoothing: float = 0.0   # Yu & Turk's lambda
+    isolated: str = "FIELD"         # small clusters (engine.surface.drops): FIELD (beads of the field), DROPS, SPRAY
+    drop_particles: int = 3         # most particles of a small cluster
 
     @property
     def particle_radius(self) -> float:
@@ -112,11 +124,16 @@ class SurfaceMesh:
         outside (normals point out of the liquid)
     attributes : dict of str -> ndarray, shape (V,) or (V, 3), float32
         ``velocity`` (m/s) and any other interpolated particle attribute.
+    spray : dict of str -> ndarray
+        The isolated particles handed to the spray (``isolated`` SPRAY, :mod:`.drops`): ``position`` (S, 3)
+        float32 m, ``velocity`` (S, 3) float32 m/s, ``id`` (S,) int32 (when the frame has ids); empty
+        otherwise.
     """
 
     vertices: np.ndarray
     triangles: np.ndarray
     attributes: dict = field(default_factory=dict)
+    spray: dict = field(default_factory=dict)
 
     @staticmethod
     def empty(attribute_shapes: dict | None = None) -> "SurfaceMesh":
@@ -219,20 +236,64 @@ def _import_splashsurf():
     return pysplashsurf
 
 
-def raw_mesh(points: np.ndarray, particles: ParticleGrid, volume: np.ndarray, params: SurfaceParameters
+class FieldParticles(NamedTuple):
+    """What the colour field is made of: kernel centres (grid order, the isolated particles left out),
+    their volumes and, with anisotropy, the stretched kernels among them (indices into these rows)."""
+
+    x: np.ndarray
+    volume: np.ndarray
+    shapes: KernelShapes | None
+
+
+def field_particles(particles: ParticleGrid, sums: ParticleSums, params: SurfaceParameters, keep: np.ndarray
+                    ) -> FieldParticles:
+    """The kernels of the colour field: the particles ``keep`` marks (grid order), with Yu & Turk's
+    stretched kernels and smoothed centres when ``params.anisotropic`` (:mod:`.anisotropy`)."""
+    x, volume = particles.x, sums.volume
+    if not params.anisotropic:
+        return FieldParticles(np.ascontiguousarray(x[keep]), np.ascontiguousarray(volume[keep]), None)
+    support, spacing = params.kernel_radius, params.particle_spacing
+    hoods = neighbourhoods(particles)
+    centres = smoothed_centres(x, hoods, support, spacing, params.centre_smoothing)
+    shapes = kernel_shapes(hoods, support, spacing, params.max_stretch)
+    # renumber the stretched kernels into the kept rows (isolated particles are never stretched)
+    row = np.cumsum(keep) - 1
+    shapes = shapes._replace(index=row[shapes.index])
+    return FieldParticles(np.ascontiguousarray(centres[keep]), np.ascontiguousarray(volume[keep]), shapes)
+
+
+def raw_mesh(kernels: FieldParticles, params: SurfaceParameters, solids: Solids | None = None
              ) -> tuple[np.ndarray, np.ndarray]:
-    """Steps 2 and 3: the unsmoothed iso-surface, ``(vertices (V, 3) float32, triangles (T, 3) int32)``."""
-    grid = DenseGrid.around(particles.x, params.cell_size, params.kernel_radius)
-    if grid.points <= dense_limit(len(points)):
-        field = colour_field(particles.x, volume, grid, params.kernel_radius)
+    """Steps 2 and 3: the unsmoothed iso-surface, ``(vertices (V, 3) float32, triangles (T, 3) int32)``; with
+    ``solids``, of the colour field combined with them (:func:`.solids.meet_field`)."""
+    x, support = kernels.x, params.kernel_radius
+    if len(x) == 0:
+        return np.zeros((0, 3), np.float32), np.zeros((0, 3), np.int32)
+    lo = x.min(axis=0).astype(np.float64) - support
+    hi = x.max(axis=0).astype(np.float64) + support
+    stretched = kernels.shapes is not None and len(kernels.shapes.index) > 0
+    if stretched:
+        elo, ehi = ellipsoid_bounds(x, kernels.shapes)
+        lo, hi = np.minimum(lo, elo), np.maximum(hi, ehi)
+    grid = DenseGrid.spanning(lo, hi, params.cell_size)
+    if grid.points <= dense_limit(len(x)):
+        plain = np.ones(len(x), np.bool_)
+        if stretched:
+            plain[kernels.shapes.index] = False
+        field = colour_field(x[plain], kernels.volume[plain], grid, support)
+        if stretched:
+            add_ellipsoids(field, grid, x, kernels.volume, kernels.shapes, support)
+        if solids is not None:
+            meet_field(field.values, field.row_lo, field.row_hi, grid.origin, params.cell_size, params.iso, solids,
+                       meeting_distance(params.collider_mode, params.collider_offset), params.particle_spacing)
         return marching_cubes(field.values, params.iso, grid.origin, params.cell_size, field.row_lo, field.row_hi)
-    log.info("surface: %d particles over a box of %d grid points; splashsurf's sparse grid meshes them",
-             len(points), grid.points)
+    log.info("surface: %d particles over a box of %d grid points; splashsurf's sparse grid meshes them "
+             "(isotropic kernels; the solids only push vertices out)", len(x), grid.points)
     ps = _import_splashsurf()
     r = params.particle_radius
     # splashsurf's lengths are in particle radii; its smoothing length is half the kernel support
     mesh, _rec = ps.reconstruction_pipeline(
-        points, particle_radius=r, rest_density=params.rest_density,
+        np.ascontiguousarray(x, np.float32), particle_radius=r, rest_density=params.rest_density,
         smoothing_length=0.5 * params.kernel_radius / r, cube_size=params.cell_size / r,
         iso_surface_threshold=params.iso, mesh_smoothing_iters=None, mesh_smoothing_weights=False,
         subdomain_grid=True)
@@ -240,7 +301,56 @@ def raw_mesh(points: np.ndarray, particles: ParticleGrid, volume: np.ndarray, pa
             np.ascontiguousarray(mesh.mesh.triangles).astype(np.int32).reshape(-1, 3))
 
 
-def reconstruct(arrays: dict, params: SurfaceParameters) -> SurfaceMesh:
+def _vertex_attributes(arrays: dict, params: SurfaceParameters, n: int, source: ParticleGrid, vertices: np.ndarray
+                       ) -> dict:
+    """The particles' attributes at the vertices (kernel-weighted averages over ``source``)."""
+    columns, layout = [], []
+    for name in params.attributes:
+        a = np.asarray(arrays[name], dtype=np.float32).reshape(n, -1)
+        layout.append((name, a.shape[1], a.shape[1:] if np.asarray(arrays[name]).ndim > 1 else ()))
+        columns.append(a)
+    out = {}
+    if columns:
+        values = point_averages(source, vertices, source.sorted(np.concatenate(columns, axis=1)))
+        col = 0
+        for name, width, shape in layout:
+            out[name] = np.ascontiguousarray(values[:, col:col + width]).reshape((len(vertices), *shape))
+            col += width
+    return out
+
+
+def _with_drops(mesh: SurfaceMesh, arrays: dict, params: SurfaceParameters, rows: np.ndarray, label: np.ndarray,
+                solids: Solids | None) -> SurfaceMesh:
+    """The small clusters as round drops in the mesh, or as spray (:mod:`.drops`): ``rows`` (the frame's rows
+    of their particles) and ``label`` (each one's cluster)."""
+    if params.isolated == "SPRAY":
+        spray = {"position": np.ascontiguousarray(np.asarray(arrays["position"], np.float32).reshape(-1, 3)[rows]),
+                 "velocity": np.ascontiguousarray(np.asarray(arrays["velocity"], np.float32).reshape(-1, 3)[rows])}
+        if "id" in arrays:
+            spray["id"] = np.ascontiguousarray(np.asarray(arrays["id"], np.int32)[rows])
+        return SurfaceMesh(mesh.vertices, mesh.triangles, mesh.attributes, spray)
+    _, cluster, size = np.unique(label, return_inverse=True, return_counts=True)
+
+    def mean(values):
+        a = np.asarray(values, np.float64)[rows].reshape(len(rows), -1)
+        out = np.zeros((len(size), a.shape[1]))
+        np.add.at(out, cluster, a)
+        return out / size[:, None]
+
+    radius = np.array([drop_radius(k * params.particle_spacing ** 3) for k in size])
+    dv, dt = drop_meshes(mean(arrays["position"]), radius, first_vertex=len(mesh.vertices))
+    if solids is not None:  # a drop against a wall does not poke through it either
+        meet = meeting_distance(params.collider_mode, params.collider_offset)
+        dv = project_vertices(dv, np.zeros(len(dv), np.bool_), solids, meet)
+    per = vertices_per_drop()
+    attributes = {}
+    for name, values in mesh.attributes.items():
+        own = mean(arrays[name]).astype(np.float32).reshape((len(size), *values.shape[1:]))
+        attributes[name] = np.concatenate([values, np.repeat(own, per, axis=0)])
+    return SurfaceMesh(np.concatenate([mesh.vertices, dv]), np.concatenate([mesh.triangles, dt]), attributes)
+
+
+def reconstruct(arrays: dict, params: SurfaceParameters, solids: Solids | None = None) -> SurfaceMesh:
     """Mesh one frame of particles.
 
     Parameters
@@ -250,6 +360,8 @@ def reconstruct(arrays: dict, params: SurfaceParameters) -> SurfaceMesh:
         ``velocity`` (N, 3) float32 m/s, and every attribute named in ``params.attributes``
         ((N,) or (N, 3) float arrays).
     params : SurfaceParameters
+    solids : Solids, optional
+        The colliders and containers posed at the frame (:mod:`.solids`): the surface meets them.
 
     Returns
     -------
@@ -269,27 +381,32 @@ def reconstruct(arrays: dict, params: SurfaceParameters) -> SurfaceMesh:
     support = params.kernel_radius
     particles = ParticleGrid.build(points, support)
     sums = particle_sums(particles)
-    vertices, triangles = raw_mesh(points, particles, sums.volume, params)
-    if len(triangles) == 0:
-        return SurfaceMesh.empty(shapes)
-    if params.smoothing_iterations > 0:
-        weights = smoothing_weights(particles, sums, vertices)
-        vertices = smooth(vertices, triangles, weights, int(params.smoothing_iterations))
-    columns, layout = [], []
-    for name in params.attributes:
-        a = np.asarray(arrays[name], dtype=np.float32).reshape(len(x), -1)
-        layout.append((name, a.shape[1], shapes[name]))
-        columns.append(a)
-    attributes = {}
-    if columns:
+    keep = np.ones(len(points), np.bool_)
+    rows = label = np.zeros(0, np.int64)
+    if params.isolated != "FIELD":
+        clusters = small_clusters(particles, sums.count, params.drop_particles)
+        keep = clusters < 0
+        frame_rows = particles.grid.order[~keep]  # the frame's rows, bridge points beyond them
+        real = frame_rows < len(x)
+        rows, label = frame_rows[real], clusters[~keep][real]
+    vertices, triangles = raw_mesh(field_particles(particles, sums, params, keep), params, solids)
+    mesh = SurfaceMesh.empty(shapes)
+    if len(triangles):
+        walls = None
+        if solids is not None:
+            meet = meeting_distance(params.collider_mode, params.collider_offset)
+            walls = wall_planes(vertices, solids, meet, params.cell_size)
+        if params.smoothing_iterations > 0:
+            weights = smoothing_weights(particles, sums, vertices)
+            vertices = smooth(vertices, triangles, weights, int(params.smoothing_iterations), walls=walls)
+        if solids is not None:
+            vertices = project_vertices(vertices, walls[:, 3] > -np.inf, solids, meet)
         # the attributes come from the particles alone (bridge points carry none)
         source = particles if points is x else ParticleGrid.build(x, support)
-        values = point_averages(source, vertices, source.sorted(np.concatenate(columns, axis=1)))
-        col = 0
-        for name, width, shape in layout:
-            attributes[name] = np.ascontiguousarray(values[:, col:col + width]).reshape((len(vertices), *shape))
-            col += width
-    return SurfaceMesh(vertices, triangles, attributes)
+        mesh = SurfaceMesh(vertices, triangles, _vertex_attributes(arrays, params, len(x), source, vertices))
+    if len(rows):
+        mesh = _with_drops(mesh, arrays, params, rows, label, solids)
+    return mesh
 
 
 # -- measures of a mesh (tests, benchmark) -----------------------------------------------------------
@@ -320,3 +437,53 @@ def enclosed_volume(vertices: np.ndarray, triangles: np.ndarray) -> float:
         return 0.0
     a, b, c = v[t[:, 0]], v[t[:, 1]], v[t[:, 2]]
     return float(np.einsum("ij,ij->i", a, np.cross(b, c)).sum() / 6.0)
+
+
+@njit(cache=True)
+def _root(parent, a):
+    while parent[a] != a:
+        parent[a] = parent[parent[a]]
+        a = parent[a]
+    return a
+
+
+@njit(cache=True)
+def _piece_labels(t, nv):
+    parent = np.arange(nv)
+    for m in range(t.shape[0]):
+        a = _root(parent, t[m, 0])
+        for c in range(1, 3):
+            b = _root(parent, t[m, c])
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+                a = min(a, b)
+    out = np.empty(nv, np.int64)
+    for v in range(nv):
+        out[v] = _root(parent, v)
+    return out
+
+
+class MeshPieces(NamedTuple):
+    """The connected pieces of a closed mesh: ``volume`` (P,) m^3 enclosed by each, ``centre`` (P, 3) m, the
+    mean of its vertices."""
+
+    volume: np.ndarray
+    centre: np.ndarray
+
+
+def mesh_pieces(vertices: np.ndarray, triangles: np.ndarray) -> MeshPieces:
+    """The pieces of a mesh (triangles sharing vertices), each with its volume and centre."""
+    v = np.asarray(vertices, np.float64).reshape(-1, 3)
+    t = np.ascontiguousarray(triangles, np.int64).reshape(-1, 3)
+    if len(t) == 0:
+        return MeshPieces(np.zeros(0), np.zeros((0, 3)))
+    used = np.unique(t)
+    _, piece = np.unique(_piece_labels(t, len(v))[used], return_inverse=True)
+    of_vertex = np.full(len(v), -1, np.int64)
+    of_vertex[used] = piece
+    count = piece.max() + 1
+    a, b, c = v[t[:, 0]], v[t[:, 1]], v[t[:, 2]]
+    volume = np.bincount(of_vertex[t[:, 0]], weights=np.einsum("ij,ij->i", a, np.cross(b, c)) / 6.0,
+                         minlength=count)
+    centre = np.stack([np.bincount(piece, weights=v[used, k], minlength=count) for k in range(3)], 1)
+    return MeshPieces(volume, centre / np.bincount(piece, minlength=count)[:, None])

@@ -76,23 +76,35 @@ def _rings_around(start, nbr, lo, hi, depth, seen, local, ring_end):
 
 
 @njit(inline="always", cache=True)
-def _update(v, own, around, start, nbr, keep, pull):
-    """own[v] <- keep_v own[v] + pull_v sum(around[N(v)])."""
+def _update(v, own, around, start, nbr, keep, pull, wall):
+    """own[v] <- keep_v own[v] + pull_v sum(around[N(v)]); a vertex off the walls sees each neighbour on a wall
+    (``wall[u, 3]`` > -inf: the plane n . x = c of its wall, n = wall[u, :3], c = wall[u, 3]) as its own
+    mirror image in that plane (an empty ``wall`` has no walls)."""
     s0 = np.float32(0.0)
     s1 = np.float32(0.0)
     s2 = np.float32(0.0)
+    mirror = wall.shape[0] > 0 and wall[v, 3] == -np.inf
     for t in range(start[v], start[v + 1]):
         u = nbr[t]
-        s0 += around[u, 0]
-        s1 += around[u, 1]
-        s2 += around[u, 2]
+        if mirror and wall[u, 3] != -np.inf:
+            # the liquid continues beyond the wall as its mirror image: the neighbour across the contact line
+            # is v reflected in the wall's plane, so the wall does not round the free surface off
+            e = np.float32(2.0) * (wall[u, 0] * around[v, 0] + wall[u, 1] * around[v, 1] + wall[u, 2] * around[v, 2]
+                                   - wall[u, 3])
+            s0 += around[v, 0] - e * wall[u, 0]
+            s1 += around[v, 1] - e * wall[u, 1]
+            s2 += around[v, 2] - e * wall[u, 2]
+        else:
+            s0 += around[u, 0]
+            s1 += around[u, 1]
+            s2 += around[u, 2]
     own[v, 0] = keep[v] * own[v, 0] + pull[v] * s0
     own[v, 1] = keep[v] * own[v, 1] + pull[v] * s1
     own[v, 2] = keep[v] * own[v, 2] + pull[v] * s2
 
 
 @njit(parallel=True, cache=True)
-def _smooth_ranges(x, start, nbr, keep, pull, bounds, iterations,
+def _smooth_ranges(x, start, nbr, keep, pull, wall, bounds, iterations,
                    # outputs
                    out):
     """``iterations`` passes own[v] <- keep_v own[v] + pull_v sum(around[N(v)]) (keep_v = 1 - beta w_v,
@@ -117,9 +129,9 @@ def _smooth_ranges(x, start, nbr, keep, pull, bounds, iterations,
         for it in range(iterations):
             # the range itself (local[:hi - lo] is lo:hi), then the rings still in reach
             for v in range(lo, hi):
-                _update(v, before, latest, start, nbr, keep, pull)
+                _update(v, before, latest, start, nbr, keep, pull, wall)
             for idx in range(hi - lo, ring_end[iterations - 1 - it]):
-                _update(local[idx], before, latest, start, nbr, keep, pull)
+                _update(local[idx], before, latest, start, nbr, keep, pull, wall)
             before, latest = latest, before
         for v in range(lo, hi):
             for c in range(3):
@@ -127,7 +139,7 @@ def _smooth_ranges(x, start, nbr, keep, pull, bounds, iterations,
 
 
 def smooth(vertices: np.ndarray, triangles: np.ndarray, weights: np.ndarray, iterations: int,
-           beta: float = 1.0, ranges: int | None = None) -> np.ndarray:
+           beta: float = 1.0, ranges: int | None = None, walls: np.ndarray | None = None) -> np.ndarray:
     """``iterations`` passes of weighted Laplacian smoothing (see the module docstring).
 
     Parameters
@@ -139,6 +151,10 @@ def smooth(vertices: np.ndarray, triangles: np.ndarray, weights: np.ndarray, ite
     beta : float -- scales every weight (1: splashsurf's default)
     ranges : int, optional -- vertex ranges smoothed in parallel (default: one per thread); the result
         does not depend on it
+    walls : ndarray, shape (V, 4), float32, optional -- for a vertex on a wall, the plane n . x = c of the
+        wall under it (n, c), for the others -inf in the last column: a vertex off the walls sees a
+        neighbour on a wall as its own mirror image in that wall (:mod:`engine.surface.solids`), so a
+        liquid that meets a wall at a right angle keeps it
 
     Returns
     -------
@@ -155,5 +171,8 @@ def smooth(vertices: np.ndarray, triangles: np.ndarray, weights: np.ndarray, ite
     ranges = max(1, min(int(ranges or numba.get_num_threads()), len(x)))
     bounds = np.linspace(0, len(x), ranges + 1).astype(np.int64)
     out = np.empty_like(x)
-    _smooth_ranges(x, start, nbr, keep, pull, bounds, int(iterations), out)
+    wall = np.zeros((0, 4), np.float32) if walls is None else np.ascontiguousarray(walls, np.float32).reshape(-1, 4)
+    if len(wall) not in (0, len(x)):
+        raise ValueError(f"walls has {len(wall)} rows for {len(x)} vertices")
+    _smooth_ranges(x, start, nbr, keep, pull, wall, bounds, int(iterations), out)
     return out
