@@ -120,6 +120,8 @@ class Stage:
     #: next frame and in ``end``, and the runner lists a frame only then, so a frame counts only once
     #: its files are complete.
     defers_writes = False
+    #: The frames whose deferred writes failed (never listed).
+    failed_writes: frozenset | set = frozenset()
 
     def begin(self, folder: str, state: dict, resumed: bool) -> None:
         """Called once before the first frame. ``state`` is the manifest's ``state`` dict, kept across
@@ -391,7 +393,8 @@ class StageRunner:
     def _list_pending(self) -> None:
         if self._pending is not None:
             pending, self._pending = self._pending, None
-            self._list(*pending)
+            if pending[0] not in self.stage.failed_writes:
+                self._list(*pending)
 
     def finish(self, status: str, message: str = "") -> None:
         error = None

@@ -46,11 +46,13 @@ from numba import njit, prange
 from ..core.neighbour_list import chunk_width, gather_candidates
 from .field import CELL_CHUNK, FASTMATH, SLAB_POINTS, ColourField, DenseGrid, ParticleGrid, _spline
 
-#: Yu & Turk's N_eps (their 25 at a support of 2 h with their particle spacing): a particle with fewer
-#: neighbours within the support keeps the isotropic kernel. Given here for a support of two spacings
-#: (a particle inside a resting block has 32 there, one on an edge of a sheet one particle thick 12),
-#: and scaled with the kernel's volume in spacings.
-MIN_NEIGHBOURS = 6
+#: Yu & Turk's N_eps: a particle with fewer neighbours within the support keeps the isotropic kernel.
+#: Theirs (25) leaves round every particle of a sheet pulled apart (one at 1.6 spacings has 4 neighbours
+#: within two spacings), which are the ones a stretched kernel smooths; fewer than 4 lets the sparsest
+#: clusters of a splash thin below the iso level and vanish (a stretched kernel has a lower peak): on
+#: the demo's frame 20, 2 lost a crest of 9 particle volumes and 3 nearly, 4 and more keep every piece
+#: (tests/test_surface_look.py). Given for a support of two spacings and scaled with the kernel's volume.
+MIN_NEIGHBOURS = 4
 
 #: Most stretch of a kernel axis (Yu & Turk's k_r bounds the ratio of the axes; here of the spreads).
 MAX_STRETCH = 2.0

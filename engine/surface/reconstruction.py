@@ -372,7 +372,8 @@ def reconstruct(arrays: dict, params: SurfaceParameters, solids: Solids | None =
     x = np.ascontiguousarray(arrays["position"], dtype=np.float32).reshape(-1, 3)
     shapes = {name: np.asarray(arrays[name]).shape[1:] for name in params.attributes}
     if len(x) == 0:
-        return SurfaceMesh.empty(shapes)
+        return _with_drops(SurfaceMesh.empty(shapes), arrays, params, np.zeros(0, np.int64), np.zeros(0, np.int64),
+                           None) if params.isolated == "SPRAY" else SurfaceMesh.empty(shapes)
     points = x
     if params.thin_sheets:
         extra = bridge_points(x, params.particle_spacing, params.kernel_radius)
@@ -404,7 +405,7 @@ def reconstruct(arrays: dict, params: SurfaceParameters, solids: Solids | None =
         # the attributes come from the particles alone (bridge points carry none)
         source = particles if points is x else ParticleGrid.build(x, support)
         mesh = SurfaceMesh(vertices, triangles, _vertex_attributes(arrays, params, len(x), source, vertices))
-    if len(rows):
+    if len(rows) or params.isolated == "SPRAY":  # a spray frame holds the spray's arrays, empty or not
         mesh = _with_drops(mesh, arrays, params, rows, label, solids)
     return mesh
 
@@ -465,10 +466,11 @@ def _piece_labels(t, nv):
 
 class MeshPieces(NamedTuple):
     """The connected pieces of a closed mesh: ``volume`` (P,) m^3 enclosed by each, ``centre`` (P, 3) m, the
-    mean of its vertices."""
+    mean of its vertices, and ``piece_of`` (V,) int64, each vertex's piece (-1 for a vertex no triangle uses)."""
 
     volume: np.ndarray
     centre: np.ndarray
+    piece_of: np.ndarray
 
 
 def mesh_pieces(vertices: np.ndarray, triangles: np.ndarray) -> MeshPieces:
@@ -476,7 +478,7 @@ def mesh_pieces(vertices: np.ndarray, triangles: np.ndarray) -> MeshPieces:
     v = np.asarray(vertices, np.float64).reshape(-1, 3)
     t = np.ascontiguousarray(triangles, np.int64).reshape(-1, 3)
     if len(t) == 0:
-        return MeshPieces(np.zeros(0), np.zeros((0, 3)))
+        return MeshPieces(np.zeros(0), np.zeros((0, 3)), np.full(len(v), -1, np.int64))
     used = np.unique(t)
     _, piece = np.unique(_piece_labels(t, len(v))[used], return_inverse=True)
     of_vertex = np.full(len(v), -1, np.int64)
@@ -486,4 +488,4 @@ def mesh_pieces(vertices: np.ndarray, triangles: np.ndarray) -> MeshPieces:
     volume = np.bincount(of_vertex[t[:, 0]], weights=np.einsum("ij,ij->i", a, np.cross(b, c)) / 6.0,
                          minlength=count)
     centre = np.stack([np.bincount(piece, weights=v[used, k], minlength=count) for k in range(3)], 1)
-    return MeshPieces(volume, centre / np.bincount(piece, minlength=count)[:, None])
+    return MeshPieces(volume, centre / np.bincount(piece, minlength=count)[:, None], of_vertex)

@@ -116,6 +116,7 @@ class SurfaceStage(Stage):
         self.defers_writes = bool(overlap_writes and use_usd)
         self._writer: threading.Thread | None = None
         self._write_error: BaseException | None = None
+        self.failed_writes: set = set()
 
     def begin(self, folder: str, state: dict, resumed: bool) -> None:
         if self.use_colliders:
@@ -167,6 +168,7 @@ class SurfaceStage(Stage):
                            spray_radius=(0.75 / math.pi) ** (1.0 / 3.0) * self.params.particle_spacing)
         except BaseException as exc:  # noqa: BLE001 - handed to the stage's thread, raised by settle()
             self._write_error = exc
+            self.failed_writes.add(frame)
 
     def settle(self) -> None:
         """Wait for the USD file being written, if any; raise its error (OSError) if it failed."""
