@@ -158,6 +158,10 @@ def _surface_annotations() -> dict:
         surface_object=PointerProperty(
             name="Surface Object", type=bpy.types.Object,
             description="The mesh object that plays the baked surface; meshing again updates it"),
+        surface_spray_object=PointerProperty(
+            name="Surface Spray Object", type=bpy.types.Object,
+            description="The point-cloud object that plays the small drops the surface hands to the spray (Small "
+                        "Drops: Spray), spheres of their volume in the water material"),
     )
     return ann
 

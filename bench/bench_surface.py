@@ -36,7 +36,7 @@ sys.path.insert(0, ROOT)
 
 from engine import driver, stages  # noqa: E402
 from engine.io.cache import CacheReader  # noqa: E402
-from engine.scene import BoxContainer, FluidObject, SceneDescription, TriangleMesh  # noqa: E402
+from engine.scene import BoxContainer, FluidObject, SceneDescription, TriangleMesh, save_job  # noqa: E402
 from engine.settings import SimulationSettings, SurfaceSettings  # noqa: E402
 from engine.surface import SurfaceParameters, reconstruct  # noqa: E402
 from engine.surface.reconstruction import edge_use_counts, enclosed_volume  # noqa: E402
@@ -74,12 +74,28 @@ def bench_frame(cache: str, n: int) -> dict:
     return CacheReader(cache).read_frame(FRAME)
 
 
-def params(**kw) -> SurfaceParameters:
+def params(full: bool = True, **kw) -> SurfaceParameters:
+    """The stage's parameters at the settings' defaults; ``full`` False leaves out the anisotropic kernels
+    and the small drops (the pipeline splashsurf runs)."""
     s = SurfaceSettings()
     base = dict(particle_spacing=DX, cell_size=s.surface_cell_size * DX, kernel_radius=s.surface_kernel_radius * DX,
                 iso=s.surface_iso, smoothing_iterations=s.surface_smoothing_iterations)
+    if full:
+        base.update(collider_mode=s.surface_collider_mode, collider_offset=s.surface_collider_offset * DX,
+                    anisotropic=s.surface_anisotropic, max_stretch=s.surface_max_stretch,
+                    centre_smoothing=s.surface_centre_smoothing, isolated=s.surface_isolated,
+                    drop_particles=s.surface_drop_particles)
     base.update(kw)
     return SurfaceParameters(**base)
+
+
+def solids_of(n: int, frame: dict):
+    """The scene's box container as the surface meets it (:class:`engine.surface.solids.Solids`)."""
+    from engine.surface.solids import Solids
+
+    solids = Solids(scene(n, FRAME), SimulationSettings(particle_spacing=DX), frame["position"])
+    solids.set_frame(FRAME)
+    return solids
 
 
 def splashsurf(x: np.ndarray, v: np.ndarray | None):
@@ -107,12 +123,15 @@ def timing(args, frame: dict) -> None:
     x = np.ascontiguousarray(frame["position"], np.float32)
     v = np.ascontiguousarray(frame["velocity"], np.float32)
     n = len(x)
-    p = params()
-    runs = {"surge": [], "splashsurf": [], "splashsurf+velocity": []}
+    p, plain = params(), params(full=False)
+    solids = solids_of(args.n, frame)
+    runs = {"surge": [], "surge (round, no colliders)": [], "splashsurf": [], "splashsurf+velocity": []}
     cpu = {k: [] for k in runs}
-    reconstruct(frame, p)  # compiles (or loads) Surge's kernels
+    reconstruct(frame, p, solids)  # compiles (or loads) Surge's kernels
+    reconstruct(frame, plain)
     splashsurf(x, None)
     out = {}
+
     def run(name, fn):
         t0, c0 = time.perf_counter(), time.process_time()
         result = fn()
@@ -121,30 +140,38 @@ def timing(args, frame: dict) -> None:
         return result
 
     for _ in range(args.repeat):
-        mesh = run("surge", lambda: reconstruct(frame, p))
+        mesh = run("surge", lambda: reconstruct(frame, p, solids))
         out["surge"] = (mesh.vertices, mesh.triangles)
+        mesh = run("surge (round, no colliders)", lambda: reconstruct(frame, plain))
+        out["surge (round, no colliders)"] = (mesh.vertices, mesh.triangles)
         out["splashsurf"] = run("splashsurf", lambda: splashsurf(x, None))
         run("splashsurf+velocity", lambda: splashsurf(x, v))
     print(f"frame {FRAME}: {n:,} particles, cell {p.cell_size * 1e3:.1f} mm, kernel support {p.kernel_radius * 1e3:.1f}"
-          f" mm, iso {p.iso}, {p.smoothing_iterations} smoothing passes; medians of {args.repeat}, alternating")
+          f" mm, iso {p.iso}, {p.smoothing_iterations} smoothing passes; medians of {args.repeat}, alternating; Surge "
+          f"with the default settings (meshing against the box container, anisotropic kernels, small drops to the "
+          f"spray) and without them")
     med = {k: statistics.median(t) for k, t in runs.items()}
     mcpu = {k: statistics.median(t) for k, t in cpu.items()}
     for k, t in runs.items():
-        print(f"  {k:22s} {med[k]:7.3f} s/frame  {n / med[k]:10,.0f} particles/s   "
+        print(f"  {k:30s} {med[k]:7.3f} s/frame  {n / med[k]:10,.0f} particles/s   "
               f"(runs {', '.join(f'{s:.3f}' for s in t)}; CPU {mcpu[k]:.3f} s)")
-    print(f"  Surge / pysplashsurf throughput: {med['splashsurf'] / med['surge']:.2f}x without its velocity, "
-          f"{med['splashsurf+velocity'] / med['surge']:.2f}x with (wall time); by CPU time "
-          f"{mcpu['splashsurf'] / mcpu['surge']:.2f}x and {mcpu['splashsurf+velocity'] / mcpu['surge']:.2f}x")
+    for name in ("surge", "surge (round, no colliders)"):
+        print(f"  {name} / pysplashsurf throughput: {med['splashsurf'] / med[name]:.2f}x without its velocity, "
+              f"{med['splashsurf+velocity'] / med[name]:.2f}x with (wall time); by CPU time "
+              f"{mcpu['splashsurf'] / mcpu[name]:.2f}x and {mcpu['splashsurf+velocity'] / mcpu[name]:.2f}x")
     describe("Surge", *out["surge"])
+    describe("Surge (round, no colliders)", *out["surge (round, no colliders)"])
     describe("pysplashsurf", *out["splashsurf"])
-    a, b = (np.asarray(out[k][0], np.float32) for k in ("surge", "splashsurf"))
+    a, b = (np.asarray(out[k][0], np.float32) for k in ("surge (round, no colliders)", "splashsurf"))
     d = np.concatenate([nearest_distances(a, b), nearest_distances(b, a)])
-    print(f"  nearest-vertex distance between the two meshes (3,000 samples): median {np.median(d) / p.cell_size:.3f}"
-          f", 99th percentile {np.percentile(d, 99) / p.cell_size:.3f}, max {d.max() / p.cell_size:.3f} cells")
-    phases(frame, p)
+    print(f"  nearest-vertex distance between Surge's round-kernel mesh and pysplashsurf's (3,000 samples): median "
+          f"{np.median(d) / p.cell_size:.3f}, 99th percentile {np.percentile(d, 99) / p.cell_size:.3f}, max "
+          f"{d.max() / p.cell_size:.3f} cells")
+    phases(frame, p, solids)
+    usd_overlap(frame, p, solids)
 
 
-def phases(frame: dict, p: SurfaceParameters) -> None:
+def phases(frame: dict, p: SurfaceParameters, solids) -> None:
     """Where Surge's stage spends a frame (one run each)."""
     from engine.io import usd
     from engine.surface import field as fld
@@ -164,17 +191,33 @@ def phases(frame: dict, p: SurfaceParameters) -> None:
         cpu[name] = time.process_time() - c0
         return out
 
+    from engine.surface import anisotropy as an
+    from engine.surface.solids import meeting_distance, project_vertices, wall_planes
+
     particles = step("neighbour grid (engine.core.cell_grid)", fld.ParticleGrid.build, x, p.kernel_radius)
     sums = step("particle volumes and neighbour counts", rec.particle_sums, particles)
-    volume = sums.volume
-    grid = fld.DenseGrid.around(particles.x, p.cell_size, p.kernel_radius)
-    values = step(f"colour field ({grid.points / 1e6:.1f}M grid points)", fld.colour_field, particles.x, volume,
-                  grid, p.kernel_radius)
+    clusters = step("small clusters (drops, spray)", rec.small_clusters, particles, sums.count, p.drop_particles)
+    keep = clusters < 0
+    kernels = step("anisotropy: moments, shapes, centres", rec.field_particles, particles, sums, p, keep)
+    plain = np.ones(len(kernels.x), np.bool_)
+    plain[kernels.shapes.index] = False
+    lo, hi = an.ellipsoid_bounds(kernels.x, kernels.shapes)
+    grid = fld.DenseGrid.spanning(np.minimum(lo, kernels.x.min(0) - p.kernel_radius),
+                                  np.maximum(hi, kernels.x.max(0) + p.kernel_radius), p.cell_size)
+    values = step(f"colour field, round kernels ({grid.points / 1e6:.1f}M grid points)", fld.colour_field,
+                  kernels.x[plain], kernels.volume[plain], grid, p.kernel_radius)
+    step(f"colour field, {len(kernels.shapes.index):,} stretched kernels", an.add_ellipsoids, values, grid,
+         kernels.x, kernels.volume, kernels.shapes, p.kernel_radius)
+    meet = meeting_distance(p.collider_mode, p.collider_offset)
+    step("meeting the colliders (field)", rec.meet_field, values.values, values.row_lo, values.row_hi, grid.origin,
+         p.cell_size, p.iso, solids, meet, p.particle_spacing)
     raw, triangles = step("marching cubes", marching_cubes, values.values, p.iso, grid.origin, p.cell_size,
                           values.row_lo, values.row_hi)
+    walls = step("vertices on the walls", wall_planes, raw, solids, meet, p.cell_size)
     weights = step("smoothing weights", rec.smoothing_weights, particles, sums, raw)
     vertices = step(f"{p.smoothing_iterations} smoothing passes", smooth, raw, triangles, weights,
-                    p.smoothing_iterations)
+                    p.smoothing_iterations, walls=walls)
+    vertices = step("vertices onto the walls", project_vertices, vertices, walls[:, 3] > -np.inf, solids, meet)
     vals = particles.sorted(frame["velocity"])
     velocity = step("vertex velocity", fld.point_averages, particles, vertices, vals)
     with tempfile.TemporaryDirectory() as tmp:
@@ -185,14 +228,39 @@ def phases(frame: dict, p: SurfaceParameters) -> None:
         try:
             if _blender_site_packages() not in sys.path:
                 sys.path.append(_blender_site_packages())
+            usd.write_mesh(os.path.join(tmp, "w.usdc"), vertices[:3], triangles[:1], {}, FRAME)  # pxr's first call
             t0 = time.perf_counter()
             usd.write_mesh(os.path.join(tmp, "m.usdc"), vertices, triangles, {"velocity": velocity}, FRAME)
-            t["USD file"] = time.perf_counter() - t0
+            t["USD file (written while the next frame is meshed)"] = time.perf_counter() - t0
         except OSError as exc:
             print(f"  (no USD timing: {exc})")
     print(f"  phases of Surge's stage (one run, {sum(t.values()):.3f} s wall, {sum(cpu.values()):.3f} s CPU):")
     for k, s in t.items():
         print(f"    {k:50s} {s:7.3f} s wall {cpu.get(k, s):7.3f} s CPU")
+
+
+def usd_overlap(frame: dict, p: SurfaceParameters, solids) -> None:
+    """Frames meshed one after the other with their USD files written in line and written on the stage's
+    thread while the next frame is meshed (``engine.surface.stage``), four frames each, alternating."""
+    from engine.surface.stage import SurfaceStage
+
+    if _blender_site_packages() not in sys.path:
+        sys.path.append(_blender_site_packages())
+    times = {False: [], True: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _round in range(2):
+            for overlap in (False, True):
+                stage = SurfaceStage(SurfaceSettings(), DX, 1000.0, use_usd=True, overlap_writes=overlap)
+                stage.begin(tmp, {}, resumed=False)
+                stage.solids = solids
+                t0 = time.perf_counter()
+                for f in range(4):
+                    stage.process_frame(FRAME, frame, tmp)
+                stage.end("complete")
+                times[overlap].append((time.perf_counter() - t0) / 4)
+    a, b = min(times[False]), min(times[True])
+    print(f"  stage with its USD file, per frame (best of 2 runs of 4 frames): written in line {a:.3f} s, "
+          f"written while the next frame is meshed {b:.3f} s ({100 * (a - b) / a:.0f} % less)")
 
 
 def nearest_distances(a: np.ndarray, b: np.ndarray, samples: int = 1500) -> np.ndarray:
@@ -232,7 +300,8 @@ def bake_ratio(args) -> None:
             driver.bake(sc, settings, os.path.join(tmp, "plain"))
             plain = time.perf_counter() - t0
         cache = os.path.join(tmp, "with")
-        stage = SurfaceStage(SurfaceSettings(), DX, 1000.0)
+        stage = SurfaceStage(SurfaceSettings(), DX, 1000.0, job_dir=os.path.join(tmp, "job"))
+        save_job(os.path.join(tmp, "job"), sc, settings)
         events = []
         progress = stages.follow_bake(cache, [stage], events.append)
         t0 = time.perf_counter()
@@ -267,16 +336,24 @@ def rss():
 dx = 0.01
 g = np.stack(np.meshgrid(*[np.arange(100) * dx] * 3, indexing='ij'), -1).reshape(-1, 3).astype(np.float32)
 frame = {{'position': g, 'velocity': np.ones_like(g)}}
-p = SurfaceParameters(particle_spacing=dx, cell_size=0.5 * dx, kernel_radius=2 * dx)
+from engine.scene import BoxContainer, SceneDescription
+from engine.settings import SimulationSettings
+from engine.surface.solids import Solids
+p = SurfaceParameters(particle_spacing=dx, cell_size=0.5 * dx, kernel_radius=2 * dx, anisotropic=True,
+                      isolated='SPRAY', drop_particles=3)
+solids = Solids(SceneDescription(containers=[BoxContainer('Tank', [-dx / 2] * 3, [2.0, 2.0, 2.0])]),
+                SimulationSettings(particle_spacing=dx), g)
+solids.set_frame(1)
 small = {{'position': g[:1000], 'velocity': frame['velocity'][:1000]}}
-reconstruct(small, p)
+reconstruct(small, p, solids)
 base = rss()
-m = reconstruct(frame, p)
+m = reconstruct(frame, p, solids)
 print(len(g), base, hwm(), len(m.vertices), len(m.triangles))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     n, base, peak, nv, nt = map(int, out)
-    print(f"1,000,000-particle block: {nv:,} vertices, {nt:,} triangles; peak {peak / 2**20:.0f} MiB, "
+    print(f"1,000,000-particle block in a box container (colliders, anisotropy, spray): {nv:,} vertices, "
+          f"{nt:,} triangles; peak {peak / 2**20:.0f} MiB, "
           f"{(peak - base) / n:.0f} bytes per particle above the loaded frame and compiled kernels")
 
 

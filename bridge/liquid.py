@@ -12,7 +12,7 @@ import os
 import bpy
 from mathutils import Matrix
 
-from .usd import PRIM_PATH, SURFACE_PRIM_PATH
+from .usd import PRIM_PATH, SURFACE_PRIM_PATH, SURFACE_SPRAY_PRIM_PATH
 
 LIQUID_NAME = "Surge Liquid"
 MODIFIER_NAME = "Surge Cache"
@@ -247,6 +247,9 @@ def object_file(obj) -> str | None:
 
 SURFACE_NAME = "Surge Surface"
 SURFACE_CACHE_FILE_NAME = "Surge Surface Cache"
+#: The particles the surface hands to the spray (Small Drops: Spray), a point cloud reading the same files
+SURFACE_SPRAY_NAME = "Surge Surface Spray"
+SURFACE_SPRAY_CACHE_FILE_NAME = "Surge Surface Spray Cache"
 
 #: Scene.surge.liquid_display -> (points shown, surface shown)
 DISPLAY = {"POINTS": (True, False), "SURFACE": (False, True), "BOTH": (True, True)}
@@ -274,6 +277,12 @@ def show_surface(scene, first_file: str, relative: bool, scale_length: float):
     obj = _scene_object(scene, "surface_object", "MESH", SURFACE_NAME, bpy.data.meshes)
     _play(obj, first_file, relative, scale_length, SURFACE_PRIM_PATH, SURFACE_CACHE_FILE_NAME)
     _cache_modifier(obj).read_data = {"VERT", "POLY", "ATTRIBUTES"}
+    if scene.surge.surface_isolated == "SPRAY":
+        # the small clusters the surface left out: spheres of their volume, in the water material
+        spray = _scene_object(scene, "surface_spray_object", "POINTCLOUD", SURFACE_SPRAY_NAME, bpy.data.pointclouds)
+        _play(spray, first_file, relative, scale_length, SURFACE_SPRAY_PRIM_PATH, SURFACE_SPRAY_CACHE_FILE_NAME)
+    elif scene.surge.surface_spray_object is not None:
+        release_object(scene.surge.surface_spray_object)
     apply_display(scene)
     return obj
 
@@ -287,7 +296,10 @@ def apply_display(scene) -> None:
     liquid, mesh = scene.surge.liquid_object, scene.surge.surface_object
     if mesh is None:
         points = True
-    for obj, shown in ((liquid, points), (mesh, surface)):
+    # the surface's spray goes with the surface, while the surface hands small drops to it
+    spray = scene.surge.surface_spray_object
+    spray_shown = surface and mesh is not None and scene.surge.surface_isolated == "SPRAY"
+    for obj, shown in ((liquid, points), (mesh, surface), (spray, spray_shown)):
         if obj is not None and (obj.hide_render == shown or obj.hide_viewport == shown):
             obj.hide_render = not shown
             obj.hide_viewport = not shown
@@ -296,8 +308,10 @@ def apply_display(scene) -> None:
 def reread_surface(scene) -> None:
     """Make Blender read the surface's current frame again (its file appeared after Blender last looked)."""
     reread_object(scene.surge.surface_object)
+    reread_object(scene.surge.surface_spray_object)
 
 
 def release_surface_files(scene) -> None:
     """Point the surface's cache at nothing, so its files can be deleted (Windows keeps open files)."""
     release_object(scene.surge.surface_object)
+    release_object(scene.surge.surface_spray_object)

@@ -113,9 +113,9 @@ def free_surface(scene, locked: bool = False) -> tuple[str, int]:
     while a bake or a stage writes there."""
     cache_dir, count = free_stage_files(scene, surface_stage.NAME, surface_stage.FILE_RE, (SETTINGS_FILE, LOG_FILE),
                                         liquid.release_surface_files, "Free Surface", locked)
-    obj = scene.surge.surface_object
-    if obj is not None:
-        obj.hide_render = obj.hide_viewport = True
+    for obj in (scene.surge.surface_object, scene.surge.surface_spray_object):
+        if obj is not None:
+            obj.hide_render = obj.hide_viewport = True
     liquid.apply_display(scene)
     bake_state.set_status(scene, f"Removed {count} surface files from '{cache_dir}'")
     return cache_dir, count

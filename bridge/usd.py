@@ -9,7 +9,8 @@ Blender as a Python module does not put on ``sys.path``, so that both this proce
 from __future__ import annotations
 
 from ..engine.io import usd as _engine_usd
-from ..engine.io.usd import PRIM_PATH, SURFACE_PRIM_PATH, read_mesh, write_frame, write_mesh  # noqa: F401
+from ..engine.io.usd import (PRIM_PATH, SURFACE_PRIM_PATH, SURFACE_SPRAY_PRIM_PATH, read_mesh,  # noqa: F401
+                             write_frame, write_mesh)
 
 
 def import_pxr():

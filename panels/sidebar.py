@@ -196,6 +196,18 @@ def draw_gravity(layout, scene) -> None:
         row.operator("surge.earth_gravity", text="Set Earth Gravity")
 
 
+def surface_setting_acts(settings, name: str) -> bool:
+    """False for a surface setting that does nothing with the others as they are (drawn greyed out)."""
+    if name in ("surface_collider_mode", "surface_collider_offset"):
+        return settings.surface_use_colliders and (name == "surface_collider_mode"
+                                                   or settings.surface_collider_mode != "ON")
+    if name in ("surface_max_stretch", "surface_centre_smoothing"):
+        return settings.surface_anisotropic
+    if name == "surface_isolated":
+        return settings.surface_drop_particles > 0
+    return True
+
+
 def draw_surface(layout, settings, baking: bool) -> None:
     """The baked surface: its settings, Bake Surface and Free Surface, and what the liquid shows."""
     header, body = layout.panel("surge_bake_surface", default_closed=False)
@@ -205,7 +217,9 @@ def draw_surface(layout, settings, baking: bool) -> None:
     col = body.column()
     col.enabled = not baking
     for p in settings_mod.surface_parameters():
-        col.prop(settings, p.name)
+        row = col.row()
+        row.active = surface_setting_acts(settings, p.name)
+        row.prop(settings, p.name)
     col.prop(settings, "use_surface_in_bake")
     row = body.row(align=True)
     row.enabled = not baking

@@ -44,7 +44,8 @@ import numpy as np
 from numba import njit, prange
 
 from ..core.neighbour_list import chunk_width, gather_candidates
-from .field import CELL_CHUNK, FASTMATH, SLAB_POINTS, ColourField, DenseGrid, ParticleGrid, _spline
+from ..core.compile import FASTMATH_SUMS as FASTMATH
+from .field import CELL_CHUNK, SLAB_POINTS, ColourField, DenseGrid, ParticleGrid, _spline
 
 #: Yu & Turk's N_eps: a particle with fewer neighbours within the support keeps the isotropic kernel.
 #: Theirs (25) leaves round every particle of a sheet pulled apart (one at 1.6 spacings has 4 neighbours
@@ -77,7 +78,7 @@ class KernelShapes(NamedTuple):
     extent: np.ndarray
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
+@njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
 def _moments(x, support, cell_start, cell_nbr,
              # outputs
              mean, cov, count):
@@ -191,7 +192,7 @@ def eigen_symmetric3(a00, a01, a02, a11, a12, a22):
     return w[order], r[:, order]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def _shapes(cov, count, min_count, support, max_stretch, min_stretch,
             # outputs
             metric, scale, extent, stretched):
@@ -293,7 +294,7 @@ def smoothed_centres(x: np.ndarray, hoods: Neighbourhoods, support: float, spaci
     return out
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
+@njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
 def _ellipsoid_field(x_by_i, volume, metric, scale, extent, slab_lo, slab_hi, origin, cell, support,
                      # outputs
                      field, row_lo, row_hi):

@@ -71,7 +71,7 @@ class ParticleGrid(NamedTuple):
         return np.ascontiguousarray(a[self.grid.order])
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def _query_keys(q, inv_cell, keys):
     """The Morton key of the grid cell holding each query."""
     for i in prange(q.shape[0]):
@@ -142,7 +142,7 @@ class QueryGroups(NamedTuple):
         return QueryGroups(order, start[:m + 1].copy())
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
+@njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
 def _self_sums(x, support, cell_start, cell_nbr,
                # outputs
                wsum, count, wcount):
@@ -196,7 +196,7 @@ def _spline(d, inv_h):
     return cubic_shape32(math.sqrt(d) * inv_h)
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
+@njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
 def _point_averages(q, q_order, q_start, x, values, denominator, use_nearest, support, inv_cell, cell_key,
                     cell_start, cell_nbr,
                     # outputs
@@ -347,7 +347,7 @@ class DenseGrid(NamedTuple):
         return DenseGrid(a * cell, float(cell), tuple(int(n) for n in (b - a + 1.0)))
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
+@njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
 def _colour_field(x_by_i, volume, slab_lo, slab_hi, origin, cell, support, width,
                   # outputs
                   field, row_lo, row_hi):

@@ -154,7 +154,7 @@ def _bit(v, k):
     return np.int64((v >> np.uint64(k)) & _ONE)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def _inside_bits(f, iso, row_lo, row_hi, bits):
     """bits[i, j, w] bit b: point (i, j, 64 w + b) is inside (above ``iso``); only the rows' ranges are read
     (the field is not above ``iso`` outside them)."""
@@ -210,7 +210,7 @@ def _case(r0, r1, r2, r3, r4, r5, r6, r7, b):
             | (_bit(r5, b) << 5) | (_bit(r6, b) << 6) | (_bit(r7, b) << 7))
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def _count(bits, k_edges, case_counts, nslab, vcount, tcount):
     nx, ny, nw = bits.shape
     for s in prange(nslab):
@@ -269,7 +269,7 @@ def _plane(f, iso, bits, k_edges, i, origin, cell, next_id, ids, verts, write):
     return next_id
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def _emit(f, iso, bits, k_edges, origin, cell, case_counts, case_tris, edge_axis, edge_offset, vstart, tstart,
           # outputs
           verts, tris):

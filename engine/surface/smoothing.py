@@ -103,7 +103,7 @@ def _update(v, own, around, start, nbr, keep, pull, wall):
     own[v, 2] = keep[v] * own[v, 2] + pull[v] * s2
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def _smooth_ranges(x, start, nbr, keep, pull, wall, bounds, iterations,
                    # outputs
                    out):

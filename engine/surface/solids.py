@@ -153,7 +153,7 @@ def _trilinear(field, origin, inv_cell, qx, qy, qz):
     return (c00 * (1.0 - fy) + c10 * fy) * (1.0 - fz) + (c01 * (1.0 - fy) + c11 * fy) * fz
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def _meet(field, row_lo, row_hi, origin, cell, iso, meet, delta, read, kappa, boxes, cset):
     """The field combined with the solids in place (see the module docstring): at every point of the
     rows' ranges closer than ``delta`` to a solid, max with the field ``read`` out from the walls, then
@@ -185,14 +185,14 @@ def _meet(field, row_lo, row_hi, origin, cell, iso, meet, delta, read, kappa, bo
                 field[i, j, k] = np.float32(min(f, kappa * (s - meet)) + iso)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def _distances(x, boxes, cset, s, n):
     for v in prange(x.shape[0]):
         s[v], n[v, 0], n[v, 1], n[v, 2] = solid_distance(np.float64(x[v, 0]), np.float64(x[v, 1]),
                                                          np.float64(x[v, 2]), boxes, cset)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def _project(x, on_wall, meet, boxes, cset):
     """Vertices flagged ``on_wall``, and every vertex inside the meeting surface, moved along the normal onto
     s = meet (one step is exact for a plane; up to :data:`PROJECTION_STEPS` for a curved or concave wall)."""

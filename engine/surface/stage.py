@@ -86,7 +86,9 @@ class SurfaceStage(Stage):
         Against Colliders); default ``<cache>/job``. A cache without a job is meshed without them.
     overlap_writes : bool
         Write each frame's USD file on a thread of its own while the next frame is meshed (the
-        runner lists a frame once its files are written, :attr:`engine.stages.Stage.defers_writes`).
+        runner lists a frame once its files are written, :attr:`engine.stages.Stage.defers_writes`);
+        the surface's parallel kernels release the GIL (``nogil``), so pxr's writer, which holds it,
+        runs beside them.
     """
 
     name = NAME

@@ -38,13 +38,20 @@ def test_bake_surface_over_a_bake_and_free_it_alone(scene, surge, tmp_path):
         assert len(mesh.vertices) == len(stored["vertices"]) > 0
         assert len(mesh.polygons) == len(stored["triangles"])
         assert "velocity" in mesh.attributes
-    # the display choice hides and shows the two objects, in the viewport and in renders
+    # the small drops the surface hands to the spray (the default): a point cloud playing the same files,
+    # one point per spray particle (or one invisible point in a frame without any)
+    spray = scene.surge.surface_spray_object
+    assert spray is not None and spray.type == "POINTCLOUD"
+    scene.frame_set(3)
+    cloud = spray.evaluated_get(bpy.context.evaluated_depsgraph_get()).data
+    assert len(cloud.points) == max(1, len(_surface_frame(surge, cache_dir, 3)["spray_position"]))
+    # the display choice hides and shows the objects, in the viewport and in renders (the spray with the surface)
     liquid = scene.surge.liquid_object
-    assert (liquid.hide_render, obj.hide_render) == (True, False)
+    assert (liquid.hide_render, obj.hide_render, spray.hide_render) == (True, False, False)
     scene.surge.liquid_display = "BOTH"
-    assert (liquid.hide_render, obj.hide_render) == (False, False)
+    assert (liquid.hide_render, obj.hide_render, spray.hide_render) == (False, False, False)
     scene.surge.liquid_display = "POINTS"
-    assert (liquid.hide_render, obj.hide_render) == (False, True)
+    assert (liquid.hide_render, obj.hide_render, spray.hide_render) == (False, True, True)
     # re-meshing with other settings leaves the particle cache byte-identical
     scene.surge.surface_cell_size = 1.0
     assert bpy.ops.surge.bake_surface() == {"FINISHED"}
