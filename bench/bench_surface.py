@@ -226,8 +226,7 @@ def phases(frame: dict, p: SurfaceParameters, solids) -> None:
             np.savez(fh, vertices=vertices, triangles=triangles, velocity=velocity)
         t["npz file"] = time.perf_counter() - t0
         try:
-            if _blender_site_packages() not in sys.path:
-                sys.path.append(_blender_site_packages())
+            usd.ensure_pxr()
             usd.write_mesh(os.path.join(tmp, "w.usdc"), vertices[:3], triangles[:1], {}, FRAME)  # pxr's first call
             t0 = time.perf_counter()
             usd.write_mesh(os.path.join(tmp, "m.usdc"), vertices, triangles, {"velocity": velocity}, FRAME)
@@ -244,8 +243,9 @@ def usd_overlap(frame: dict, p: SurfaceParameters, solids) -> None:
     thread while the next frame is meshed (``engine.surface.stage``), four frames each, alternating."""
     from engine.surface.stage import SurfaceStage
 
-    if _blender_site_packages() not in sys.path:
-        sys.path.append(_blender_site_packages())
+    from engine.io import usd
+
+    usd.ensure_pxr()
     times = {False: [], True: []}
     with tempfile.TemporaryDirectory() as tmp:
         for _round in range(2):
@@ -272,18 +272,6 @@ def nearest_distances(a: np.ndarray, b: np.ndarray, samples: int = 1500) -> np.n
         d = ((pick[i:i + 50, None, :] - bb[None]) ** 2).sum(axis=2)
         out[i:i + 50] = np.sqrt(d.min(axis=1))
     return out
-
-
-def _blender_site_packages() -> str:
-    import importlib.util
-
-    spec = importlib.util.find_spec("bpy")
-    base = os.path.dirname(spec.origin) if spec and spec.origin else ""
-    ver = f"{sys.version_info.major}.{sys.version_info.minor}"
-    for root, dirs, _files in os.walk(base):
-        if root.endswith(os.path.join("lib", f"python{ver}", "site-packages")) and "pxr" in dirs:
-            return root
-    return base
 
 
 def bake_ratio(args) -> None:

@@ -99,15 +99,10 @@ def test_box_container_distance_is_exact():
 def _pxr_on_path():
     """Blender's own pxr (inside the bpy wheel, not on its path) for the USD writer; skip without it."""
     import importlib.util
-    import sys
 
-    if importlib.util.find_spec("pxr") is None:
-        spec = importlib.util.find_spec("bpy")
-        for base in (spec.submodule_search_locations or []) if spec else []:
-            for root, dirs, _files in os.walk(base):
-                if "pxr" in dirs and root.endswith("site-packages"):
-                    sys.path.append(root)
-                    break
+    from engine.io import usd
+
+    usd.ensure_pxr()
     if importlib.util.find_spec("pxr") is None:
         pytest.skip("no pxr (Blender's USD library) here")
 
