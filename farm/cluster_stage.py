@@ -57,6 +57,7 @@ def process_frame_task(spec: dict, frame: int) -> dict:
     arrays = reader.read_frame(frame)
     t0 = time.perf_counter()
     figures = stage.process_frame(frame, arrays, folder)
+    stage.end("complete")  # a stage that defers its writes (the surface's overlapped USD file) finishes them
     worker = None
     try:
         from distributed import get_worker
