@@ -281,6 +281,7 @@ def show_surface(scene, first_file: str, relative: bool, scale_length: float):
         # the small clusters the surface left out: spheres of their volume, in the water material
         spray = _scene_object(scene, "surface_spray_object", "POINTCLOUD", SURFACE_SPRAY_NAME, bpy.data.pointclouds)
         _play(spray, first_file, relative, scale_length, SURFACE_SPRAY_PRIM_PATH, SURFACE_SPRAY_CACHE_FILE_NAME)
+        _never_empty(spray)  # a frame with no small drops is an empty point cloud, which Cycles cannot render
     elif scene.surge.surface_spray_object is not None:
         release_object(scene.surge.surface_spray_object)
     apply_display(scene)
