@@ -13,8 +13,8 @@ import bpy
 from bpy.app.handlers import persistent
 from bpy.props import BoolProperty, EnumProperty, IntProperty
 
-from .common import SceneIdle, StageOperator
-from ..bridge import bake_state, export, files
+from .common import FreeOperator, SceneIdle, StageOperator
+from ..bridge import bake_state, export, files, freeing
 from ..bridge.bake import (IF_SETTINGS_CHANGED, BakeSession, free_bake, remove_unused_usd, resume_state,
                            setting_labels)
 from ..bridge.paths import ADDON_ROOT
@@ -54,12 +54,14 @@ class SURGE_OT_bake(StageOperator, bpy.types.Operator):
                            preview=self.preview)
 
 
-class SURGE_OT_free_bake(SceneIdle, bpy.types.Operator):
-    """Delete Surge's baked files from the cache directory; other files in that folder are left alone"""
+class SURGE_OT_free_bake(FreeOperator, bpy.types.Operator):
+    """Delete Surge's baked files from the cache directory (asks first, naming how many files go and their size);
+    other files in that folder are left alone"""
 
     bl_idname = "surge.free_bake"
     bl_label = "Free Bake"
     bl_options = {"REGISTER"}
+    kind_words = "bake"
 
     what: EnumProperty(
         name="Free", default="ALL", options={"SKIP_SAVE"},
@@ -67,16 +69,14 @@ class SURGE_OT_free_bake(SceneIdle, bpy.types.Operator):
                ("SURFACE", "Surface Only", "The baked surface mesh only; the particles stay and play")),
         description="What to delete")
 
-    def invoke(self, context, event):
-        # with a baked surface, offer to free it alone (re-meshing is cheap, re-simulating is not)
-        from ..bridge import surface_bake
+    @classmethod
+    def has_files(cls, scene) -> bool:
+        return freeing.has_bake(scene, ADDON_ROOT)
 
-        if surface_bake.has_surface(context.scene):
-            return context.window_manager.invoke_props_dialog(self, title="Free Bake", confirm_text="Free")
-        return self.execute(context)
-
-    def draw(self, context):
-        self.layout.prop(self, "what", expand=True)
+    def summary(self, scene):
+        if self.what == "SURFACE":
+            return freeing.surface_summary(scene, ADDON_ROOT)
+        return freeing.bake_summary(scene, ADDON_ROOT)
 
     def execute(self, context):
         from ..bridge.surface_bake import free_surface

@@ -22,7 +22,8 @@ class SURGE_OT_bake_to_keyframes(SceneIdle, bpy.types.Operator):
 
     bl_idname = "surge.bake_to_keyframes"
     bl_label = "Bake to Keyframes"
-    bl_options = {"REGISTER", "UNDO"}
+    # undoable, but not REGISTER: Adjust Last Operation would read every cached frame again
+    bl_options = {"UNDO"}
 
     mode: EnumProperty(
         name="As", items=KEYFRAME_MODES, default="SHAPE_KEYS",

@@ -13,7 +13,7 @@ from bpy.app.handlers import persistent
 from bpy.props import BoolProperty
 
 from .bake import SURGE_OT_bake
-from .common import SceneIdle, StageOperator, redraw_sidebars
+from .common import SceneIdle, StageOperator, is_cancel_key, redraw_sidebars
 from ..bridge import files, live
 from ..bridge.bake import BakeSession
 from ..bridge.paths import ADDON_ROOT
@@ -76,7 +76,7 @@ class SURGE_OT_live(SceneIdle, bpy.types.Operator):
         session = self._session()
         if session is None:
             return {"FINISHED"}  # stopped by the button, a restart that failed, or an error
-        if event.type == "ESC" and event.value == "PRESS":
+        if is_cancel_key(context, event):
             live.stop(session.scene())
             redraw_sidebars(context)
             self.report({"INFO"}, "Live session stopped")

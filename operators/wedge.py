@@ -53,7 +53,7 @@ class SURGE_OT_wedge_in_terminal(bpy.types.Operator):
 
     bl_idname = "surge.wedge_in_terminal"
     bl_label = "Bake Wedge in a Terminal"
-    bl_options = {"REGISTER"}
+    bl_options = set()  # Repeat Last must not start a second wedge
 
     def execute(self, context):
         scene = context.scene

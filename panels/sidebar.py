@@ -193,9 +193,9 @@ def draw_surface(layout, settings, baking: bool) -> None:
     for p in settings_mod.surface_parameters():
         col.prop(settings, p.name)
     col.prop(settings, "use_surface_in_bake")
-    row = body.row(align=True)
-    row.enabled = not baking
-    row.operator("surge.bake_surface", icon="MOD_FLUIDSIM")
+    body.operator("surge.bake_surface", icon="MOD_FLUIDSIM")
+    row = body.row()
+    row.alert = True
     row.operator("surge.free_surface", icon="TRASH")
     if settings.surface_object is not None:
         body.prop(settings, "liquid_display", expand=True)
@@ -230,9 +230,9 @@ def draw_whitewater(layout, settings, baking: bool) -> None:
     row = body.row()
     row.enabled = not baking
     row.prop(ww, "use_in_bake")
-    row = body.row(align=True)
-    row.enabled = not baking
-    row.operator("surge.bake_whitewater", icon="MOD_OCEAN")
+    body.operator("surge.bake_whitewater", icon="MOD_OCEAN")
+    row = body.row()
+    row.alert = True
     row.operator("surge.free_whitewater", icon="TRASH")
     if ww.summary:
         body.label(text=ww.summary, icon="INFO")
@@ -260,6 +260,9 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
         row.operator("surge.bake", icon="PHYSICS")
         row.operator("surge.resume_bake", text="Resume", icon="PLAY")
         row.operator("surge.bake", text="Preview", icon="HIDE_OFF").preview = True
+        # apart from Bake and in red: it deletes (after asking), and is greyed out while baking
+        row = layout.row()
+        row.alert = True
         row.operator("surge.free_bake", icon="TRASH")
         col = layout.column()
         col.enabled = not baking
