@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..engine import cache as cache_mod
+from ..engine.io import cache as cache_mod
 from ..engine import stages
 from ..engine.errors import EngineError
 from ..engine.surface import stage as surface_stage
@@ -116,7 +116,8 @@ def has_bake(scene, addon_root: str) -> bool:
     cache_dir = _cache_dir(scene, addon_root)
     if cache_dir is None:
         return False
-    return any(os.path.isfile(os.path.join(folder, cache_mod.MANIFEST)) or os.path.isdir(os.path.join(folder, files.USD_DIR))
+    return any(os.path.isfile(os.path.join(folder, cache_mod.MANIFEST))
+               or os.path.isdir(os.path.join(folder, files.USD_DIR))
                for folder in (cache_dir, files.preview_dir(cache_dir)))
 
 

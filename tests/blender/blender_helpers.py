@@ -91,7 +91,7 @@ def bake_state(surge, scene):
 
 def fake_cache(surge, cache_dir: str, frames=(1, 2, 3), particles: int = 20) -> int:
     """A small Surge cache written with the engine's own writer (no bake); returns its size in bytes."""
-    cache_mod = submodule(surge, "engine.cache")
+    cache_mod = submodule(surge, "engine.io.cache")
     rng = np.random.default_rng(1)
     writer = cache_mod.CacheWriter(cache_dir, {"frame_start": frames[0], "frame_end": frames[-1], "fps": 24.0})
     for frame in frames:
