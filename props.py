@@ -247,6 +247,17 @@ class SurgeBakeState(bpy.types.PropertyGroup):
         name="Cancel Requested", default=False, options=STATIC,
         description="Set by the Cancel button; the running bake stops after its current substep and keeps "
                     "the frames baked so far")
+    kind: StringProperty(
+        name="Running", default="", options=STATIC,
+        description="What runs or ran last: Bake, Preview, or a stage over the cache (Surface, Whitewater)")
+    frame_start: IntProperty(
+        name="First Frame", default=0, options=STATIC,
+        description="First frame of what runs: the bake's range, a preview's first frames, or the frames a stage "
+                    "works through")
+    frame_end: IntProperty(
+        name="Last Frame", default=0, options=STATIC,
+        description="Last frame of what runs (a preview stops after its first frames, a stage at the last baked "
+                    "frame)")
     frame: IntProperty(
         name="Frame", default=0, options=STATIC,
         description="Last frame the running bake finished")
@@ -262,6 +273,10 @@ class SurgeBakeState(bpy.types.PropertyGroup):
     remaining: FloatProperty(
         name="Remaining", default=0.0, min=0.0, unit="TIME_ABSOLUTE", options=STATIC,
         description="Estimated time until the running bake ends, from the speed of the frames baked so far")
+    is_estimated: BoolProperty(
+        name="Time Left Known", default=False, options=STATIC,
+        description="True once frames after the first (which compiles the kernels) have been timed, so that "
+                    "the time left means something")
     memory: FloatProperty(
         name="Memory", default=0.0, min=0.0, options=STATIC,
         description="Memory the bake process holds, in mebibytes (MiB)")

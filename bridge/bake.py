@@ -36,7 +36,7 @@ from ..engine import settings as settings_mod
 from ..engine.scene import jobcheck
 from ..engine.errors import EngineError
 from ..engine.scene import save_job
-from . import bake_state, export, files, liquid, preferences, surface, surface_bake, usd, whitewater
+from . import bake_state, cache_state, export, files, liquid, preferences, surface, surface_bake, usd, whitewater
 from .child_session import ChildSession
 from .paths import ADDON_ROOT, numba_cache_dir
 from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
@@ -226,6 +226,9 @@ class BakeSession(ChildSession):
 
         # every check passed and the folder is ours: from here on it changes
         self.scene_name = scene.name
+        #: the set-up this bake is made from, recorded beside its job once it replaces the previous bake
+        #: (the panel's Outdated mark compares the scene with it)
+        self.objects = cache_state.objects_signature(scene)
         self.cache_dir = cache_dir
         self.relative = files.cache_dir_is_relative(scene)
         self.scale_length = export.unit_scale(scene)
@@ -261,8 +264,9 @@ class BakeSession(ChildSession):
                        f"Starting the bake process (about {int(self.estimate)} particles)")
         self.progress = 0.0
         #: figures the sidebar and the status bar draw: SurgeBakeState.<name> (bridge.bake_state)
-        self.figures = {"frame": self.frame_start, "substeps": 0, "particles": 0, "elapsed": 0.0,
-                        "remaining": 0.0, "memory": 0.0}
+        self.figures = {"kind": "Preview" if preview else "Bake", "frame_start": self.frame_start,
+                        "frame_end": self.frame_end, "frame": self.frame_start, "substeps": 0, "particles": 0,
+                        "elapsed": 0.0, "remaining": 0.0, "is_estimated": False, "memory": 0.0}
         self._publish()
         # box containers are settled here; the engine reports how it treats each mesh collider
         for box in description.containers:
@@ -299,16 +303,6 @@ class BakeSession(ChildSession):
         if obj is not None and obj.surge.collider_resolved != text:
             obj.surge.collider_resolved = text
 
-    def _publish(self) -> None:
-        """Copy status and progress (:meth:`ChildSession._publish_state`) and the bake's figures into the
-        scene's properties for the sidebar, each only when it changed."""
-        state = self._publish_state()
-        for name, value in self.figures.items():
-            prop = name
-            # float properties are float32: compare with a relative tolerance above its rounding
-            if abs(getattr(state, prop) - value) > 1e-6 * max(1.0, abs(value)):
-                setattr(state, prop, value)
-
     # -- polling ---------------------------------------------------------------------------------
 
     def poll(self, timeout: float = 0.0, budget: float = 0.1) -> list[dict]:
@@ -330,9 +324,10 @@ class BakeSession(ChildSession):
                 self.last_frame = event
                 span = max(1, event["frame_end"] - event["frame_start"])
                 self.progress = min(1.0, (event["frame"] - event["frame_start"]) / span)
+                eta = event.get("eta")
                 self.figures.update(frame=int(event["frame"]), substeps=int(event["substeps"]),
-                                    particles=int(event["particles"]), remaining=float(event.get("eta", 0.0)),
-                                    memory=float(event.get("memory", 0)) / 2**20)
+                                    particles=int(event["particles"]), remaining=float(eta or 0.0),
+                                    is_estimated=eta is not None, memory=float(event.get("memory", 0)) / 2**20)
             elif kind == "collider":
                 self._show_collider(event.get("name", ""),
                                     resolved_text(event.get("mode", ""), event.get("requested", "")))
@@ -374,6 +369,8 @@ class BakeSession(ChildSession):
             if not all(f in self.converted for f in needed):
                 return
             first = min(self.converted)
+            if getattr(self, "objects", None) is not None:
+                cache_state.write_objects(self.cache_dir, self.objects)
             liquid.show_frames(scene, files.usd_frame_path(self.usd_dir, first), self.relative, self.scale_length)
             surface.sync(scene, self.scale_length)
             self.shown = True

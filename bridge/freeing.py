@@ -7,8 +7,7 @@ click. The files counted here are exactly those the Free functions delete (:func
 names inside the cache folder and its preview folder; the user's files there are not counted and
 not deleted.
 
-The ``has_*`` functions are cheap (a few ``stat`` calls, no folder walk): the operators' ``poll``
-calls them on every redraw to grey out a button that has nothing to free.
+Whether there is anything to free at all is :mod:`bridge.cache_state`'s (cheap enough for ``poll``).
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from dataclasses import dataclass
 
 from ..engine.io import cache as cache_mod
 from ..engine import stages
-from ..engine.errors import EngineError
 from ..engine.surface import stage as surface_stage
 from ..engine.whitewater import stage as ww_stage
 from . import files
@@ -69,13 +67,6 @@ def _stage_files(folder: str, name: str, file_re, job_files: tuple) -> list[str]
     return out
 
 
-def _cache_dir(scene, addon_root: str) -> str | None:
-    try:
-        return files.resolve_cache_dir(scene, addon_root)
-    except (EngineError, OSError):
-        return None
-
-
 def bake_summary(scene, addon_root: str) -> FreeSummary:
     """Everything Free Bake deletes: the particle cache, its preview, surface and whitewater, the USD
     files Blender plays, checkpoints and collider grids."""
@@ -109,28 +100,3 @@ def whitewater_summary(scene, addon_root: str) -> FreeSummary:
     cache_dir = files.resolve_cache_dir(scene, addon_root)
     paths = _stage_files(cache_dir, ww_stage.NAME, ww_stage.FILE_RE, (SETTINGS_FILE, LOG_FILE))
     return FreeSummary("baked whitewater", cache_dir, *_total(paths))
-
-
-def has_bake(scene, addon_root: str) -> bool:
-    """True if the scene's cache folder (or its preview folder) holds a Surge cache: Free Bake has work."""
-    cache_dir = _cache_dir(scene, addon_root)
-    if cache_dir is None:
-        return False
-    return any(os.path.isfile(os.path.join(folder, cache_mod.MANIFEST))
-               or os.path.isdir(os.path.join(folder, files.USD_DIR))
-               for folder in (cache_dir, files.preview_dir(cache_dir)))
-
-
-def _has_stage(scene, addon_root: str, name: str) -> bool:
-    cache_dir = _cache_dir(scene, addon_root)
-    return cache_dir is not None and os.path.isdir(stages.stage_dir(cache_dir, name))
-
-
-def has_surface(scene, addon_root: str) -> bool:
-    """True if the scene's cache folder holds surface files: Free Surface has work."""
-    return _has_stage(scene, addon_root, surface_stage.NAME)
-
-
-def has_whitewater(scene, addon_root: str) -> bool:
-    """True if the scene's cache folder holds whitewater files: Free Whitewater has work."""
-    return _has_stage(scene, addon_root, ww_stage.NAME)

@@ -10,6 +10,7 @@ module only; :func:`terminal_command` builds the command the "Bake in a Terminal
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import bpy
@@ -102,6 +103,12 @@ def apply_settings(scene, assignments, apply: bool = True) -> None:
         setattr(group, name, value)
 
 
+def operator_error(exc: RuntimeError) -> str:
+    """The message of an operator's ERROR report or refused ``poll()``, without Blender's prefixes."""
+    message = str(exc).strip().removeprefix("Error:").strip()
+    return re.sub(r"^Operator bpy\.ops\.[\w.]+\.poll\(\)\s*", "", message)
+
+
 def can_resume(scene) -> bool:
     """True when the scene's cache folder holds a checkpoint a bake can resume from."""
     from ..engine.io import checkpoint
@@ -152,7 +159,7 @@ def bake_open_file(resume=False, save: bool = False, scene_name: str = "", cache
             with bpy.context.temp_override(scene=scene, view_layer=scene.view_layers[0]):
                 result = bpy.ops.surge.bake(resume=resume)
     except RuntimeError as exc:  # the operator's ERROR report: a refused scene or a failed bake
-        message = str(exc).strip().removeprefix("Error:").strip()
+        message = operator_error(exc)
         print(f"Surge: error: {message}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     if "FINISHED" not in result:
@@ -169,7 +176,7 @@ def _stage_open_file(operator, title: str, save: bool, restart: bool) -> int:
     try:
         result = operator(restart=restart)
     except RuntimeError as exc:
-        message = str(exc).strip().removeprefix("Error:").strip()
+        message = operator_error(exc)
         print(f"Surge: error: {message}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     if "FINISHED" not in result:

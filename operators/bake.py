@@ -14,8 +14,8 @@ from bpy.app.handlers import persistent
 from bpy.props import BoolProperty, EnumProperty, IntProperty
 
 from .common import FreeOperator, SceneIdle, StageOperator
-from ..bridge import bake_state, export, files, freeing
-from ..bridge.bake import (IF_SETTINGS_CHANGED, BakeSession, free_bake, remove_unused_usd, resume_state,
+from ..bridge import bake_state, cache_state, export, files, freeing
+from ..bridge.bake import (IF_SETTINGS_CHANGED, PREVIEW_FRAMES, BakeSession, free_bake, remove_unused_usd, resume_state,
                            setting_labels)
 from ..bridge.paths import ADDON_ROOT
 from ..bridge.progress_text import describe
@@ -48,6 +48,14 @@ class SURGE_OT_bake(StageOperator, bpy.types.Operator):
 
     describe = staticmethod(describe)
 
+    @classmethod
+    def description(cls, context, properties):
+        if properties.preview:
+            return (f"Bake a quick preview: the first {PREVIEW_FRAMES} frames at twice the particle spacing (8 times "
+                    f"fewer particles), into a preview folder of the cache; the full bake's cache is left alone, and "
+                    f"the liquid plays the preview until the next full bake")
+        return cls.__doc__
+
     def make_session(self, context) -> BakeSession:
         return BakeSession(context.scene, context.evaluated_depsgraph_get(), resume=self.resume and not self.preview,
                            resume_frame=self.resume_frame, if_settings_changed=self.if_settings_changed,
@@ -71,7 +79,7 @@ class SURGE_OT_free_bake(FreeOperator, bpy.types.Operator):
 
     @classmethod
     def has_files(cls, scene) -> bool:
-        return freeing.has_bake(scene, ADDON_ROOT)
+        return cache_state.has_bake(scene, ADDON_ROOT)
 
     def summary(self, scene):
         if self.what == "SURFACE":
@@ -110,6 +118,16 @@ class SURGE_OT_resume_bake(SceneIdle, bpy.types.Operator):
                     "from a frame, or bake everything again")
 
     busy_message = "This scene is already baking"
+
+    @classmethod
+    def poll(cls, context):
+        if not super().poll(context):
+            return False
+        if not cache_state.has_checkpoint(context.scene, ADDON_ROOT):
+            cls.poll_message_set("Nothing to resume: the cache folder holds no checkpoint (Checkpoint Every saves "
+                                 "them during a bake); bake from the start")
+            return False
+        return True
 
     def _bake(self, context, mode: str) -> set:
         result = bpy.ops.surge.bake(mode, resume=True, resume_frame=self.frame,

@@ -39,6 +39,23 @@ class SceneIdle:
         return True
 
 
+class NeedsBake(SceneIdle):
+    """poll(): the scene is not baking and its cache folder holds a bake (what the operator works on);
+    greyed out with the reason otherwise."""
+
+    @classmethod
+    def poll(cls, context):
+        if not super().poll(context):
+            return False
+        from ..bridge import cache_state
+        from ..bridge.paths import ADDON_ROOT
+
+        if not cache_state.has_frames(context.scene, ADDON_ROOT):
+            cls.poll_message_set("The cache folder holds no baked frame yet: bake the liquid first")
+            return False
+        return True
+
+
 class FreeOperator(SceneIdle):
     """A Free button: greyed out (with the reason) while the scene bakes or when there is nothing to free;
     from the button it asks first, naming the folder, how many files go and their size on disk

@@ -10,14 +10,14 @@ from __future__ import annotations
 import bpy
 from bpy.props import BoolProperty
 
-from .common import FreeOperator, StageOperator
-from ..bridge import freeing
+from .common import FreeOperator, NeedsBake, StageOperator
+from ..bridge import cache_state, freeing
 from ..bridge.paths import ADDON_ROOT
 from ..bridge.surface_bake import SurfaceSession, describe, free_surface
 from ..engine.errors import EngineError
 
 
-class SURGE_OT_bake_surface(StageOperator, bpy.types.Operator):
+class SURGE_OT_bake_surface(NeedsBake, StageOperator, bpy.types.Operator):
     """Make the liquid's surface mesh for every baked frame (the particles stay as they are); frames already
     meshed with the same settings are kept"""
 
@@ -47,7 +47,7 @@ class SURGE_OT_free_surface(FreeOperator, bpy.types.Operator):
 
     @classmethod
     def has_files(cls, scene) -> bool:
-        return freeing.has_surface(scene, ADDON_ROOT)
+        return cache_state.has_surface(scene, ADDON_ROOT)
 
     def summary(self, scene):
         return freeing.surface_summary(scene, ADDON_ROOT)

@@ -13,7 +13,8 @@ import bpy
 from bpy.props import BoolProperty
 
 from .common import SceneIdle
-from ..bridge import bake_state, headless
+from ..bridge import bake_state, cache_state, headless
+from ..bridge.paths import ADDON_ROOT
 from ..engine.errors import EngineError
 
 
@@ -59,6 +60,16 @@ class SURGE_OT_load_baked(_Idle, bpy.types.Operator):
     bl_idname = "surge.load_baked"
     bl_label = "Load Baked Liquid"
     bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        if not super().poll(context):
+            return False
+        if not cache_state.has_usd(context.scene, ADDON_ROOT):
+            cls.poll_message_set("The cache folder holds no baked liquid yet: bake first, or wait for the "
+                                 "separate bake to write its first frames")
+            return False
+        return True
 
     def execute(self, context):
         try:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import bpy
 from bpy.props import BoolProperty
 
-from .common import FreeOperator, StageOperator
-from ..bridge import freeing
+from .common import FreeOperator, NeedsBake, StageOperator
+from ..bridge import cache_state, freeing
 from ..bridge.paths import ADDON_ROOT
 from ..bridge.whitewater import WhitewaterSession, describe, free_whitewater
 from ..engine.errors import EngineError
 
 
-class SURGE_OT_bake_whitewater(StageOperator, bpy.types.Operator):
+class SURGE_OT_bake_whitewater(NeedsBake, StageOperator, bpy.types.Operator):
     """Make spray, foam and bubbles from the baked liquid (the liquid stays as it is); frames already made
     with the same settings are kept"""
 
@@ -48,7 +48,7 @@ class SURGE_OT_free_whitewater(FreeOperator, bpy.types.Operator):
 
     @classmethod
     def has_files(cls, scene) -> bool:
-        return freeing.has_whitewater(scene, ADDON_ROOT)
+        return cache_state.has_whitewater(scene, ADDON_ROOT)
 
     def summary(self, scene):
         return freeing.whitewater_summary(scene, ADDON_ROOT)

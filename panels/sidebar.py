@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import bpy
 
-from ..bridge import bake_state, default_cache
-from ..bridge.progress_text import duration
+from ..bridge import bake_state, cache_state, default_cache, export, liquid
+from ..bridge.paths import ADDON_ROOT
+from ..bridge.progress_text import duration, time_left
 from ..engine.settings import liquids
 from ..engine import settings as settings_mod
 from ..bridge.paths import PRESET_SUBDIR
@@ -41,18 +42,28 @@ def shown_object_settings(obj, solver: str) -> list[tuple]:
 
 
 def progress_text(scene) -> str:
-    """'Frame 12 of 96' once a frame is baked, else what the bake is doing."""
+    """'Frame 12 of 96' once a frame is done ('Preview frame 5 of 12', 'Surface frame 3 of 72': the running
+    session's own range), else what the session is doing."""
     state = bake_state.get(scene)
     if state is not None and state.particles:
-        return f"Frame {state.frame} of {scene.frame_end}"
+        kind = state.kind or "Bake"
+        return f"{'Frame' if kind == 'Bake' else kind + ' frame'} {state.frame} of {state.frame_end}"
     return (state.status if state is not None else "") or "Baking"
 
 
+def remaining_text(state) -> str:
+    """The time left, or 'estimating' while only the first frame (which compiles the kernels) is done."""
+    return duration(state.remaining) if state.is_estimated else "estimating"
+
+
 def bake_figures(state) -> list[tuple[str, str]]:
-    """(name, value) of each figure of the running bake (a ``SurgeBakeState``), as the sidebar lists them."""
-    figures = [("Frame", str(state.frame)), ("Substeps", str(state.substeps)),
-               ("Particles", f"{state.particles:,}"), ("Elapsed", duration(state.elapsed)),
-               ("Remaining", duration(state.remaining))]
+    """(name, value) of each figure of the running bake or stage (a ``SurgeBakeState``), as the sidebar lists
+    them; a stage has no substeps of its own."""
+    figures = [("Frame", f"{state.frame} of {state.frame_end}")]
+    if state.kind in ("", "Bake", "Preview"):
+        figures.append(("Substeps", str(state.substeps)))
+    figures += [("Particles", f"{state.particles:,}"), ("Elapsed", duration(state.elapsed)),
+                ("Remaining", remaining_text(state))]
     if state.memory:
         figures.append(("Memory", f"{state.memory:,.0f} MiB"))
     return figures
@@ -67,7 +78,7 @@ def draw_status_bar(self, context) -> None:
     row = self.layout.row(align=True)
     text = f"Surge: {progress_text(scene)}"
     if state.particles:
-        text += f", {duration(state.remaining)} left"
+        text += f", {time_left(state.remaining if state.is_estimated else None)}"
     row.progress(factor=state.progress, type="BAR", text=text)
     row.operator("surge.cancel_bake", text="", icon="CANCEL")
 
@@ -238,6 +249,18 @@ def draw_whitewater(layout, settings, baking: bool) -> None:
         body.label(text=ww.summary, icon="INFO")
 
 
+def draw_cache_lines(layout, scene) -> None:
+    """What the liquid plays, and an Outdated mark when the set-up changed since the cached frames were baked
+    (the comparison the resume dialog makes, shown before anything is pressed)."""
+    reasons = cache_state.outdated(scene, ADDON_ROOT, export.settings_from_scene(scene),
+                                   (scene.frame_start, scene.frame_end))
+    if reasons:
+        layout.label(text=f"Outdated: {'; '.join(reasons)} changed since the bake", icon="ERROR")
+    line = cache_state.playing(scene, ADDON_ROOT, liquid.current_file(scene))
+    if line:
+        layout.label(text=line, icon="PLAY")
+
+
 class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
     """Cache folder, bake and free buttons, and the progress of a running bake"""
 
@@ -284,6 +307,8 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
             layout.label(text="Esc also cancels; baked frames are kept", icon="INFO")
         elif state is not None and state.status:
             layout.label(text=state.status)
+        if not baking:
+            draw_cache_lines(layout, scene)
         if settings.liquid_object is not None:
             layout.prop(settings, "liquid_object", text="Liquid")
             col = layout.column()

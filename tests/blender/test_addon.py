@@ -12,7 +12,7 @@ import addon_utils
 import bpy
 import pytest
 
-from blender_helpers import add_box, submodule
+from blender_helpers import add_box, fake_cache, submodule
 
 pytestmark = pytest.mark.blender
 
@@ -356,9 +356,11 @@ def test_simulation_panel_shows_only_what_the_solver_reads(scene, surge, solver)
     assert ("menu", "SURGE_MT_liquid_presets") in drawn and ("operator", "surge.liquid_preset_add") in drawn
 
 
-def test_operators_poll_without_a_3d_view(scene, surge):
-    # background mode has no area: poll must only need the scene
+def test_operators_poll_without_a_3d_view(scene, surge, tmp_path):
+    # background mode has no area: poll must only need the scene (and Free Bake something to free)
     assert bpy.context.area is None
+    scene.surge.cache_directory = str(tmp_path / "cache")
+    fake_cache(surge, scene.surge.cache_directory)
     assert bpy.ops.surge.bake.poll() and bpy.ops.surge.free_bake.poll()
     state = submodule(surge, "bridge.bake_state").ensure(scene)
     state.is_baking = True

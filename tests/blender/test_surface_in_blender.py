@@ -60,7 +60,7 @@ def test_bake_surface_over_a_bake_and_free_it_alone(scene, surge, tmp_path):
 def test_surface_meshed_inside_the_bake_and_a_nothing_baked_refusal(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     column_scene(scene, cache_dir, frames=(1, 3))
-    with pytest.raises(RuntimeError, match="No Surge cache"):
+    with pytest.raises(RuntimeError, match="bake the liquid first"):
         bpy.ops.surge.bake_surface()
     scene.surge.use_surface_in_bake = True
     assert bpy.ops.surge.bake() == {"FINISHED"}
