@@ -116,6 +116,19 @@ def _object_annotations() -> dict:
         type=SurgeParticleChannel, name="Particle Channels",
         description="Named values the liquid of this Fluid or Inflow object carries into the cache as particle "
                     "attributes (for shading: which source a drop came from, a colour to mix)")
+    ann["active_channel"] = IntProperty(
+        name="Active Channel", default=0, min=0, options={"HIDDEN", "SKIP_SAVE"},
+        description="The particle channel selected in the list (the one Remove Channel removes)")
+    ann["has_previous_display"] = BoolProperty(
+        name="Display Remembered", default=False, options={"HIDDEN"},
+        description="True while Surge has changed this object's display for its role and remembers the one the "
+                    "artist gave it (Clear Role gives it back)")
+    ann["previous_display_type"] = StringProperty(
+        name="Previous Display", default="TEXTURED", options={"HIDDEN"},
+        description="How the viewport drew this object before Surge drew it as wire for its role")
+    ann["previous_hide_render"] = BoolProperty(
+        name="Previously Hidden in Renders", default=False, options={"HIDDEN"},
+        description="Whether this object was hidden in renders before Surge changed that for its role")
     ann["collider_resolved"] = StringProperty(
         name="Acts As", default="", options=STATIC,
         description="How the last bake treated this collider (the mode Auto picked, for instance); set by the "

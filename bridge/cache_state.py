@@ -132,8 +132,8 @@ def object_signature(obj) -> str:
     values = []
     for prop in group.bl_rna.properties:
         name = prop.identifier
-        if name in ("rna_type", "collider_resolved", "channels", "name"):
-            continue
+        if name in ("rna_type", "collider_resolved", "channels", "name") or prop.is_hidden:
+            continue  # what the bake wrote back, the list's selection, the display Surge remembers
         value = getattr(group, name)
         values.append((name, tuple(value) if hasattr(value, "__len__") and not isinstance(value, str) else value))
     values.append(("channels", [(c.name, round(c.value, 6)) for c in group.channels]))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bpy
 
-from ..bridge import bake_state, cache_state, default_cache, export, liquid
+from ..bridge import bake_state, cache_state, default_cache, export, liquid, roles
 from ..bridge.paths import ADDON_ROOT
 from ..bridge.progress_text import duration, time_left
 from ..engine.settings import liquids
@@ -83,17 +83,21 @@ def draw_status_bar(self, context) -> None:
     row.operator("surge.cancel_bake", text="", icon="CANCEL")
 
 
-def draw_object(layout, context) -> None:
-    """The active object's role, the role buttons and the settings of its role (sidebar and Physics tab)."""
+def draw_object(layout, context, obj=None) -> None:
+    """An object's role, the role buttons and the settings of its role: the active object in the sidebar, where
+    the role buttons act on every selected object; ``obj`` in Properties > Physics (the object the editor
+    shows, which may be pinned), where they act on that object alone."""
     layout.use_property_split = True
     layout.use_property_decorate = True  # keyframe dots: only the animatable settings offer them
-    obj = context.object
+    if obj is not None:
+        layout.context_pointer_set("surge_object", obj)  # the role and channel buttons act on it
+    obj = obj or context.object
     if obj is None:
         layout.label(text="No active object")
         return
     layout.label(text=obj.name, icon="OBJECT_DATA")
     layout.prop(obj.surge, "role")
-    # one click for every selected object, with a display that shows the role
+    # one click for every selected object (the shown one in Physics), with a display that shows the role
     grid = layout.column(align=True)
     top, bottom = grid.row(align=True), grid.row(align=True)
     top.operator("surge.make_fluid", text="Fluid", icon="MOD_FLUIDSIM")
@@ -108,14 +112,24 @@ def draw_object(layout, context) -> None:
     if obj.surge.role == "COLLIDER" and obj.surge.collider_resolved:
         # what the last bake made of this collider (the mode Auto picked)
         layout.label(text=f"Last bake: {obj.surge.collider_resolved}", icon="INFO")
-    if obj.surge.role in {"FLUID", "INFLOW"} and len(obj.surge.channels):
+    if obj.surge.role in {"FLUID", "INFLOW"}:
         layout.label(text="Particle Channels")
-        for channel in obj.surge.channels:
-            row = layout.row()
-            row.prop(channel, "name", text="")
-            row.prop(channel, "value", text="")
+        row = layout.row()
+        row.template_list("SURGE_UL_channels", "", obj.surge, "channels", obj.surge, "active_channel", rows=2)
+        col = row.column(align=True)
+        col.operator("surge.channel_add", text="", icon="ADD")
+        col.operator("surge.channel_remove", text="", icon="REMOVE")
     elif obj.surge.role == "OUTFLOW":
         layout.label(text="Removes the liquid inside this closed mesh", icon="INFO")
+
+
+class SURGE_UL_channels(bpy.types.UIList):
+    """One row per particle channel of the object: its name and the value its liquid carries"""
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+        row = layout.row(align=True)
+        row.prop(item, "name", text="", emboss=False, icon="PARTICLE_DATA")
+        row.prop(item, "value", text="")
 
 
 class SurgeSidebarPanel:
@@ -134,7 +148,8 @@ class VIEW3D_PT_surge_object(SurgeSidebarPanel, bpy.types.Panel):
 
 
 class PHYSICS_PT_surge(bpy.types.Panel):
-    """The active object's Surge role and settings in Properties > Physics, beside Blender's own physics"""
+    """The Surge role and settings of the object Properties shows, in its Physics tab beside Blender's own
+    physics; only for objects that can take a role (those with geometry: not cameras, lights or empties)"""
 
     bl_label = "Surge Liquid"
     bl_space_type = "PROPERTIES"
@@ -143,10 +158,10 @@ class PHYSICS_PT_surge(bpy.types.Panel):
 
     @classmethod
     def poll(cls, context):
-        return context.object is not None
+        return roles.can_take_role(context.object)
 
     def draw(self, context):
-        draw_object(self.layout, context)
+        draw_object(self.layout, context, context.object)
 
 
 class SURGE_MT_liquid_presets(bpy.types.Menu):
@@ -165,32 +180,53 @@ class SURGE_MT_liquid_presets(bpy.types.Menu):
             bpy.types.Menu.draw_preset(self, context)
 
 
+def draw_simulation(layout, context) -> None:
+    """The scene's simulation settings by heading, drawn from the engine's parameter list (the sidebar's
+    Simulation panel and Properties > Scene)."""
+    settings = context.scene.surge
+    layout.use_property_split = True
+    layout.use_property_decorate = True  # keyframe dots: only the animatable settings offer them
+    layout.enabled = not bake_state.is_baking(context.scene)
+    row = layout.row(align=True)
+    row.menu("SURGE_MT_liquid_presets", text=SURGE_MT_liquid_presets.bl_label)
+    row.operator("surge.liquid_preset_add", text="", icon="ADD")
+    row.operator("surge.liquid_preset_add", text="", icon="REMOVE").remove_active = True
+    # Blender's own unit scale: every Surge length is in Blender units times this
+    layout.prop(context.scene.unit_settings, "scale_length", text="World Scale (m per unit)")
+    for group, shown in shown_scene_settings(settings):
+        header, body = layout.panel(f"surge_settings_{group.lower().replace(' ', '_')}")
+        header.label(text=group)
+        if body is None:
+            continue
+        for p, active in shown:
+            row = body.row()
+            row.active = active
+            row.prop(settings, p.name)
+
+
 class VIEW3D_PT_surge_simulation(SurgeSidebarPanel, bpy.types.Panel):
     """Simulation settings of the scene, drawn from the engine's parameter list"""
 
     bl_label = "Simulation"
 
     def draw(self, context):
-        settings = context.scene.surge
+        draw_simulation(self.layout, context)
+
+
+class SCENE_PT_surge(bpy.types.Panel):
+    """The scene's Surge liquid in Properties > Scene: its simulation settings, cache folder and bake buttons
+    (the same as the sidebar's Surge tab)"""
+
+    bl_label = "Surge Liquid"
+    bl_space_type = "PROPERTIES"
+    bl_region_type = "WINDOW"
+    bl_context = "scene"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw(self, context):
         layout = self.layout
-        layout.use_property_split = True
-        layout.use_property_decorate = True  # keyframe dots: only the animatable settings offer them
-        layout.enabled = not bake_state.is_baking(context.scene)
-        row = layout.row(align=True)
-        row.menu("SURGE_MT_liquid_presets", text=SURGE_MT_liquid_presets.bl_label)
-        row.operator("surge.liquid_preset_add", text="", icon="ADD")
-        row.operator("surge.liquid_preset_add", text="", icon="REMOVE").remove_active = True
-        # Blender's own unit scale: every Surge length is in Blender units times this
-        layout.prop(context.scene.unit_settings, "scale_length", text="World Scale (m per unit)")
-        for group, shown in shown_scene_settings(settings):
-            header, body = layout.panel(f"surge_settings_{group.lower().replace(' ', '_')}")
-            header.label(text=group)
-            if body is None:
-                continue
-            for p, active in shown:
-                row = body.row()
-                row.active = active
-                row.prop(settings, p.name)
+        draw_bake_buttons(layout, context.scene)
+        draw_simulation(layout.column(), context)
 
 
 def draw_surface(layout, settings, baking: bool) -> None:
@@ -261,6 +297,24 @@ def draw_cache_lines(layout, scene) -> None:
         layout.label(text=line, icon="PLAY")
 
 
+def draw_bake_buttons(layout, scene) -> None:
+    """Bake, Resume and Preview in a row; Free Bake apart and in red (it deletes, after asking); the cache
+    folder above them."""
+    col = layout.column()
+    col.enabled = not bake_state.is_baking(scene)
+    col.prop(scene.surge, "cache_directory", text="")
+    if not scene.surge.cache_directory.strip():
+        default = default_cache.default_cache_dir(scene)
+        col.label(text=f"Default: {default}" if default else "Save the file, or choose a folder", icon="FILE_FOLDER")
+    row = layout.row(align=True)
+    row.operator("surge.bake", icon="PHYSICS")
+    row.operator("surge.resume_bake", text="Resume", icon="PLAY")
+    row.operator("surge.bake", text="Preview", icon="HIDE_OFF").preview = True
+    row = layout.row()
+    row.alert = True
+    row.operator("surge.free_bake", icon="TRASH")
+
+
 class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
     """Cache folder, bake and free buttons, and the progress of a running bake"""
 
@@ -272,21 +326,7 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
         state = bake_state.get(scene)
         baking = state is not None and state.is_baking
         layout = self.layout
-        col = layout.column()
-        col.enabled = not baking
-        col.prop(settings, "cache_directory", text="")
-        if not settings.cache_directory.strip():
-            default = default_cache.default_cache_dir(scene)
-            col.label(text=f"Default: {default}" if default else "Save the file, or choose a folder",
-                      icon="FILE_FOLDER")
-        row = layout.row(align=True)
-        row.operator("surge.bake", icon="PHYSICS")
-        row.operator("surge.resume_bake", text="Resume", icon="PLAY")
-        row.operator("surge.bake", text="Preview", icon="HIDE_OFF").preview = True
-        # apart from Bake and in red: it deletes (after asking), and is greyed out while baking
-        row = layout.row()
-        row.alert = True
-        row.operator("surge.free_bake", icon="TRASH")
+        draw_bake_buttons(layout, scene)
         col = layout.column()
         col.enabled = not baking
         col.prop(settings, "checkpoint_interval")
@@ -329,8 +369,8 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
             row.operator("surge.bake_to_keyframes", text="Shape Keys").mode = "SHAPE_KEYS"
 
 
-CLASSES = (SURGE_MT_liquid_presets, VIEW3D_PT_surge_object, PHYSICS_PT_surge, VIEW3D_PT_surge_simulation,
-           VIEW3D_PT_surge_bake)
+CLASSES = (SURGE_MT_liquid_presets, SURGE_UL_channels, VIEW3D_PT_surge_object, PHYSICS_PT_surge,
+           VIEW3D_PT_surge_simulation, SCENE_PT_surge, VIEW3D_PT_surge_bake)
 
 #: (header class, draw function) pairs that register() appends and unregister() removes.
 HEADER_DRAWS = ((bpy.types.STATUSBAR_HT_header, draw_status_bar),)

@@ -25,7 +25,8 @@ EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "checkpoint_interv
                           "use_surface_preview", "surface_radius", "surface_smoothing", "use_surface_in_bake",
                           "liquid_display", "surface_object", "whitewater"}
 EXTRA_WHITEWATER_PROPERTIES = {"spray_object", "foam_object", "bubbles_object", "summary", "use_in_bake"}
-EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels"}
+EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels", "active_channel", "has_previous_display",
+                           "previous_display_type", "previous_hide_render"}
 BUILTIN = {"rna_type", "name", "bl_idname"}
 
 
@@ -271,6 +272,14 @@ class _Layout:
     def separator(self, **_kw):
         pass
 
+    def template_list(self, list_type, _list_id, data, name, active_data, active_name, **kw):
+        self._check("template_list", kw)
+        assert name in data.bl_rna.properties and active_name in active_data.bl_rna.properties
+        self.log.append(("list", list_type))
+
+    def context_pointer_set(self, name, data):
+        self.log.append(("pointer", name))
+
 
 def _draw(panel_name: str) -> list:
     log = []
@@ -310,9 +319,10 @@ def test_panels_draw_existing_properties_and_operators(scene, surge):
     channel = tank.surge.channels.add()
     channel.name = "tint"
     drawn = _draw("VIEW3D_PT_surge_object")
-    assert drawn[-3:] == [("label", "Particle Channels"), ("prop", "name"), ("prop", "value")]
-    # Properties > Physics shows the same as the sidebar
-    assert _draw("PHYSICS_PT_surge") == drawn
+    assert drawn[-4:] == [("label", "Particle Channels"), ("list", "SURGE_UL_channels"),
+                          ("operator", "surge.channel_add"), ("operator", "surge.channel_remove")]
+    # Properties > Physics shows the same as the sidebar, its buttons acting on the object it shows
+    assert _draw("PHYSICS_PT_surge") == [("pointer", "surge_object")] + drawn
     tank.surge.role = "OUTFLOW"
     drawn = _draw("VIEW3D_PT_surge_object")
     # an outflow's on/off switch (animatable: a drain that opens)
