@@ -102,7 +102,7 @@ class SurgeParticleChannel(bpy.types.PropertyGroup):
     """
 
     value: FloatProperty(
-        name="Value", default=0.0,
+        name="Value", default=0.0, options=STATIC,
         description="Value this object's liquid carries in the channel; particles of other objects carry 0")
 
 
@@ -162,12 +162,25 @@ def _surface_annotations() -> dict:
     ann = {p.name: _property_for(p) for p in settings_mod.surface_parameters()}
     ann.update(
         use_surface_in_bake=BoolProperty(
-            name="Mesh During Bake", default=False,
+            name="Mesh During Bake", default=False, options=STATIC,
             description="Make the surface mesh of each frame inside the bake, as soon as the frame is simulated; "
                         "off, press Bake Surface after the bake (or to re-mesh with new surface settings)"),
         liquid_display=EnumProperty(
-            name="Display", items=LIQUID_DISPLAYS, default="SURFACE", update=_display_changed,
-            description="What of the baked liquid the viewport and renders show"),
+            name="Viewport", items=LIQUID_DISPLAYS, default="SURFACE", update=_display_changed, options=STATIC,
+            description="What of the baked liquid the viewport shows (renders follow Render)"),
+        liquid_display_render=EnumProperty(
+            name="Render", items=LIQUID_DISPLAYS, default="SURFACE", update=_display_changed, options=STATIC,
+            description="What of the baked liquid renders show (the viewport follows Viewport)"),
+        display_percentage=FloatProperty(
+            name="Viewport Amount", default=100.0, min=0.0, max=100.0, subtype="PERCENTAGE", precision=0,
+            update=_display_changed, options=STATIC,
+            description="Share of the baked particles the viewport draws, the same particles in every frame; "
+                        "renders draw them all"),
+        point_scale=FloatProperty(
+            name="Point Size", default=1.0, min=0.0, soft_min=0.1, soft_max=4.0, precision=2,
+            update=_display_changed, options=STATIC,
+            description="Size of the particles' spheres in the viewport and in renders, as a multiple of the "
+                        "particle radius (half the particle spacing); no new bake needed"),
         surface_object=PointerProperty(
             name="Surface Object", type=bpy.types.Object,
             description="The mesh object that plays the baked surface; meshing again updates it"),
@@ -175,15 +188,36 @@ def _surface_annotations() -> dict:
     return ann
 
 
+def _whitewater_display_changed(settings, context) -> None:
+    from .bridge import whitewater
+
+    whitewater.apply_display(settings.id_data)
+
+
 def _whitewater_annotations() -> dict:
-    """Whitewater settings (engine.settings.WhitewaterSettings) and the three objects that play it."""
+    """Whitewater settings (engine.settings.WhitewaterSettings), its display (sizes and viewport amount, set
+    without making it again) and the three objects that play it."""
+    from .engine.whitewater.stage import NOMINAL_SIZES
+
     ann = {p.name: _property_for(p) for p in settings_mod.whitewater_parameters()}
+    for kind, name, label in (("spray", "spray_size", "Spray"), ("foam", "foam_size", "Foam"),
+                              ("bubbles", "bubble_size", "Bubble")):
+        ann[name] = FloatProperty(
+            name=f"{label} Size", default=NOMINAL_SIZES[kind], min=1e-6, soft_max=0.1, unit="LENGTH", precision=4,
+            update=_whitewater_display_changed, options=STATIC,
+            description=f"Radius at which {kind} particles are drawn and render; a display setting: changing it "
+                        f"makes no whitewater again")
+    ann["viewport_percentage"] = FloatProperty(
+        name="Whitewater in Viewport", default=100.0, min=0.0, max=100.0, subtype="PERCENTAGE", precision=0,
+        update=_whitewater_display_changed, options=STATIC,
+        description="Share of the whitewater particles the viewport draws, the same ones in every frame; renders "
+                    "draw them all")
     for kind, label in (("spray", "Spray"), ("foam", "Foam"), ("bubbles", "Bubbles")):
         ann[f"{kind}_object"] = PointerProperty(
             name=f"{label} Object", type=bpy.types.Object,
             description=f"The point-cloud object that plays the baked {kind}; baking whitewater again updates it")
     ann["use_in_bake"] = BoolProperty(
-        name="Make During Bake", default=False,
+        name="Make During Bake", default=False, options=STATIC,
         description="Make the whitewater of each frame inside the particle bake, as soon as the frame is simulated "
                     "(automatic thresholds then come from the frames simulated so far); off, press Bake Whitewater "
                     "after the bake (or to make it again with new settings)")
@@ -229,12 +263,12 @@ def _scene_annotations() -> dict:
             description="Show the liquid as a smooth surface made by geometry nodes from the baked points (also in "
                         "renders); off shows the points"),
         surface_radius=FloatProperty(
-            name="Surface Radius", default=0.02, min=1e-4, soft_max=1.0, unit="LENGTH", precision=4,
+            name="Preview Radius", default=0.02, min=1e-4, soft_max=1.0, unit="LENGTH", precision=4,
             update=_surface_changed, options=STATIC,
             description="Radius of the sphere around each particle that the surface wraps; about the particle "
                         "spacing gives a closed surface, smaller shows separate drops"),
         surface_smoothing=IntProperty(
-            name="Surface Smoothing", default=2, min=0, soft_max=20, update=_surface_changed, options=STATIC,
+            name="Preview Smoothing", default=2, min=0, soft_max=20, update=_surface_changed, options=STATIC,
             description="Smoothing passes over the surface mesh; more passes round off the bumps of single particles"),
         liquid_object=PointerProperty(
             name="Liquid Object", type=bpy.types.Object, options=STATIC,
@@ -336,35 +370,48 @@ CLASSES = (SurgeParticleChannel, SurgeObjectSettings, SurgeWhitewaterSettings, S
            SurgePreferences)
 
 
+def _wedge_settings(variation, context, edit_text):
+    """The settings a wedge can vary, offered by the Setting field's search list: the scene's, or those of the
+    variation's object (its role's)."""
+    from .bridge import setting_checks
+
+    text = edit_text.lower()
+    return [item for item in setting_checks.variable_settings(variation.target)
+            if text in item[0] or text in item[1].lower()]
+
+
 class SurgeWedgeVariation(bpy.types.PropertyGroup):
     """One setting of a wedge and the values to try (``Scene.surge_wedge.variations``)."""
 
     setting: StringProperty(
-        name="Setting", default="viscosity",
-        description="Name of the Surge setting to vary, as in Python: a scene setting (particle_spacing, viscosity, "
-                    "...) or, with an object, that object's setting (normal_speed, friction, ...)")
+        name="Setting", default="pbf_xsph_viscosity", options=STATIC, search=_wedge_settings,
+        description="The Surge setting to vary, picked from the list (its name as in Python): a scene setting "
+                    "(particle_spacing, pbf_xsph_viscosity, ...) or, with an object, that object's setting "
+                    "(normal_speed, friction, ...)")
     target: PointerProperty(
-        type=bpy.types.Object, name="Object",
+        type=bpy.types.Object, name="Object", options=STATIC,
         description="The object whose setting varies; empty for a setting of the scene")
     values: StringProperty(
-        name="Values", default="0.000001,0.001",
+        name="Values", default="0.01,0.1", options=STATIC,
         description="The values to try, separated by commas; a vector's components separated by colons (0:0:-9.81)")
 
 
 class SurgeWedgeSettings(bpy.types.PropertyGroup):
     """A wedge of this scene (``Scene.surge_wedge``): the variations and where and how to bake them."""
 
-    variations: CollectionProperty(type=SurgeWedgeVariation, name="Variations")
-    active: IntProperty(name="Active Variation", default=0, min=0, options={"SKIP_SAVE"})
+    variations: CollectionProperty(type=SurgeWedgeVariation, name="Variations",
+                                   description="The settings the wedge varies, each with the values to try")
+    active: IntProperty(name="Active Variation", default=0, min=0, options={"SKIP_SAVE"},
+                        description="The variation selected in the list (the one Remove Variation removes)")
     output_directory: StringProperty(
         name="Wedge Folder", default="//wedge/", subtype="DIR_PATH", options={"PATH_SUPPORTS_BLEND_RELATIVE"},
         description="Folder receiving one sub-folder per combination (its .blend and cache) and wedge.json; "
                     "// is the .blend file's folder")
     workers: IntProperty(
-        name="Workers", default=2, min=1, max=256,
+        name="Workers", default=2, min=1, max=256, options=STATIC,
         description="Combinations baked at once on this machine (each a separate Blender); ignored with a scheduler")
     scheduler: StringProperty(
-        name="Scheduler", default="",
+        name="Scheduler", default="", options=STATIC,
         description="Address of a running Dask scheduler of a farm (tcp://host:8786); empty bakes on this machine")
 
 
@@ -387,7 +434,7 @@ def _live_annotations() -> dict:
             description="Draw the live liquid as a smooth surface around the particles (a union of spheres, "
                         "smoothed) instead of as points"),
         surface_radius=FloatProperty(
-            name="Surface Radius", default=1.0, min=0.25, max=4.0, update=_live_display_changed, options=STATIC,
+            name="Radius in Spacings", default=1.0, min=0.25, max=4.0, update=_live_display_changed, options=STATIC,
             description="Radius of the sphere around each particle that the live surface wraps, as a multiple of "
                         "the particle spacing; about 1 gives a closed surface, smaller shows separate drops"),
         surface_smoothness=IntProperty(

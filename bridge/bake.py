@@ -99,6 +99,11 @@ IF_SETTINGS_CHANGED = (
 )
 
 
+#: Where an artist makes that choice, named in the message of a refused resume.
+CHANGED_CHOICES = ("Resume Bake's dialog in Blender; tools/bake.py --resume --if-settings-changed resume or rebake; "
+                   "bpy.ops.surge.bake(resume=True, if_settings_changed='RESUME' or 'REBAKE')")
+
+
 def setting_labels(names) -> str:
     labels = {p.name: p.label for p in settings_mod.parameters()}
     return ", ".join(labels.get(n, n) for n in names)
@@ -154,11 +159,11 @@ def resume_point(scene, cache_dir: str, description, settings, frame: int, if_se
             if settings_changed:
                 problems.append(f"{owner}: settings changed since the cached frames were baked "
                                 f"({setting_labels(settings_changed)}); resume with the new settings from a "
-                                f"frame, or bake again")
+                                f"frame, or bake again ({CHANGED_CHOICES})")
             if scene_changed:
                 problems.append(f"{owner}: the scene changed since the cached frames were baked "
                                 f"({'; '.join(scene_changed)}); resume with the changed scene from a frame, or "
-                                f"bake again")
+                                f"bake again ({CHANGED_CHOICES})")
             raise InvalidSettingsError(problems)
     manifest = cache_mod.CacheReader(cache_dir).manifest
     checkpoint.check_resume(manifest, frame or frames[-1], settings_mod.to_dict(settings), description.frame_start,

@@ -9,6 +9,8 @@ changed; "Load Baked Liquid" then shows the result in this file.
 
 from __future__ import annotations
 
+import sys
+
 import bpy
 from bpy.props import BoolProperty
 
@@ -27,7 +29,9 @@ class SURGE_OT_bake_in_terminal(_Idle, bpy.types.Operator):
     closes (your file is not saved); its output goes to terminal_bake.log in the cache folder"""
 
     bl_idname = "surge.bake_in_terminal"
-    bl_label = "Bake in a Terminal"
+    # named for what it does: Windows gives the bake a console window of its own; elsewhere it runs unseen,
+    # its output in terminal_bake.log
+    bl_label = "Bake in a Console Window" if sys.platform == "win32" else "Bake in Background"
     bl_options = set()  # Repeat Last must not start a second bake
 
     resume: BoolProperty(

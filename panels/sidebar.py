@@ -244,8 +244,27 @@ def draw_surface(layout, settings, baking: bool) -> None:
     row = body.row()
     row.alert = True
     row.operator("surge.free_surface", icon="TRASH")
+
+
+def draw_display(layout, settings) -> None:
+    """How the baked liquid shows: points or surface in the viewport and in renders, each on its own, the
+    viewport's share of the points and their size, and the Surface Preview (geometry nodes over the points)."""
+    header, body = layout.panel("surge_bake_display", default_closed=False)
+    header.label(text="Display")
+    if body is None:
+        return
+    body.use_property_split = True
+    body.prop(settings, "liquid_object", text="Liquid")
     if settings.surface_object is not None:
-        body.prop(settings, "liquid_display", expand=True)
+        body.prop(settings, "liquid_display")
+        body.prop(settings, "liquid_display_render")
+    body.prop(settings, "display_percentage")
+    body.prop(settings, "point_scale")
+    body.prop(settings, "use_surface_preview")
+    sub = body.column()
+    sub.active = settings.use_surface_preview
+    sub.prop(settings, "surface_radius")
+    sub.prop(settings, "surface_smoothing")
 
 
 #: The whitewater settings as the panel groups them (every engine.settings.WhitewaterSettings field once).
@@ -254,7 +273,7 @@ WHITEWATER_GROUPS = (
     ("Thresholds", ("use_auto_thresholds", "trapped_air_min", "trapped_air_max", "wave_crest_min", "wave_crest_max",
                     "energy_min", "energy_max")),
     ("Motion", ("lifetime", "lifetime_variation", "buoyancy", "bubble_drag", "spray_drag")),
-    ("Look", ("spray_size", "foam_size", "bubble_size")),
+    ("Display", ("spray_size", "foam_size", "bubble_size", "viewport_percentage")),
     ("Limits", ("max_particles", "spray_neighbours", "bubble_neighbours", "seed")),
 )
 
@@ -344,19 +363,14 @@ class VIEW3D_PT_surge_bake(SurgeSidebarPanel, bpy.types.Panel):
             else:
                 layout.label(text=state.status)
             layout.operator("surge.cancel_bake", icon="CANCEL")
-            layout.label(text="Esc also cancels; baked frames are kept", icon="INFO")
+            layout.label(text="Esc also cancels when the animation is not playing; baked frames are kept",
+                         icon="INFO")
         elif state is not None and state.status:
             layout.label(text=state.status)
         if not baking:
             draw_cache_lines(layout, scene)
         if settings.liquid_object is not None:
-            layout.prop(settings, "liquid_object", text="Liquid")
-            col = layout.column()
-            col.prop(settings, "use_surface_preview")
-            sub = col.column()
-            sub.active = settings.use_surface_preview
-            sub.prop(settings, "surface_radius")
-            sub.prop(settings, "surface_smoothing")
+            draw_display(layout, settings)
         draw_surface(layout, settings, baking)
         draw_whitewater(layout, settings, baking)
         header, body = layout.panel("surge_bake_keyframes", default_closed=True)

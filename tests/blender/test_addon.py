@@ -23,8 +23,10 @@ OPERATORS = ("bake", "free_bake", "cancel_bake", "resume_bake", "bake_to_keyfram
 PANELS = ("VIEW3D_PT_surge_object", "VIEW3D_PT_surge_simulation", "VIEW3D_PT_surge_bake")
 EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "checkpoint_interval", "keyframe_instance",
                           "use_surface_preview", "surface_radius", "surface_smoothing", "use_surface_in_bake",
-                          "liquid_display", "surface_object", "whitewater"}
-EXTRA_WHITEWATER_PROPERTIES = {"spray_object", "foam_object", "bubbles_object", "summary", "use_in_bake"}
+                          "liquid_display", "liquid_display_render", "display_percentage", "point_scale",
+                          "surface_object", "whitewater"}
+EXTRA_WHITEWATER_PROPERTIES = {"spray_object", "foam_object", "bubbles_object", "summary", "use_in_bake", "spray_size",
+                               "foam_size", "bubble_size", "viewport_percentage"}
 EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels", "active_channel", "has_previous_display",
                            "previous_display_type", "previous_hide_render"}
 BUILTIN = {"rna_type", "name", "bl_idname"}

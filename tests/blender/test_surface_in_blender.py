@@ -38,13 +38,14 @@ def test_bake_surface_over_a_bake_and_free_it_alone(scene, surge, tmp_path):
         assert len(mesh.vertices) == len(stored["vertices"]) > 0
         assert len(mesh.polygons) == len(stored["triangles"])
         assert "velocity" in mesh.attributes
-    # the display choice hides and shows the two objects, in the viewport and in renders
+    # the display choices hide and show the two objects, in the viewport and in renders
     liquid = scene.surge.liquid_object
     assert (liquid.hide_render, obj.hide_render) == (True, False)
-    scene.surge.liquid_display = "BOTH"
+    scene.surge.liquid_display = scene.surge.liquid_display_render = "BOTH"
     assert (liquid.hide_render, obj.hide_render) == (False, False)
-    scene.surge.liquid_display = "POINTS"
+    scene.surge.liquid_display = scene.surge.liquid_display_render = "POINTS"
     assert (liquid.hide_render, obj.hide_render) == (False, True)
+    assert (liquid.hide_viewport, obj.hide_viewport) == (False, True)
     # re-meshing with other settings leaves the particle cache byte-identical
     scene.surge.surface_cell_size = 1.0
     assert bpy.ops.surge.bake_surface() == {"FINISHED"}
