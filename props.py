@@ -249,6 +249,26 @@ def _scene_annotations() -> dict:
             description="Folder where Surge writes the baked frames and the point cache Blender plays back; empty "
                         "picks a folder of its own for this file and scene (in the preferences' cache root, or in "
                         "surge_cache beside the .blend file); a path starting with // is relative to the .blend file"),
+        use_frame_range=BoolProperty(
+            name="Own Frame Range", default=False, options=STATIC,
+            description="Simulate its own frames (Start to End) instead of the scene's frame range"),
+        frame_start=IntProperty(
+            name="Start", default=1, min=0, max=999_999, options=STATIC,
+            description="First frame of the simulation (the liquid's state as the Fluid objects hold it), with Own "
+                        "Frame Range"),
+        frame_end=IntProperty(
+            name="End", default=250, min=0, max=999_999, options=STATIC,
+            description="Last frame the simulation bakes, with Own Frame Range; frames past the scene's range are "
+                        "baked but never played"),
+        time_scale=FloatProperty(
+            name="Time Scale", default=1.0, min=0.01, max=100.0, soft_min=0.1, soft_max=4.0, precision=3,
+            options=STATIC,
+            description="Simulated time per frame, as a share of the frame's real time: 0.5 is slow motion at half "
+                        "speed (the liquid, colliders and inflows all move half as far per frame), 2 fast motion"),
+        cache_folder_name=StringProperty(
+            name="Default Folder Name", default="", options={"HIDDEN"},
+            description="The scene's name when it first baked: its default cache folder keeps this name, so that "
+                        "renaming the scene does not lose its cache; empty until the first bake"),
         checkpoint_interval=IntProperty(
             name="Checkpoint Every", default=10, min=0, soft_max=100, options=STATIC,
             description="Save the simulation state every this many frames, so that a cancelled or crashed bake "

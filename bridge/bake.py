@@ -36,7 +36,8 @@ from ..engine import settings as settings_mod
 from ..engine.scene import jobcheck
 from ..engine.errors import EngineError
 from ..engine.scene import save_job
-from . import bake_state, cache_state, export, files, liquid, preferences, surface, surface_bake, usd, whitewater
+from . import (bake_state, cache_state, default_cache, export, files, liquid, preferences, surface, surface_bake, usd,
+               whitewater)
 from .child_session import ChildSession
 from .paths import ADDON_ROOT, numba_cache_dir
 from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
@@ -193,6 +194,7 @@ class BakeSession(ChildSession):
         from ..engine import assemble  # imported late: the engine, which registering the add-on need not load
 
         self.estimate = assemble.check_job(description, settings, owner=f"Scene '{scene.name}'")
+        default_cache.keep_folder_name(scene)  # renaming the scene from now on keeps its default cache folder
         cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
         if preview:
             cache_mod.check_folder(cache_dir, files.NOT_FOREIGN + (files.PREVIEW_DIR,))
@@ -202,6 +204,7 @@ class BakeSession(ChildSession):
         self.resume_from, accept_scene_change = (
             resume_point(scene, cache_dir, description, settings, resume_frame, if_settings_changed)
             if resume else (None, False))
+        self.range_note = export.frame_range_note(scene)
         self.run_id = uuid.uuid4().hex
         self.lock = cache_mod.CacheLock(cache_dir, f"a bake of scene '{scene.name}' in Blender").acquire()
         try:
@@ -230,7 +233,8 @@ class BakeSession(ChildSession):
         usd.import_pxr()  # the child writes the USD files: Blender's pxr must be on the path it inherits
 
         # every check passed and the folder is ours: from here on it changes
-        self.scene_name = scene.name
+        self.scene_name = scene.name  # for messages; the scene is found again by its key, which renaming keeps
+        self.scene_key = bake_state.scene_key(scene)
         #: the set-up this bake is made from, recorded beside its job once it replaces the previous bake
         #: (the panel's Outdated mark compares the scene with it)
         self.objects = cache_state.objects_signature(scene)
@@ -245,7 +249,7 @@ class BakeSession(ChildSession):
         self.surface_shown = False
         self.shown = False  # True once the liquid object plays this bake's files
         self.error: dict | None = None
-        self.warnings: list[str] = []
+        self.warnings: list[str] = [self.range_note] if self.range_note else []
         self.last_frame: dict | None = None
         self.started = time.monotonic()
 
@@ -286,6 +290,7 @@ class BakeSession(ChildSession):
         no process, no lock): :meth:`_convert` shows its frames as soon as they are converted."""
         session = cls.__new__(cls)
         session.scene_name, session.cache_dir, session.relative = scene.name, cache_dir, relative
+        session.scene_key = bake_state.scene_key(scene)
         session.scale_length, session.radius = scale_length, radius
         session.converted, session.shown, session.first_new = set(), False, None
         session.with_surface = False
@@ -296,10 +301,11 @@ class BakeSession(ChildSession):
     # -- state shown in the UI -------------------------------------------------------------------
 
     def scene(self):
-        scene = bpy.data.scenes.get(self.scene_name)
+        scene = bake_state.scene_by_key(self.scene_key)
         if scene is None:
             self.process.kill()
             raise BakeFailedError(f"Scene '{self.scene_name}' was deleted during its bake; the bake was stopped")
+        self.scene_name = scene.name  # renamed meanwhile: messages name it as it is now
         return scene
 
     def _show_collider(self, name: str, text: str) -> None:
@@ -472,7 +478,7 @@ class BakeSession(ChildSession):
         self.process.wait()
         cache_mod.mark_ended(self.cache_dir, self.run_id, "cancelled", "The bake was stopped")
         self.release()
-        scene = bpy.data.scenes.get(self.scene_name)
+        scene = bake_state.scene_by_key(self.scene_key)
         if scene is not None:
             state = bake_state.ensure(scene)
             state.is_baking = False
@@ -518,7 +524,12 @@ def free_bake(scene) -> tuple[str, int]:
 
 def remove_unused_usd() -> None:
     """After the .blend is saved: delete the USD bake folders of every liquid's cache folder that the
-    saved file no longer points at (the previous bakes, kept until now for the file on disk)."""
+    saved file no longer points at (the previous bakes, kept until now for the file on disk).
+
+    The newest folder of each cache always stays: it holds the point files of the frames the cache's
+    manifest lists. After Ctrl+Z undoes past a bake, the liquid points at an older bake again while the
+    cache holds the new one; saving then must not delete the new bake's files (the panel says the liquid
+    plays an older bake, and Load Baked Liquid shows the latest)."""
     shown_dirs: dict[str, set] = {}
     for scene in bpy.data.scenes:
         shown = liquid.current_file(scene)
@@ -528,6 +539,9 @@ def remove_unused_usd() -> None:
     for folder, keep in shown_dirs.items():
         if cache_mod.read_holder(folder) is not None:
             continue  # a bake running there: its session cleans up
-        for d in files.usd_bake_dirs(folder):
+        bake_dirs = files.usd_bake_dirs(folder)
+        if bake_dirs:
+            keep = keep | {os.path.normpath(max(bake_dirs, key=os.path.getmtime))}
+        for d in bake_dirs:
             if os.path.normpath(d) not in keep:
                 files.remove_usd_dir(d)

@@ -191,12 +191,14 @@ def _animated(scene) -> set[str]:
     return {p.removeprefix("surge.") for p in paths if p.startswith("surge.")}
 
 
-def outdated(scene, addon_root: str, settings=None, frame_range: tuple[int, int] | None = None) -> list[str]:
+def outdated(scene, addon_root: str, settings=None, frame_range: tuple[int, int] | None = None,
+             fps: float | None = None) -> list[str]:
     """What changed since the frames in the scene's cache folder were baked, as phrases for the panel
     (empty: nothing, or no bake to compare with).
 
     ``settings`` are the scene's engine settings now (``bridge.export.settings_from_scene``) and
-    ``frame_range`` the frames the next bake would simulate.
+    ``frame_range`` the frames the next bake would simulate, ``fps`` its frames per simulated second (the
+    frame rate over the time scale).
     """
     folder = cache_dir(scene, addon_root)
     doc = manifest(folder) if folder is not None else None
@@ -212,6 +214,8 @@ def outdated(scene, addon_root: str, settings=None, frame_range: tuple[int, int]
     if frame_range is not None and "frame_start" in doc and "frame_end" in doc:
         if (int(doc["frame_start"]), int(doc["frame_end"])) != tuple(frame_range):
             out.append(f"frame range (baked {doc['frame_start']}-{doc['frame_end']})")
+    if fps is not None and doc.get("fps") and abs(float(doc["fps"]) - fps) > 1e-6 * fps:
+        out.append("frame rate or time scale")
     baked = read_json(objects_path(folder))
     if isinstance(baked, dict):
         now = objects_signature(scene)

@@ -17,7 +17,6 @@ import sys
 import time
 from dataclasses import dataclass
 
-import bpy
 
 from ..engine.io import atomic
 from ..engine import stages
@@ -151,7 +150,8 @@ class StageSession(ChildSession):
         if not reader.frames:
             raise InvalidSceneError(f"Scene '{scene.name}': the cache '{cache_dir}' holds no baked frame to make the "
                                     f"{self.title.lower()} from; bake the liquid first")
-        self.scene_name = scene.name
+        self.scene_name = scene.name  # for messages; the scene is found again by its key, which renaming keeps
+        self.scene_key = bake_state.scene_key(scene)
         self.cache_dir = cache_dir
         self.relative = files.cache_dir_is_relative(scene)
         self.frame_start, self.frame_end = int(reader.frames[0]), int(reader.frames[-1])
@@ -208,7 +208,7 @@ class StageSession(ChildSession):
     # -- polling -------------------------------------------------------------------------------------
 
     def scene(self):
-        scene = bpy.data.scenes.get(self.scene_name)
+        scene = bake_state.scene_by_key(self.scene_key)
         if scene is None:
             self.process.kill()
             raise self.failed_error(f"Scene '{self.scene_name}' was deleted during its {self.title.lower()} run; "
@@ -291,7 +291,7 @@ class StageSession(ChildSession):
         self.process.kill()
         self.process.wait()
         self.lock.release()
-        scene = bpy.data.scenes.get(self.scene_name)
+        scene = bake_state.scene_by_key(self.scene_key)
         if scene is not None:
             state = bake_state.ensure(scene)
             state.is_baking = False

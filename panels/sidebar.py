@@ -193,6 +193,18 @@ def draw_simulation(layout, context) -> None:
     row.operator("surge.liquid_preset_add", text="", icon="REMOVE").remove_active = True
     # Blender's own unit scale: every Surge length is in Blender units times this
     layout.prop(context.scene.unit_settings, "scale_length", text="World Scale (m per unit)")
+    header, body = layout.panel("surge_settings_frames", default_closed=True)
+    header.label(text="Frames and Time")
+    if body is not None:
+        body.prop(settings, "use_frame_range")
+        col = body.column(align=True)
+        col.active = settings.use_frame_range
+        col.prop(settings, "frame_start")
+        col.prop(settings, "frame_end")
+        body.prop(settings, "time_scale")
+        note = export.frame_range_note(context.scene) if settings.use_frame_range else ""
+        if note:
+            body.label(text=note.partition(": ")[2], icon="ERROR")
     for group, shown in shown_scene_settings(settings):
         header, body = layout.panel(f"surge_settings_{group.lower().replace(' ', '_')}")
         header.label(text=group)
@@ -307,8 +319,8 @@ def draw_whitewater(layout, settings, baking: bool) -> None:
 def draw_cache_lines(layout, scene) -> None:
     """What the liquid plays, and an Outdated mark when the set-up changed since the cached frames were baked
     (the comparison the resume dialog makes, shown before anything is pressed)."""
-    reasons = cache_state.outdated(scene, ADDON_ROOT, export.settings_from_scene(scene),
-                                   (scene.frame_start, scene.frame_end))
+    reasons = cache_state.outdated(scene, ADDON_ROOT, export.settings_from_scene(scene), export.bake_range(scene),
+                                   export.simulated_fps(scene))
     if reasons:
         layout.label(text=f"Outdated: {'; '.join(reasons)} changed since the bake", icon="ERROR")
     line = cache_state.playing(scene, ADDON_ROOT, liquid.current_file(scene))

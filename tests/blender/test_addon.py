@@ -21,7 +21,9 @@ OPERATORS = ("bake", "free_bake", "cancel_bake", "resume_bake", "bake_to_keyfram
              "apply_liquid", "liquid_preset_add", "bake_surface", "free_surface", "bake_whitewater",
              "free_whitewater")
 PANELS = ("VIEW3D_PT_surge_object", "VIEW3D_PT_surge_simulation", "VIEW3D_PT_surge_bake")
-EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "checkpoint_interval", "keyframe_instance",
+EXTRA_SCENE_PROPERTIES = {"cache_directory", "cache_folder_name", "liquid_object", "checkpoint_interval",
+                          "use_frame_range", "frame_start", "frame_end", "time_scale",
+                          "keyframe_instance",
                           "use_surface_preview", "surface_radius", "surface_smoothing", "use_surface_in_bake",
                           "liquid_display", "liquid_display_render", "display_percentage", "point_scale",
                           "surface_object", "whitewater"}
@@ -354,7 +356,8 @@ def test_simulation_panel_shows_only_what_the_solver_reads(scene, surge, solver)
         drawn = _draw("VIEW3D_PT_surge_simulation")
         used = [p for p in params if p.is_used_by(solver)]
         by_heading = [p.name for g in dict.fromkeys(p.group for p in used) for p in used if p.group == g]
-        assert _props(drawn) == ["scale_length"] + by_heading
+        frames = ["use_frame_range", "frame_start", "frame_end", "time_scale"]
+        assert _props(drawn) == ["scale_length"] + frames + by_heading
         ignored = {p.name for p in params if not p.is_used_by(solver)}
         assert not ignored & set(_props(drawn)), ignored & set(_props(drawn))
         engine_values = submodule(surge, "bridge.export").settings_from_scene(scene)
