@@ -89,11 +89,13 @@ def bake_state(surge, scene):
     return submodule(surge, "bridge.bake_state").ensure(scene)
 
 
-def fake_cache(surge, cache_dir: str, frames=(1, 2, 3), particles: int = 20) -> int:
-    """A small Surge cache written with the engine's own writer (no bake); returns its size in bytes."""
+def fake_cache(surge, cache_dir: str, frames=(1, 2, 3), particles: int = 20, header=None) -> int:
+    """A small Surge cache written with the engine's own writer (no bake); returns its size in bytes.
+    ``header`` adds manifest fields (``settings``, say)."""
     cache_mod = submodule(surge, "engine.io.cache")
     rng = np.random.default_rng(1)
-    writer = cache_mod.CacheWriter(cache_dir, {"frame_start": frames[0], "frame_end": frames[-1], "fps": 24.0})
+    writer = cache_mod.CacheWriter(cache_dir, dict({"frame_start": frames[0], "frame_end": frames[-1], "fps": 24.0},
+                                                   **(header or {})))
     for frame in frames:
         writer.write_frame(frame, {"position": rng.normal(size=(particles, 3)).astype(np.float32),
                                    "velocity": np.zeros((particles, 3), np.float32),

@@ -103,7 +103,7 @@ def test_the_wedge_panel_reads_its_file_only_when_it_changed(scene, surge, tmp_p
     cache_state = submodule(surge, "bridge.cache_state")
     scene.surge_wedge.output_directory = str(tmp_path)
     with open(tmp_path / "wedge.json", "w") as fh:
-        json.dump({"combinations": [{"status": "complete"}, {"status": "failed"}]}, fh)
+        json.dump({"format": "surge-wedge", "combinations": [{"status": "complete"}, {"status": "failed"}]}, fh)
     loads = []
     real = cache_state.json.load
     monkeypatch.setattr(cache_state.json, "load", lambda fh: loads.append(1) or real(fh))

@@ -76,6 +76,18 @@ def test_a_stage_shows_its_own_frames_not_the_bakes(scene, surge, tmp_path, monk
         session.abort()
 
 
+def test_no_time_left_is_made_up_while_the_kernels_compile(surge):
+    """The first frame of a fresh process carries the kernels' compile (tens of seconds after an update): the
+    status names the compile, and the frame line gives no time left until a later frame has been timed."""
+    describe = submodule(surge, "bridge.progress_text").describe
+    assert describe({"event": "stage", "stage": "compile"}) == (
+        "Compiling the simulation kernels (first bake after an update)")
+    frame = {"event": "frame", "frame": 2, "frame_start": 1, "frame_end": 12, "particles": 10, "substeps": 3,
+             "elapsed": 42.0}
+    assert describe(dict(frame, eta=None)).endswith("42 s elapsed, estimating the time left")
+    assert describe(dict(frame, frame=3, eta=4.2)).endswith("4 s left")
+
+
 def test_a_preview_bake_counts_its_own_frames(scene, surge):
     """A preview of a 250-frame scene stops after its first frames: its progress says so."""
     sidebar = submodule(surge, "panels.sidebar")
@@ -124,6 +136,25 @@ def test_stage_buttons_are_greyed_out_until_a_bake_exists(scene, surge, tmp_path
     fake_cache(surge, scene.surge.cache_directory)
     for name in ("bake_surface", "bake_whitewater", "bake_to_keyframes"):
         assert getattr(bpy.ops.surge, name).poll(), name
+
+
+def test_a_keyed_setting_does_not_mark_the_bake_outdated(scene, surge, tmp_path):
+    """Viscosity keyed over the shot differs from the baked first-frame value at other frames: the bake
+    read it per frame, so that is no change of the set-up."""
+    export = submodule(surge, "bridge.export")
+    settings_mod = submodule(surge, "engine.settings")
+    cache_state = submodule(surge, "bridge.cache_state")
+    paths = submodule(surge, "bridge.paths")
+    scene.surge.cache_directory = str(tmp_path / "cache")
+    scene.surge.solver = "WCSPH"
+    fake_cache(surge, scene.surge.cache_directory,
+               header={"settings": settings_mod.to_dict(export.settings_from_scene(scene))})
+    assert cache_state.outdated(scene, paths.ADDON_ROOT, export.settings_from_scene(scene)) == []
+    scene.surge.viscosity = 0.5
+    assert cache_state.outdated(scene, paths.ADDON_ROOT, export.settings_from_scene(scene)) == [
+        "settings Viscosity"]
+    scene.surge.keyframe_insert("viscosity", frame=1)
+    assert cache_state.outdated(scene, paths.ADDON_ROOT, export.settings_from_scene(scene)) == []
 
 
 @pytest.mark.slow  # a bake in a child process
