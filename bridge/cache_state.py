@@ -118,10 +118,11 @@ def has_whitewater(scene, addon_root: str) -> bool:
 # -- the objects' signatures -------------------------------------------------------------------------------
 
 def _digest(*parts) -> str:
-    h = hashlib.sha256()
+    # BLAKE2 rather than SHA-256: about twice as fast, and this runs on redraws
+    h = hashlib.blake2b(digest_size=8)
     for part in parts:
         h.update(part if isinstance(part, bytes) else repr(part).encode("utf-8"))
-    return h.hexdigest()[:16]
+    return h.hexdigest()
 
 
 def object_signature(obj) -> str:
@@ -144,11 +145,12 @@ def object_signature(obj) -> str:
     geometry = (obj.type,)
     data = obj.data
     if obj.type == "MESH" and data is not None:
+        # the vertices' positions, and the topology by its counts (reading every face corner would double
+        # the time of a redraw for a large collider, and an edit that keeps every count moves vertices too)
         co = np.empty(len(data.vertices) * 3, dtype=np.float32)
         data.vertices.foreach_get("co", co)
-        loops = np.empty(len(data.loops), dtype=np.int32)
-        data.loops.foreach_get("vertex_index", loops)
-        geometry = (obj.type, co.tobytes(), loops.tobytes(), data.shape_keys is not None)
+        geometry = (obj.type, co.tobytes(), len(data.edges), len(data.polygons), len(data.loops),
+                    data.shape_keys is not None)
     elif data is not None:
         geometry = (obj.type, data.name, tuple(round(d, 6) for d in obj.dimensions))
     modifiers = [(m.type, m.name, m.show_viewport, m.show_render) for m in obj.modifiers]
