@@ -102,7 +102,7 @@ class SurgeParticleChannel(bpy.types.PropertyGroup):
     """
 
     value: FloatProperty(
-        name="Value", default=0.0,
+        name="Value", default=0.0, options=STATIC,
         description="Value this object's liquid carries in the channel; particles of other objects carry 0")
 
 
@@ -116,6 +116,19 @@ def _object_annotations() -> dict:
         type=SurgeParticleChannel, name="Particle Channels",
         description="Named values the liquid of this Fluid or Inflow object carries into the cache as particle "
                     "attributes (for shading: which source a drop came from, a colour to mix)")
+    ann["active_channel"] = IntProperty(
+        name="Active Channel", default=0, min=0, options={"HIDDEN", "SKIP_SAVE"},
+        description="The particle channel selected in the list (the one Remove Channel removes)")
+    ann["has_previous_display"] = BoolProperty(
+        name="Display Remembered", default=False, options={"HIDDEN"},
+        description="True while Surge has changed this object's display for its role and remembers the one the "
+                    "artist gave it (Clear Role gives it back)")
+    ann["previous_display_type"] = StringProperty(
+        name="Previous Display", default="TEXTURED", options={"HIDDEN"},
+        description="How the viewport drew this object before Surge drew it as wire for its role")
+    ann["previous_hide_render"] = BoolProperty(
+        name="Previously Hidden in Renders", default=False, options={"HIDDEN"},
+        description="Whether this object was hidden in renders before Surge changed that for its role")
     ann["collider_resolved"] = StringProperty(
         name="Acts As", default="", options=STATIC,
         description="How the last bake treated this collider (the mode Auto picked, for instance); set by the "
@@ -149,12 +162,25 @@ def _surface_annotations() -> dict:
     ann = {p.name: _property_for(p) for p in settings_mod.surface_parameters()}
     ann.update(
         use_surface_in_bake=BoolProperty(
-            name="Mesh During Bake", default=False,
+            name="Mesh During Bake", default=False, options=STATIC,
             description="Make the surface mesh of each frame inside the bake, as soon as the frame is simulated; "
                         "off, press Bake Surface after the bake (or to re-mesh with new surface settings)"),
         liquid_display=EnumProperty(
-            name="Display", items=LIQUID_DISPLAYS, default="SURFACE", update=_display_changed,
-            description="What of the baked liquid the viewport and renders show"),
+            name="Viewport", items=LIQUID_DISPLAYS, default="SURFACE", update=_display_changed, options=STATIC,
+            description="What of the baked liquid the viewport shows (renders follow Render)"),
+        liquid_display_render=EnumProperty(
+            name="Render", items=LIQUID_DISPLAYS, default="SURFACE", update=_display_changed, options=STATIC,
+            description="What of the baked liquid renders show (the viewport follows Viewport)"),
+        display_percentage=FloatProperty(
+            name="Viewport Amount", default=100.0, min=0.0, max=100.0, subtype="PERCENTAGE", precision=0,
+            update=_display_changed, options=STATIC,
+            description="Share of the baked particles the viewport draws, the same particles in every frame; "
+                        "renders draw them all"),
+        point_scale=FloatProperty(
+            name="Point Size", default=1.0, min=0.0, soft_min=0.1, soft_max=4.0, precision=2,
+            update=_display_changed, options=STATIC,
+            description="Size of the particles' spheres in the viewport and in renders, as a multiple of the "
+                        "particle radius (half the particle spacing); no new bake needed"),
         surface_object=PointerProperty(
             name="Surface Object", type=bpy.types.Object,
             description="The mesh object that plays the baked surface; meshing again updates it"),
@@ -166,15 +192,36 @@ def _surface_annotations() -> dict:
     return ann
 
 
+def _whitewater_display_changed(settings, context) -> None:
+    from .bridge import whitewater
+
+    whitewater.apply_display(settings.id_data)
+
+
 def _whitewater_annotations() -> dict:
-    """Whitewater settings (engine.settings.WhitewaterSettings) and the three objects that play it."""
+    """Whitewater settings (engine.settings.WhitewaterSettings), its display (sizes and viewport amount, set
+    without making it again) and the three objects that play it."""
+    from .engine.whitewater.stage import NOMINAL_SIZES
+
     ann = {p.name: _property_for(p) for p in settings_mod.whitewater_parameters()}
+    for kind, name, label in (("spray", "spray_size", "Spray"), ("foam", "foam_size", "Foam"),
+                              ("bubbles", "bubble_size", "Bubble")):
+        ann[name] = FloatProperty(
+            name=f"{label} Size", default=NOMINAL_SIZES[kind], min=1e-6, soft_max=0.1, unit="LENGTH", precision=4,
+            update=_whitewater_display_changed, options=STATIC,
+            description=f"Radius at which {kind} particles are drawn and render; a display setting: changing it "
+                        f"makes no whitewater again")
+    ann["viewport_percentage"] = FloatProperty(
+        name="Whitewater in Viewport", default=100.0, min=0.0, max=100.0, subtype="PERCENTAGE", precision=0,
+        update=_whitewater_display_changed, options=STATIC,
+        description="Share of the whitewater particles the viewport draws, the same ones in every frame; renders "
+                    "draw them all")
     for kind, label in (("spray", "Spray"), ("foam", "Foam"), ("bubbles", "Bubbles")):
         ann[f"{kind}_object"] = PointerProperty(
             name=f"{label} Object", type=bpy.types.Object,
             description=f"The point-cloud object that plays the baked {kind}; baking whitewater again updates it")
     ann["use_in_bake"] = BoolProperty(
-        name="Make During Bake", default=False,
+        name="Make During Bake", default=False, options=STATIC,
         description="Make the whitewater of each frame inside the particle bake, as soon as the frame is simulated "
                     "(automatic thresholds then come from the frames simulated so far); off, press Bake Whitewater "
                     "after the bake (or to make it again with new settings)")
@@ -206,6 +253,26 @@ def _scene_annotations() -> dict:
             description="Folder where Surge writes the baked frames and the point cache Blender plays back; empty "
                         "picks a folder of its own for this file and scene (in the preferences' cache root, or in "
                         "surge_cache beside the .blend file); a path starting with // is relative to the .blend file"),
+        use_frame_range=BoolProperty(
+            name="Own Frame Range", default=False, options=STATIC,
+            description="Simulate its own frames (Start to End) instead of the scene's frame range"),
+        frame_start=IntProperty(
+            name="Start", default=1, min=0, max=999_999, options=STATIC,
+            description="First frame of the simulation (the liquid's state as the Fluid objects hold it), with Own "
+                        "Frame Range"),
+        frame_end=IntProperty(
+            name="End", default=250, min=0, max=999_999, options=STATIC,
+            description="Last frame the simulation bakes, with Own Frame Range; frames past the scene's range are "
+                        "baked but never played"),
+        time_scale=FloatProperty(
+            name="Time Scale", default=1.0, min=0.01, max=100.0, soft_min=0.1, soft_max=4.0, precision=3,
+            options=STATIC,
+            description="Simulated time per frame, as a share of the frame's real time: 0.5 is slow motion at half "
+                        "speed (the liquid, colliders and inflows all move half as far per frame), 2 fast motion"),
+        cache_folder_name=StringProperty(
+            name="Default Folder Name", default="", options={"HIDDEN"},
+            description="The scene's name when it first baked: its default cache folder keeps this name, so that "
+                        "renaming the scene does not lose its cache; empty until the first bake"),
         checkpoint_interval=IntProperty(
             name="Checkpoint Every", default=10, min=0, soft_max=100, options=STATIC,
             description="Save the simulation state every this many frames, so that a cancelled or crashed bake "
@@ -220,12 +287,12 @@ def _scene_annotations() -> dict:
             description="Show the liquid as a smooth surface made by geometry nodes from the baked points (also in "
                         "renders); off shows the points"),
         surface_radius=FloatProperty(
-            name="Surface Radius", default=0.02, min=1e-4, soft_max=1.0, unit="LENGTH", precision=4,
+            name="Preview Radius", default=0.02, min=1e-4, soft_max=1.0, unit="LENGTH", precision=4,
             update=_surface_changed, options=STATIC,
             description="Radius of the sphere around each particle that the surface wraps; about the particle "
                         "spacing gives a closed surface, smaller shows separate drops"),
         surface_smoothing=IntProperty(
-            name="Surface Smoothing", default=2, min=0, soft_max=20, update=_surface_changed, options=STATIC,
+            name="Preview Smoothing", default=2, min=0, soft_max=20, update=_surface_changed, options=STATIC,
             description="Smoothing passes over the surface mesh; more passes round off the bumps of single particles"),
         liquid_object=PointerProperty(
             name="Liquid Object", type=bpy.types.Object, options=STATIC,
@@ -251,6 +318,17 @@ class SurgeBakeState(bpy.types.PropertyGroup):
         name="Cancel Requested", default=False, options=STATIC,
         description="Set by the Cancel button; the running bake stops after its current substep and keeps "
                     "the frames baked so far")
+    kind: StringProperty(
+        name="Running", default="", options=STATIC,
+        description="What runs or ran last: Bake, Preview, or a stage over the cache (Surface, Whitewater)")
+    frame_start: IntProperty(
+        name="First Frame", default=0, options=STATIC,
+        description="First frame of what runs: the bake's range, a preview's first frames, or the frames a stage "
+                    "works through")
+    frame_end: IntProperty(
+        name="Last Frame", default=0, options=STATIC,
+        description="Last frame of what runs (a preview stops after its first frames, a stage at the last baked "
+                    "frame)")
     frame: IntProperty(
         name="Frame", default=0, options=STATIC,
         description="Last frame the running bake finished")
@@ -266,6 +344,10 @@ class SurgeBakeState(bpy.types.PropertyGroup):
     remaining: FloatProperty(
         name="Remaining", default=0.0, min=0.0, unit="TIME_ABSOLUTE", options=STATIC,
         description="Estimated time until the running bake ends, from the speed of the frames baked so far")
+    is_estimated: BoolProperty(
+        name="Time Left Known", default=False, options=STATIC,
+        description="True once frames after the first (which compiles the kernels) have been timed, so that "
+                    "the time left means something")
     memory: FloatProperty(
         name="Memory", default=0.0, min=0.0, options=STATIC,
         description="Memory the bake process holds, in mebibytes (MiB)")
@@ -312,35 +394,48 @@ CLASSES = (SurgeParticleChannel, SurgeObjectSettings, SurgeWhitewaterSettings, S
            SurgePreferences)
 
 
+def _wedge_settings(variation, context, edit_text):
+    """The settings a wedge can vary, offered by the Setting field's search list: the scene's, or those of the
+    variation's object (its role's)."""
+    from .bridge import setting_checks
+
+    text = edit_text.lower()
+    return [item for item in setting_checks.variable_settings(variation.target)
+            if text in item[0] or text in item[1].lower()]
+
+
 class SurgeWedgeVariation(bpy.types.PropertyGroup):
     """One setting of a wedge and the values to try (``Scene.surge_wedge.variations``)."""
 
     setting: StringProperty(
-        name="Setting", default="viscosity",
-        description="Name of the Surge setting to vary, as in Python: a scene setting (particle_spacing, viscosity, "
-                    "...) or, with an object, that object's setting (normal_speed, friction, ...)")
+        name="Setting", default="pbf_xsph_viscosity", options=STATIC, search=_wedge_settings,
+        description="The Surge setting to vary, picked from the list (its name as in Python): a scene setting "
+                    "(particle_spacing, pbf_xsph_viscosity, ...) or, with an object, that object's setting "
+                    "(normal_speed, friction, ...)")
     target: PointerProperty(
-        type=bpy.types.Object, name="Object",
+        type=bpy.types.Object, name="Object", options=STATIC,
         description="The object whose setting varies; empty for a setting of the scene")
     values: StringProperty(
-        name="Values", default="0.000001,0.001",
+        name="Values", default="0.01,0.1", options=STATIC,
         description="The values to try, separated by commas; a vector's components separated by colons (0:0:-9.81)")
 
 
 class SurgeWedgeSettings(bpy.types.PropertyGroup):
     """A wedge of this scene (``Scene.surge_wedge``): the variations and where and how to bake them."""
 
-    variations: CollectionProperty(type=SurgeWedgeVariation, name="Variations")
-    active: IntProperty(name="Active Variation", default=0, min=0, options={"SKIP_SAVE"})
+    variations: CollectionProperty(type=SurgeWedgeVariation, name="Variations",
+                                   description="The settings the wedge varies, each with the values to try")
+    active: IntProperty(name="Active Variation", default=0, min=0, options={"SKIP_SAVE"},
+                        description="The variation selected in the list (the one Remove Variation removes)")
     output_directory: StringProperty(
         name="Wedge Folder", default="//wedge/", subtype="DIR_PATH", options={"PATH_SUPPORTS_BLEND_RELATIVE"},
         description="Folder receiving one sub-folder per combination (its .blend and cache) and wedge.json; "
                     "// is the .blend file's folder")
     workers: IntProperty(
-        name="Workers", default=2, min=1, max=256,
+        name="Workers", default=2, min=1, max=256, options=STATIC,
         description="Combinations baked at once on this machine (each a separate Blender); ignored with a scheduler")
     scheduler: StringProperty(
-        name="Scheduler", default="",
+        name="Scheduler", default="", options=STATIC,
         description="Address of a running Dask scheduler of a farm (tcp://host:8786); empty bakes on this machine")
 
 
@@ -363,7 +458,7 @@ def _live_annotations() -> dict:
             description="Draw the live liquid as a smooth surface around the particles (a union of spheres, "
                         "smoothed) instead of as points"),
         surface_radius=FloatProperty(
-            name="Surface Radius", default=1.0, min=0.25, max=4.0, update=_live_display_changed, options=STATIC,
+            name="Radius in Spacings", default=1.0, min=0.25, max=4.0, update=_live_display_changed, options=STATIC,
             description="Radius of the sphere around each particle that the live surface wraps, as a multiple of "
                         "the particle spacing; about 1 gives a closed surface, smaller shows separate drops"),
         surface_smoothness=IntProperty(

@@ -38,7 +38,8 @@ from ..engine.scene import jobcheck
 from ..engine.errors import EngineError
 from ..engine.scene import save_job
 from ..engine.scene.hints import scene_warnings
-from . import bake_state, export, files, liquid, preferences, surface, surface_bake, usd, whitewater
+from . import (bake_state, cache_state, default_cache, export, files, liquid, preferences, surface, surface_bake, usd,
+               whitewater)
 from .child_session import ChildSession
 from .paths import ADDON_ROOT, numba_cache_dir
 from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
@@ -101,6 +102,11 @@ IF_SETTINGS_CHANGED = (
 )
 
 
+#: Where an artist makes that choice, named in the message of a refused resume.
+CHANGED_CHOICES = ("Resume Bake's dialog in Blender; tools/bake.py --resume --if-settings-changed resume or rebake; "
+                   "bpy.ops.surge.bake(resume=True, if_settings_changed='RESUME' or 'REBAKE')")
+
+
 def setting_labels(names) -> str:
     labels = {p.name: p.label for p in settings_mod.parameters()}
     return ", ".join(labels.get(n, n) for n in names)
@@ -156,11 +162,11 @@ def resume_point(scene, cache_dir: str, description, settings, frame: int, if_se
             if settings_changed:
                 problems.append(f"{owner}: settings changed since the cached frames were baked "
                                 f"({setting_labels(settings_changed)}); resume with the new settings from a "
-                                f"frame, or bake again")
+                                f"frame, or bake again ({CHANGED_CHOICES})")
             if scene_changed:
                 problems.append(f"{owner}: the scene changed since the cached frames were baked "
                                 f"({'; '.join(scene_changed)}); resume with the changed scene from a frame, or "
-                                f"bake again")
+                                f"bake again ({CHANGED_CHOICES})")
             raise InvalidSettingsError(problems)
     manifest = cache_mod.CacheReader(cache_dir).manifest
     checkpoint.check_resume(manifest, frame or frames[-1], settings_mod.to_dict(settings), description.frame_start,
@@ -190,6 +196,7 @@ class BakeSession(ChildSession):
         from ..engine import assemble  # imported late: the engine, which registering the add-on need not load
 
         self.estimate = assemble.check_job(description, settings, owner=f"Scene '{scene.name}'")
+        default_cache.keep_folder_name(scene)  # renaming the scene from now on keeps its default cache folder
         cache_dir = files.resolve_cache_dir(scene, ADDON_ROOT)
         if preview:
             cache_mod.check_folder(cache_dir, files.NOT_FOREIGN + (files.PREVIEW_DIR,))
@@ -199,6 +206,7 @@ class BakeSession(ChildSession):
         self.resume_from, accept_scene_change = (
             resume_point(scene, cache_dir, description, settings, resume_frame, if_settings_changed)
             if resume else (None, False))
+        self.range_note = export.frame_range_note(scene)
         self.run_id = uuid.uuid4().hex
         self.lock = cache_mod.CacheLock(cache_dir, f"a bake of scene '{scene.name}' in Blender").acquire()
         try:
@@ -227,7 +235,11 @@ class BakeSession(ChildSession):
         usd.import_pxr()  # the child writes the USD files: Blender's pxr must be on the path it inherits
 
         # every check passed and the folder is ours: from here on it changes
-        self.scene_name = scene.name
+        self.scene_name = scene.name  # for messages; the scene is found again by its key, which renaming keeps
+        self.scene_key = bake_state.scene_key(scene)
+        #: the set-up this bake is made from, recorded beside its job once it replaces the previous bake
+        #: (the panel's Outdated mark compares the scene with it)
+        self.objects = cache_state.objects_signature(scene)
         self.cache_dir = cache_dir
         self.relative = files.cache_dir_is_relative(scene)
         self.scale_length = export.unit_scale(scene)
@@ -240,7 +252,8 @@ class BakeSession(ChildSession):
         self.shown = False  # True once the liquid object plays this bake's files
         self.error: dict | None = None
         # set-ups baked but probably not meant (a fluid outside its container): said now, and again at the end
-        self.warnings: list[str] = scene_warnings(description) + export.gravity_warnings(scene)
+        self.warnings: list[str] = (([self.range_note] if self.range_note else []) + scene_warnings(description)
+                                    + export.gravity_warnings(scene))
         self.last_frame: dict | None = None
         self.started = time.monotonic()
 
@@ -264,8 +277,9 @@ class BakeSession(ChildSession):
                        f"Starting the bake process (about {int(self.estimate)} particles)")
         self.progress = 0.0
         #: figures the sidebar and the status bar draw: SurgeBakeState.<name> (bridge.bake_state)
-        self.figures = {"frame": self.frame_start, "substeps": 0, "particles": 0, "elapsed": 0.0,
-                        "remaining": 0.0, "memory": 0.0}
+        self.figures = {"kind": "Preview" if preview else "Bake", "frame_start": self.frame_start,
+                        "frame_end": self.frame_end, "frame": self.frame_start, "substeps": 0, "particles": 0,
+                        "elapsed": 0.0, "remaining": 0.0, "is_estimated": False, "memory": 0.0}
         self._publish()
         # box containers are settled here; the engine reports how it treats each mesh collider
         for box in description.containers:
@@ -280,6 +294,7 @@ class BakeSession(ChildSession):
         no process, no lock): :meth:`_convert` shows its frames as soon as they are converted."""
         session = cls.__new__(cls)
         session.scene_name, session.cache_dir, session.relative = scene.name, cache_dir, relative
+        session.scene_key = bake_state.scene_key(scene)
         session.scale_length, session.radius = scale_length, radius
         session.converted, session.shown, session.first_new = set(), False, None
         session.with_surface = False
@@ -290,10 +305,11 @@ class BakeSession(ChildSession):
     # -- state shown in the UI -------------------------------------------------------------------
 
     def scene(self):
-        scene = bpy.data.scenes.get(self.scene_name)
+        scene = bake_state.scene_by_key(self.scene_key)
         if scene is None:
             self.process.kill()
             raise BakeFailedError(f"Scene '{self.scene_name}' was deleted during its bake; the bake was stopped")
+        self.scene_name = scene.name  # renamed meanwhile: messages name it as it is now
         return scene
 
     def _show_collider(self, name: str, text: str) -> None:
@@ -301,16 +317,6 @@ class BakeSession(ChildSession):
         obj = self.scene().objects.get(name)
         if obj is not None and obj.surge.collider_resolved != text:
             obj.surge.collider_resolved = text
-
-    def _publish(self) -> None:
-        """Copy status and progress (:meth:`ChildSession._publish_state`) and the bake's figures into the
-        scene's properties for the sidebar, each only when it changed."""
-        state = self._publish_state()
-        for name, value in self.figures.items():
-            prop = name
-            # float properties are float32: compare with a relative tolerance above its rounding
-            if abs(getattr(state, prop) - value) > 1e-6 * max(1.0, abs(value)):
-                setattr(state, prop, value)
 
     # -- polling ---------------------------------------------------------------------------------
 
@@ -333,9 +339,10 @@ class BakeSession(ChildSession):
                 self.last_frame = event
                 span = max(1, event["frame_end"] - event["frame_start"])
                 self.progress = min(1.0, (event["frame"] - event["frame_start"]) / span)
+                eta = event.get("eta")
                 self.figures.update(frame=int(event["frame"]), substeps=int(event["substeps"]),
-                                    particles=int(event["particles"]), remaining=float(event.get("eta", 0.0)),
-                                    memory=float(event.get("memory", 0)) / 2**20)
+                                    particles=int(event["particles"]), remaining=float(eta or 0.0),
+                                    is_estimated=eta is not None, memory=float(event.get("memory", 0)) / 2**20)
             elif kind == "collider":
                 self._show_collider(event.get("name", ""),
                                     resolved_text(event.get("mode", ""), event.get("requested", "")))
@@ -377,6 +384,8 @@ class BakeSession(ChildSession):
             if not all(f in self.converted for f in needed):
                 return
             first = min(self.converted)
+            if getattr(self, "objects", None) is not None:
+                cache_state.write_objects(self.cache_dir, self.objects)
             liquid.show_frames(scene, files.usd_frame_path(self.usd_dir, first), self.relative, self.scale_length)
             surface.sync(scene, self.scale_length)
             self.shown = True
@@ -497,7 +506,7 @@ class BakeSession(ChildSession):
         self.process.wait()
         cache_mod.mark_ended(self.cache_dir, self.run_id, "cancelled", "The bake was stopped")
         self.release()
-        scene = bpy.data.scenes.get(self.scene_name)
+        scene = bake_state.scene_by_key(self.scene_key)
         if scene is not None:
             state = bake_state.ensure(scene)
             state.is_baking = False
@@ -544,7 +553,12 @@ def free_bake(scene) -> tuple[str, int]:
 def remove_unused_usd() -> None:
     """After the .blend is saved: delete the USD bake folders of every liquid's cache folder that the
     saved file no longer points at (the previous bakes, kept until now for the file on disk), and the
-    surface's and whitewater's likewise."""
+    surface's and whitewater's likewise.
+
+    The newest folder of each cache always stays: it holds the point files of the frames the cache's
+    manifest lists. After Ctrl+Z undoes past a bake, the liquid points at an older bake again while the
+    cache holds the new one; saving then must not delete the new bake's files (the panel says the liquid
+    plays an older bake, and Load Baked Liquid shows the latest)."""
     from .stage_session import remove_unused_stage_usd
 
     remove_unused_stage_usd(bpy.data.scenes)
@@ -557,6 +571,9 @@ def remove_unused_usd() -> None:
     for folder, keep in shown_dirs.items():
         if cache_mod.read_holder(folder) is not None:
             continue  # a bake running there: its session cleans up
-        for d in files.usd_bake_dirs(folder):
+        bake_dirs = files.usd_bake_dirs(folder)
+        if bake_dirs:
+            keep = keep | {os.path.normpath(max(bake_dirs, key=os.path.getmtime))}
+        for d in bake_dirs:
             if os.path.normpath(d) not in keep:
                 files.remove_usd_dir(d)

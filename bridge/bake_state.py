@@ -3,8 +3,8 @@
 A modal bake publishes its progress up to ten times a second. Written into ``Scene`` data, those
 figures would be saved with the file and make every bake mark it as changed; the window manager's
 properties are never saved. ``WindowManager.surge_bakes`` holds one ``props.SurgeBakeState`` per
-scene, keyed by the scene's name (as the bake itself refers to its scene: Blender pointers do not
-survive undo).
+scene, keyed by the scene's ``session_uid`` (:func:`scene_key`): it survives renaming the scene and undo
+(Blender pointers do not), so a scene renamed during its bake keeps its bake, its progress and its state.
 
 :func:`get` only reads (panels and ``poll`` functions may not write Blender data); :func:`ensure`
 creates the entry and is for the code that changes it.
@@ -20,20 +20,31 @@ def _window_manager():
     return bpy.context.window_manager or bpy.data.window_managers[0]
 
 
+def scene_key(scene) -> str:
+    """What a running bake calls its scene by: the scene's ``session_uid``, the same across renaming and undo
+    for as long as the file is open (a copy of the scene gets its own)."""
+    return str(scene.session_uid)
+
+
+def scene_by_key(key: str):
+    """The scene whose :func:`scene_key` is ``key``, or None once it was deleted (or the file closed)."""
+    return next((s for s in bpy.data.scenes if str(s.session_uid) == key), None)
+
+
 def get(scene):
     """The bake state of ``scene``, or None if it never baked in this session."""
     if scene is None:
         return None
-    return _window_manager().surge_bakes.get(scene.name)
+    return _window_manager().surge_bakes.get(scene_key(scene))
 
 
 def ensure(scene):
     """The bake state of ``scene``, created if needed."""
     bakes = _window_manager().surge_bakes
-    state = bakes.get(scene.name)
+    state = bakes.get(scene_key(scene))
     if state is None:
         state = bakes.add()
-        state.name = scene.name
+        state.name = scene_key(scene)
     return state
 
 

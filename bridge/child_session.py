@@ -12,19 +12,31 @@ from __future__ import annotations
 from . import bake_state
 
 
+def _differs(old, new) -> bool:
+    """True if a bake-state value must be written: float properties are float32, so floats compare with a
+    relative tolerance above its rounding; everything else exactly."""
+    if isinstance(new, float):
+        return abs(old - new) > 1e-6 * max(1.0, abs(new))
+    return old != new
+
+
 class ChildSession:
     """Mixin of the sessions over a child process.
 
-    A subclass sets ``process`` (:class:`bridge.process.BakeProcess`), ``status`` (str) and ``progress``
-    (0 to 1), and defines ``scene()`` (its scene, raising when it was deleted); it may extend
-    :meth:`_publish` with figures of its own.
+    A subclass sets ``process`` (:class:`bridge.process.BakeProcess`), ``status`` (str), ``progress``
+    (0 to 1) and ``figures`` (``SurgeBakeState`` property name -> value: what runs, its own frame range,
+    the last frame done, the time left and whether it is estimated yet, ...), and defines ``scene()``
+    (its scene, raising when it was deleted).
     """
+
+    figures: dict = {}
 
     def _publish(self) -> None:
         self._publish_state()
 
     def _publish_state(self):
-        """Copy ``status`` and ``progress`` into the scene's bake state for the sidebar; returns that state.
+        """Copy ``status``, ``progress`` and ``figures`` into the scene's bake state for the panels and the
+        status bar; returns that state.
 
         Only changed values are written: every write tags the scene for re-evaluation, and this runs ten
         times a second during a modal run.
@@ -37,6 +49,9 @@ class ChildSession:
             state.progress = self.progress
         if state.status != self.status:
             state.status = self.status
+        for name, value in self.figures.items():
+            if _differs(getattr(state, name), value):
+                setattr(state, name, value)
         return state
 
     def _watch_process(self) -> None:

@@ -1,7 +1,8 @@
 """The default cache folder of a scene: one per .blend file and scene.
 
 A scene whose Cache Directory is empty bakes into ``<root>/<file>/<scene>/``, where ``<root>`` is
-the preferences' cache root, or ``//surge_cache`` beside the .blend file. Names are made safe for
+the preferences' cache root, or ``//surge_cache`` beside the .blend file, and ``<scene>`` the scene's
+name when it first baked (:func:`folder_name`: renaming the scene later keeps its cache). Names are made safe for
 every file system; when that changes a name (two scenes "Shot 1" and "Shot_1"), a short hash of
 the exact name keeps them apart. With a cache root of its own, the file's folder name also carries
 a hash of the file's full path, so that two files of the same name in different folders do not
@@ -31,6 +32,27 @@ def safe_name(name: str) -> str:
     return clean if clean == name else f"{clean}_{_short_hash(name)}"
 
 
+def folder_name(scene) -> str:
+    """The name the scene's default folder is made from: the scene's name when its first bake started (kept
+    in ``Scene.surge.cache_folder_name``, so that renaming the scene later keeps its cache), else its name.
+
+    A copy of the scene (Blender copies the stored name with it) goes by its own name while the original,
+    still called by the stored name, keeps the folder.
+    """
+    stored = scene.surge.cache_folder_name
+    if not stored or stored == scene.name:
+        return scene.name
+    original = any(other != scene and other.name == stored and other.surge.cache_folder_name == stored
+                   for other in bpy.data.scenes)
+    return scene.name if original else stored
+
+
+def keep_folder_name(scene) -> None:
+    """Fix the name of the scene's default folder (at its first bake): renaming the scene afterwards keeps it."""
+    if not scene.surge.cache_folder_name:
+        scene.surge.cache_folder_name = folder_name(scene)
+
+
 def default_cache_dir(scene) -> str:
     """The default Cache Directory of ``scene`` as Blender would store it (``//...`` beside the file when no
     cache root is set), or '' while the file has never been saved (its name is not known yet)."""
@@ -42,8 +64,8 @@ def default_cache_dir(scene) -> str:
     if root:
         # files of the same name in different folders share a cache root: tell them apart by their path
         folder = f"{stem}_{_short_hash(os.path.normcase(os.path.abspath(blend)))}"
-        return os.path.join(root, folder, safe_name(scene.name)) + os.sep
-    return f"{BESIDE_FILE_ROOT}/{stem}/{safe_name(scene.name)}/"
+        return os.path.join(root, folder, safe_name(folder_name(scene))) + os.sep
+    return f"{BESIDE_FILE_ROOT}/{stem}/{safe_name(folder_name(scene))}/"
 
 
 def cache_directory(scene) -> str:

@@ -32,7 +32,9 @@ Every object with the role Collider is exported, in one of two forms:
   changes rigidly exports one matrix per frame; the others are static.
 
 The scene is evaluated at the first frame of the bake (the fluids too: that is the initial
-state), and the frame the user was on is restored afterwards, even when the export fails.
+state), and the frame the user was on is restored afterwards, even when the export fails. The bake's
+frames are the scene's range or the simulation's own (:func:`bake_range`), and its frame rate the
+scene's over the time scale (:func:`simulated_fps`: slow motion).
 """
 
 from __future__ import annotations
@@ -415,6 +417,31 @@ def _object_motion(matrices: list, scale: float, fps: float) -> tuple[np.ndarray
     return d[:3, 3] * scale, d[:3, :3]
 
 
+def bake_range(scene) -> tuple[int, int]:
+    """The frames a bake of ``scene`` simulates: the scene's frame range, or the simulation's own
+    (``Scene.surge.use_frame_range``: ``frame_start`` to ``frame_end``)."""
+    st = scene.surge
+    if st.use_frame_range:
+        return int(st.frame_start), int(st.frame_end)
+    return int(scene.frame_start), int(scene.frame_end)
+
+
+def simulated_fps(scene) -> float:
+    """Frames per simulated second: the scene's frame rate over the time scale (``Scene.surge.time_scale``;
+    0.5 simulates half a frame's time per frame: slow motion, everything, colliders and inflows included)."""
+    return scene.render.fps / scene.render.fps_base / float32_to_float(scene.surge.time_scale)
+
+
+def frame_range_note(scene) -> str:
+    """A sentence when the simulation's own frame range reaches past the scene's (those frames are baked but
+    the timeline never plays them), else ''."""
+    start, end = bake_range(scene)
+    if start < scene.frame_start or end > scene.frame_end:
+        return (f"Scene '{scene.name}': the simulation's frames {start}-{end} reach past the scene's frame range "
+                f"{scene.frame_start}-{scene.frame_end}; the frames outside it are baked but never played")
+    return ""
+
+
 def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.SimulationSettings]:
     """Scene description and settings of ``scene``, checked for everything the bridge knows about.
 
@@ -434,7 +461,11 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
         If a setting is out of range (from :func:`engine.settings.validate`).
     """
     scale = unit_scale(scene)
-    fps = scene.render.fps / scene.render.fps_base
+    fps = simulated_fps(scene)
+    frame_start, frame_end = bake_range(scene)
+    if frame_end < frame_start:
+        raise InvalidSceneError([f"Scene '{scene.name}': the simulation's End frame ({frame_end}) lies before its "
+                                 f"Start frame ({frame_start}); set End to {frame_start} or later"])
     problems: list[str] = []
     fluid_objects, collider_objects, inflow_objects, outflow_objects = [], [], [], []
     by_role = {"FLUID": fluid_objects, "COLLIDER": collider_objects, "INFLOW": inflow_objects,
@@ -458,8 +489,8 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
     moving |= {obj.name for obj in fluid_objects if obj.surge.use_object_motion and _may_move(obj)}
     scene_animated = scene.animation_data is not None
     frame, subframe = scene.frame_current, scene.frame_subframe
-    step = bool(moving) or scene_animated or (frame, subframe) != (scene.frame_start, 0.0)
-    n_frames = scene.frame_end - scene.frame_start + 1
+    step = bool(moving) or scene_animated or (frame, subframe) != (frame_start, 0.0)
+    n_frames = frame_end - frame_start + 1
     samplers = {}
 
     def sample_all() -> None:
@@ -479,7 +510,7 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
         if step:
             # even when already there: animated values the user changed without keying them would
             # otherwise stand in for the keyed ones at the first frame only
-            drivers.frame_set(scene, scene.frame_start)
+            drivers.frame_set(scene, frame_start)
         samplers["scene"] = _Sampler(lambda ev: _scene_values(ev, scale))
         for obj in inflow_objects:
             samplers[obj.name] = _Sampler(lambda ev: _inflow_values(ev, scale))
@@ -515,7 +546,7 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
         followed = [(obj, track) for obj, track in tracks if obj.name in moving]
         if step and (moving or scene_animated):
             # one pass over the frames for everything that may move or is animated
-            for f in range(scene.frame_start + 1, scene.frame_end + 1):
+            for f in range(frame_start + 1, frame_end + 1):
                 drivers.frame_set(scene, f)
                 for obj, track in followed:
                     track.add(f, _Geometry(obj, depsgraph, with_triangles=False))
@@ -540,7 +571,7 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
         role = obj.surge.role
         label = role.title()
         if track.changed_at is not None:
-            problems.append(f"{label} '{obj.name}' changes its vertices or faces between frames {scene.frame_start} "
+            problems.append(f"{label} '{obj.name}' changes its vertices or faces between frames {frame_start} "
                             f"and {track.changed_at}; it needs the same faces in every frame. Apply or "
                             f"disable the modifier that adds or removes geometry over time")
             continue
@@ -589,7 +620,7 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
     gravity = np.array(scene_values.first()["gravity"], dtype=np.float64)
     description = SceneDescription(
         fluids=fluids, containers=containers, colliders=colliders, inflows=inflows, outflows=outflows,
-        gravity=gravity, frame_start=scene.frame_start, frame_end=scene.frame_end, fps=fps,
+        gravity=gravity, frame_start=frame_start, frame_end=frame_end, fps=fps,
         tracks=scene_tracks, force_fields=force_fields)
     try:
         description.validate()

@@ -7,6 +7,7 @@ Layout inside the folder the user picks (``Scene.surge.cache_directory``)::
     job/scene.json, scene.npz, settings.json   the job that baked the cached frames (engine.scene)
     job/pending/                               the job of a bake that has not replaced them yet, and its log
     job/bake.log                               the log (stderr) of the bake process that made the frames
+    job/blender_objects.json                   signatures of the objects baked (bridge.cache_state)
     cancel.flag                                exists while a cancel is pending
     surge.lock                                 exists while a bake holds the folder (engine.io.lock)
     usd/bake_XXXXXXXXXXXX/liquid_NNNNNN.usdc   the point files Blender plays back, one folder per bake
@@ -34,6 +35,8 @@ from ..engine.errors import InvalidSettingsError
 JOB_DIR = "job"
 JOB_FILES = ("scene.json", "scene.npz", "settings.json")
 LOG_FILE = "bake.log"
+#: The signatures of the objects the cached frames were baked from (bridge.cache_state), beside the job.
+OBJECTS_FILE = "blender_objects.json"
 CANCEL_FLAG = "cancel.flag"
 PREVIEW_DIR = "preview"
 #: Output of a bake started with "Bake in a Terminal" (bridge.headless), and the copy of the .blend it bakes.
@@ -148,7 +151,8 @@ def _own(folder: str, names) -> list[str]:
 def own_files(cache_dir: str) -> list[str]:
     """Every file in ``cache_dir`` that Surge wrote besides the engine's (job, log, flag, USD frames)."""
     jdir = job_dir(cache_dir)
-    out = _own(jdir, JOB_FILES + (LOG_FILE,)) + _own(os.path.join(jdir, PENDING_JOB_DIR), JOB_FILES + (LOG_FILE,))
+    out = (_own(jdir, JOB_FILES + (LOG_FILE, OBJECTS_FILE))
+           + _own(os.path.join(jdir, PENDING_JOB_DIR), JOB_FILES + (LOG_FILE,)))
     out += _own(cache_dir, (CANCEL_FLAG, TERMINAL_LOG, TERMINAL_COPY))
     for d in usd_bake_dirs(cache_dir):
         out += [os.path.join(d, n) for n in sorted(os.listdir(d)) if USD_FRAME_RE.match(atomic.final_name(n))]

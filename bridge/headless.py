@@ -10,15 +10,32 @@ module only; :func:`terminal_command` builds the command the "Bake in a Terminal
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import bpy
+import numpy as np
 
-from . import bake_state, files
+from . import bake_state, files, setting_checks
+from .export import float32_to_float
 from ..engine.errors import EngineError
 
 #: Exit statuses of a headless bake.
 EXIT_DONE, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 3
+
+
+def _within(prop, number) -> bool:
+    """True if Blender stores ``number`` within the property's hard limits. A float property holds float32, and
+    so do its limits: 0.0005 typed as the minimum 0.0005 is stored as the minimum, though the float64 0.0005 is
+    a hair below the float32 one."""
+    if prop.type == "FLOAT":
+        return bool(np.float32(prop.hard_min) <= np.float32(number) <= np.float32(prop.hard_max))
+    return prop.hard_min <= number <= prop.hard_max
+
+
+def _shown(prop, value) -> str:
+    """A limit as people typed it (the shortest decimal of its float32)."""
+    return f"{float32_to_float(value):g}" if prop.type == "FLOAT" else str(value)
 
 
 def _value_for(prop, text: str, owner: str):
@@ -42,9 +59,9 @@ def _value_for(prop, text: str, owner: str):
             except ValueError:
                 raise ValueError(f"{where} takes a {'number' if kind == 'FLOAT' else 'whole number'}, "
                                  f"not {part!r}") from None
-            if not prop.hard_min <= number <= prop.hard_max:
-                raise ValueError(f"{where} must lie between {prop.hard_min:g} and {prop.hard_max:g}; "
-                                 f"{part} is refused")
+            if not _within(prop, number):
+                low, high = (_shown(prop, prop.hard_min), _shown(prop, prop.hard_max))
+                raise ValueError(f"{where} must lie between {low} and {high} (both included); {part} is outside")
             values.append(number)
         elif kind == "ENUM":
             choices = [item.identifier for item in prop.enum_items]
@@ -58,8 +75,10 @@ def _value_for(prop, text: str, owner: str):
     return values if length else values[0]
 
 
-def apply_settings(scene, assignments, apply: bool = True) -> None:
-    """Set Surge settings from ``NAME=VALUE`` texts (``NAME@OBJECT=VALUE`` for an object's setting).
+def apply_settings(scene, assignments, apply: bool = True) -> list[str]:
+    """Set Surge settings from ``NAME=VALUE`` texts (``NAME@OBJECT=VALUE`` for an object's setting); returns
+    a warning for each setting that does not act in this scene (a setting the solver does not read, an
+    object's setting for another role: :func:`bridge.setting_checks.does_not_act`).
 
     ``NAME`` is a property of ``Scene.surge`` (or, with ``@OBJECT``, of that object's ``Object.surge``);
     a ``Scene.surge.`` or ``Object.surge.`` prefix is allowed. Vectors write their components with ``:``.
@@ -98,8 +117,24 @@ def apply_settings(scene, assignments, apply: bool = True) -> None:
             problems.append(str(exc))
     if problems:
         raise InvalidSettingsError(problems)
+    # the solver the bake will use: the one set here, if any
+    solvers = {value for group, name, value in changes if group == scene.surge and name == "solver"}
+    solvers = solvers or {scene.surge.solver}
+    warnings = []
+    for group, name, _value in changes:
+        obj = group.id_data if group.id_data != scene else None
+        reasons = {setting_checks.does_not_act(name, solver, obj) for solver in solvers}
+        if None not in reasons:  # acts with none of the solvers the assignments use
+            warnings.append(sorted(reasons)[0])
     for group, name, value in changes if apply else ():
         setattr(group, name, value)
+    return list(dict.fromkeys(warnings))
+
+
+def operator_error(exc: RuntimeError) -> str:
+    """The message of an operator's ERROR report or refused ``poll()``, without Blender's prefixes."""
+    message = str(exc).strip().removeprefix("Error:").strip()
+    return re.sub(r"^Operator bpy\.ops\.[\w.]+\.poll\(\)\s*", "", message)
 
 
 def can_resume(scene) -> bool:
@@ -114,14 +149,16 @@ def can_resume(scene) -> bool:
 
 
 def bake_open_file(resume=False, save: bool = False, scene_name: str = "", cache_dir: str = "", settings=(),
-                   save_as: str = "") -> int:
+                   save_as: str = "", if_settings_changed: str = "REFUSE") -> int:
     """Bake the current scene of the open .blend (blocking); returns the exit status.
 
     ``scene_name`` bakes that scene instead; ``cache_dir`` (an absolute folder) replaces the scene's
     Cache Directory, as when baking a copy of a file that must bake into the original's cache.
     ``settings`` are ``NAME=VALUE`` assignments applied first (:func:`apply_settings`); ``save_as``
     saves the file under that path before baking (the bake's own .blend, as a wedge does); ``resume``
-    may be 'auto': resume when the cache holds a checkpoint, else bake from the start.
+    may be 'auto': resume when the cache holds a checkpoint, else bake from the start; ``if_settings_changed``
+    says what a resume does when the settings or the scene changed since the cached frames were baked
+    (``REFUSE``, ``RESUME`` with the new ones from the checkpoint, ``REBAKE`` from the start).
     Progress lines come from the bake operator (``Surge: Frame 2 of 48: ...``); a failure prints
     ``Surge: error: <message>`` on stderr.
     """
@@ -130,10 +167,12 @@ def bake_open_file(resume=False, save: bool = False, scene_name: str = "", cache
         print(f"Surge: error: the file has no scene '{scene_name}'", file=sys.stderr, flush=True)
         return EXIT_FAILED
     try:
-        apply_settings(scene, settings)
+        warnings = apply_settings(scene, settings)
     except EngineError as exc:
         print(f"Surge: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
+    for text in warnings:
+        print(f"Surge: warning: {text}", file=sys.stderr, flush=True)
     if cache_dir:
         scene.surge.cache_directory = os.path.abspath(cache_dir)
     if save_as:
@@ -147,12 +186,12 @@ def bake_open_file(resume=False, save: bool = False, scene_name: str = "", cache
     resume = bool(resume)
     try:
         if scene == bpy.context.scene:
-            result = bpy.ops.surge.bake(resume=resume)
+            result = bpy.ops.surge.bake(resume=resume, if_settings_changed=if_settings_changed)
         else:
             with bpy.context.temp_override(scene=scene, view_layer=scene.view_layers[0]):
-                result = bpy.ops.surge.bake(resume=resume)
+                result = bpy.ops.surge.bake(resume=resume, if_settings_changed=if_settings_changed)
     except RuntimeError as exc:  # the operator's ERROR report: a refused scene or a failed bake
-        message = str(exc).strip().removeprefix("Error:").strip()
+        message = operator_error(exc)
         print(f"Surge: error: {message}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     if "FINISHED" not in result:
@@ -169,7 +208,7 @@ def _stage_open_file(operator, title: str, save: bool, restart: bool) -> int:
     try:
         result = operator(restart=restart)
     except RuntimeError as exc:
-        message = str(exc).strip().removeprefix("Error:").strip()
+        message = operator_error(exc)
         print(f"Surge: error: {message}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     if "FINISHED" not in result:

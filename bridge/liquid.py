@@ -144,6 +144,7 @@ def show_frames(scene, first_file: str, relative: bool, scale_length: float):
     obj = _scene_object(scene, "liquid_object", "POINTCLOUD", LIQUID_NAME, bpy.data.pointclouds)
     _play(obj, first_file, relative, scale_length, PRIM_PATH, CACHE_FILE_NAME)
     _never_empty(obj)
+    apply_display(scene)
     return obj
 
 
@@ -173,6 +174,7 @@ def _play(obj, first_file: str, relative: bool, scale_length: float, prim_path: 
     cache_file.is_sequence = True
     cache_file.scale = 1.0
     mod.object_path = prim_path
+    mod.show_viewport = mod.show_render = True  # off while released (release_object)
     s = 1.0 / scale_length
     obj.matrix_world = Matrix.Diagonal((s, s, s, 1.0))
     _ensure_material(obj)
@@ -219,11 +221,17 @@ def release_files(scene) -> None:
 
 
 def release_object(obj) -> None:
-    """Point ``obj``'s caches at nothing (None: nothing to do)."""
+    """Point ``obj``'s caches at nothing (None: nothing to do).
+
+    The cache modifier is switched off first: a visible object whose modifier reads an empty file name makes
+    Blender print "Could not create cache reader for file" on every evaluation. Showing files again
+    (:func:`_play`) switches it back on.
+    """
     if obj is None:
         return
     for mod in obj.modifiers:
         if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
+            mod.show_viewport = mod.show_render = False
             mod.cache_file.filepath = ""
 
 
@@ -289,21 +297,28 @@ def show_surface(scene, first_file: str, relative: bool, scale_length: float):
 
 
 def apply_display(scene) -> None:
-    """Show the points, the surface or both (``Scene.surge.liquid_display``), in the viewport and in renders.
+    """Show the points, the surface or both in the viewport (``Scene.surge.liquid_display``) and in renders
+    (``liquid_display_render``), each on its own (points in the viewport, the surface in renders, say), and
+    the points' viewport amount and size (:mod:`bridge.display`).
 
     Without a surface object the points stay visible whatever the choice.
     """
-    points, surface = DISPLAY.get(scene.surge.liquid_display, (True, True))
-    liquid, mesh = scene.surge.liquid_object, scene.surge.surface_object
-    if mesh is None:
-        points = True
-    # the surface's spray goes with the surface, while the surface hands small drops to it
-    spray = scene.surge.surface_spray_object
-    spray_shown = surface and mesh is not None and scene.surge.surface_isolated == "SPRAY"
-    for obj, shown in ((liquid, points), (mesh, surface), (spray, spray_shown)):
-        if obj is not None and (obj.hide_render == shown or obj.hide_viewport == shown):
-            obj.hide_render = not shown
-            obj.hide_viewport = not shown
+    from . import display
+
+    settings = scene.surge
+    liquid, mesh = settings.liquid_object, settings.surface_object
+    spray = settings.surface_spray_object
+    for choice, hidden in (("liquid_display", "hide_viewport"), ("liquid_display_render", "hide_render")):
+        points, surface = DISPLAY.get(getattr(settings, choice), (True, True))
+        if mesh is None:
+            points = True
+        # the surface's spray goes with the surface, while the surface hands small drops to it
+        spray_shown = surface and mesh is not None and settings.surface_isolated == "SPRAY"
+        for obj, shown in ((liquid, points), (mesh, surface), (spray, spray_shown)):
+            if obj is not None and getattr(obj, hidden) == shown:
+                setattr(obj, hidden, not shown)
+    if liquid is not None and liquid.type == "POINTCLOUD":
+        display.apply(liquid, settings.display_percentage / 100.0, 0.0, settings.point_scale)
 
 
 def reread_surface(scene) -> None:

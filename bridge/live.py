@@ -24,8 +24,9 @@ file being loaded (``load_pre``), the add-on being disabled (``unregister``) and
 (``atexit``) all stop the child (asking first, killing after :data:`STOP_TIMEOUT`) and unlink both
 shared-memory segments.
 
-Sessions are kept by scene name in a module-level registry, never by Blender pointer (undo can
-reallocate Blender data between two updates).
+Sessions are kept by scene key (the scene's ``session_uid``, :func:`bridge.bake_state.scene_key`: it
+survives renaming) in a module-level registry, never by Blender pointer (undo can reallocate Blender data
+between two updates).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from ..engine.live import channel as live_channel
 from ..engine import settings as settings_mod
 from ..engine.errors import EngineError, InvalidSceneError
 from ..engine.scene import save_job, scene_hash
-from . import export, files, live_display, preferences, usd
+from . import bake_state, export, files, live_display, preferences, usd
 from .paths import ADDON_ROOT, numba_cache_dir
 from .progress_text import describe
 from .process import BakeProcess
@@ -145,8 +146,8 @@ class LiveSession:
 
     def __init__(self, scene, depsgraph, paused: bool = False):
         # the session starts at the scene's first frame, as a bake does
-        if scene.frame_current != scene.frame_start or scene.frame_subframe != 0.0:
-            scene.frame_set(scene.frame_start)
+        if scene.frame_current != export.bake_range(scene)[0] or scene.frame_subframe != 0.0:
+            scene.frame_set(export.bake_range(scene)[0])
             depsgraph = bpy.context.evaluated_depsgraph_get()
         description, settings = export.export_scene(scene, depsgraph)
         live = live_settings(scene)
@@ -157,6 +158,7 @@ class LiveSession:
 
         self.estimate = assemble.check_job(description, sim_settings, owner=f"Scene '{scene.name}'")
         self.scene_name = scene.name
+        self.scene_key = bake_state.scene_key(scene)  # renaming the scene keeps its session
         self.scene_settings = settings
         self.live = live
         self.settings = sim_settings
@@ -244,7 +246,7 @@ class LiveSession:
     # -- the timer's work ----------------------------------------------------------------------------
 
     def scene(self):
-        return bpy.data.scenes.get(self.scene_name)
+        return bake_state.scene_by_key(self.scene_key)
 
     def _handle(self, event: dict) -> None:
         kind = event.get("event")
@@ -465,8 +467,8 @@ class LiveSession:
                         self._handle(event)
         finally:
             self._release()
-            if _sessions.get(self.scene_name) is self:
-                del _sessions[self.scene_name]
+            if _sessions.get(self.scene_key) is self:
+                del _sessions[self.scene_key]
 
     def _release(self) -> None:
         for block in (self.state, self.control):
@@ -487,7 +489,7 @@ class LiveSession:
 # -- the registry and the timer ------------------------------------------------------------------------
 
 def get(scene) -> LiveSession | None:
-    session = _sessions.get(scene.name)
+    session = _sessions.get(bake_state.scene_key(scene))
     return session if session is not None and not session.closed else None
 
 
@@ -503,7 +505,7 @@ def start(scene, depsgraph, paused: bool = False) -> LiveSession:
     if old is not None:
         old.stop()
     session = LiveSession(scene, depsgraph, paused=paused)
-    _sessions[scene.name] = session
+    _sessions[bake_state.scene_key(scene)] = session
     if not bpy.app.timers.is_registered(_tick):
         bpy.app.timers.register(_tick, first_interval=TIMER_INTERVAL)
     return session
@@ -519,7 +521,7 @@ def restart(session: LiveSession, reason: str) -> LiveSession | None:
     try:
         new = start(scene, bpy.context.evaluated_depsgraph_get(), paused=paused)
     except (EngineError, OSError) as exc:
-        _last_notice[scene.name] = f"Live stopped: {exc}"
+        _last_notice[bake_state.scene_key(scene)] = f"Live stopped: {exc}"
         return None
     new.notice = f"Live restarted: {reason}"
     return new
@@ -535,8 +537,8 @@ def reset(session: LiveSession, depsgraph) -> LiveSession:
         The scene as it is now is refused (the session is stopped then).
     """
     scene = session.scene()
-    if scene.frame_current != scene.frame_start or scene.frame_subframe != 0.0:
-        scene.frame_set(scene.frame_start)
+    if scene.frame_current != export.bake_range(scene)[0] or scene.frame_subframe != 0.0:
+        scene.frame_set(export.bake_range(scene)[0])
         depsgraph = bpy.context.evaluated_depsgraph_get()
     if session.restart_reason(scene) is None:
         description, settings = export.export_scene(scene, depsgraph)
@@ -550,15 +552,15 @@ def reset(session: LiveSession, depsgraph) -> LiveSession:
     return new
 
 
-#: The last message of a session that ended, by scene name (the panel shows it).
+#: The last message of a session that ended, by scene key (bridge.bake_state.scene_key; the panel shows it).
 _last_notice: dict[str, str] = {}
 
 
 def update(scene_name: str | None = None) -> None:
-    """Update every running session (or the one of ``scene_name``): what the timer runs. Tests in
-    background mode, where timers do not fire, call it directly."""
+    """Update every running session (or the one of the scene called ``scene_name``): what the timer runs.
+    Tests in background mode, where timers do not fire, call it directly."""
     for name, session in list(_sessions.items()):
-        if scene_name is not None and name != scene_name:
+        if scene_name is not None and (session.scene() is None or session.scene().name != scene_name):
             continue
         try:
             alive = session.update()
@@ -598,7 +600,7 @@ def stop(scene) -> bool:
     if session is None:
         return False
     session.stop()
-    _last_notice[scene.name] = session.notice or "Live stopped"
+    _last_notice[bake_state.scene_key(scene)] = session.notice or "Live stopped"
     return True
 
 
@@ -634,7 +636,7 @@ def last_notice(scene) -> str:
     session = get(scene)
     if session is not None:
         return session.notice
-    return _last_notice.get(scene.name, "")
+    return _last_notice.get(bake_state.scene_key(scene), "")
 
 
 def register() -> None:

@@ -19,6 +19,11 @@ def duration(seconds: float) -> str:
     return f"{hours} h {minutes} min"
 
 
+def time_left(eta: float | None) -> str:
+    """'3 min 5 s left', or what is said while no frame but the first (which compiles) has been timed."""
+    return "estimating the time left" if eta is None else f"{duration(eta)} left"
+
+
 #: Collider mode identifier -> the label the sidebar shows for it.
 MODE_LABELS = {identifier: label for identifier, label, _tooltip in settings_mod.COLLIDER_MODES}
 
@@ -38,13 +43,13 @@ def describe(event: dict) -> str | None:
     if kind == "stage":
         return {"fill": "Filling the fluid volumes with particles",
                 "colliders": "Building the colliders' distance fields",
-                "compile": "Compiling the simulation kernels (the first bake takes longer)",
+                "compile": "Compiling the simulation kernels (first bake after an update)",
                 "simulate": "Simulating"}.get(event.get("stage"), f"Stage {event.get('stage')}")
     if kind == "frame":
         memory = f", {event['memory'] / 2**20:.0f} MiB" if event.get("memory") else ""
         return (f"Frame {event['frame']} of {event['frame_end']}: {event['particles']} particles, "
                 f"{event['substeps']} substeps{memory}, {duration(event.get('elapsed', 0.0))} elapsed, "
-                f"{duration(event.get('eta', 0.0))} left")
+                f"{time_left(event.get('eta'))}")
     if kind == "collider":
         grid = (f"{event.get('cells', 0)} cells, {event.get('memory', 0) / 2**20:.1f} MiB, "
                 + ("from the cache" if event.get("cached") else f"built in {event.get('seconds', 0.0):.1f} s"))

@@ -19,12 +19,14 @@ from dataclasses import dataclass
 
 import bpy
 
+
 from ..engine.io import atomic
 from ..engine import stages
 from ..engine.io.cache import CacheLock, CacheReader, check_folder, read_holder
 from ..engine.errors import EngineError, InvalidSceneError
 from . import bake_state, files, usd
 from .child_session import ChildSession
+from .progress_text import time_left
 from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
 
 
@@ -97,10 +99,8 @@ def describe_event(event: dict, title: str, running: str, frame_words) -> str | 
         kept = f" ({event['kept']} kept from the last run)" if event.get("kept") else ""
         return f"{running} {event.get('frames', 0)} frames{kept}"
     if kind == "frame":
-        from .progress_text import duration
-
         return (f"{title} frame {event['frame']} of {event['frame_end']}: {frame_words(event)}, "
-                f"{event.get('seconds', 0.0):.2f} s, {duration(event.get('eta', 0.0))} left")
+                f"{event.get('seconds', 0.0):.2f} s, {time_left(event.get('eta'))}")
     if kind == "error":
         return f"Error: {event.get('message', '')}"
     return None
@@ -200,7 +200,8 @@ class StageSession(ChildSession):
         if not reader.frames:
             raise InvalidSceneError(f"Scene '{scene.name}': the cache '{cache_dir}' holds no baked frame to make the "
                                     f"{self.title.lower()} from; bake the liquid first")
-        self.scene_name = scene.name
+        self.scene_name = scene.name  # for messages; the scene is found again by its key, which renaming keeps
+        self.scene_key = bake_state.scene_key(scene)
         self.cache_dir = cache_dir
         self.relative = files.cache_dir_is_relative(scene)
         self.frame_start, self.frame_end = int(reader.frames[0]), int(reader.frames[-1])
@@ -229,6 +230,11 @@ class StageSession(ChildSession):
         self.shown = False
         self.status = f"Starting the {self.title.lower()} process"
         self.progress = 0.0
+        #: figures the panels and the status bar draw (SurgeBakeState.<name>): the stage's own frames, not
+        #: those of the particle bake before it
+        self.figures = {"kind": self.title, "frame_start": self.frame_start, "frame_end": self.frame_end,
+                        "frame": self.frame_start, "substeps": 0, "particles": 0, "elapsed": 0.0, "remaining": 0.0,
+                        "is_estimated": False, "memory": 0.0}
         self.summary: dict = {}
         self._publish()
 
@@ -254,7 +260,7 @@ class StageSession(ChildSession):
     # -- polling -------------------------------------------------------------------------------------
 
     def scene(self):
-        scene = bpy.data.scenes.get(self.scene_name)
+        scene = bake_state.scene_by_key(self.scene_key)
         if scene is None:
             self.process.kill()
             raise self.failed_error(f"Scene '{self.scene_name}' was deleted during its {self.title.lower()} run; "
@@ -268,6 +274,10 @@ class StageSession(ChildSession):
             if kind == "frame":
                 span = max(1, self.frame_end - self.frame_start)
                 self.progress = min(1.0, (event["frame"] - self.frame_start) / span)
+                eta = event.get("eta")
+                self.figures.update(frame=int(event["frame"]), particles=int(event.get("particles", 0)),
+                                    remaining=float(eta or 0.0), is_estimated=eta is not None,
+                                    memory=float(event.get("memory", 0)) / 2**20)
                 scene = self.scene()
                 if not self.shown:
                     self.shown = self.show(scene)
@@ -281,6 +291,7 @@ class StageSession(ChildSession):
             if text:
                 self.status = text
         self._watch_process()
+        self.figures["elapsed"] = float(int(time.monotonic() - self.started))
         self._publish()
         return events
 
@@ -334,7 +345,7 @@ class StageSession(ChildSession):
         self.process.kill()
         self.process.wait()
         self.lock.release()
-        scene = bpy.data.scenes.get(self.scene_name)
+        scene = bake_state.scene_by_key(self.scene_key)
         if scene is not None:
             state = bake_state.ensure(scene)
             state.is_baking = False

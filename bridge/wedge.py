@@ -120,8 +120,36 @@ def read_checked(scene) -> dict | None:
 
 
 def summary(scene) -> str:
-    """'3 of 4 complete, 1 failed' for the scene's wedge folder, or ''."""
-    return plan.summary(read(scene))
+    """'3 of 4 complete, 1 failed' for the scene's wedge folder, or ''.
+
+    The panel draws it: ``wedge.json`` is read again only when the file changed
+    (:func:`bridge.cache_state.read_json`), not on every redraw.
+    """
+    from . import cache_state
+
+    try:
+        folder = wedge_dir(scene)
+    except ValueError:
+        return ""
+    doc = cache_state.read_json(os.path.join(folder, plan.WEDGE_FILE)) if folder else None
+    return plan.summary(doc) if isinstance(doc, dict) and doc.get("format") == plan.WEDGE_FORMAT else ""
+
+
+def variation_note(scene, variation) -> str | None:
+    """Why a variation's setting would bake the same result for every value (the solver does not read it, the
+    object's role does not use it), or that no such setting exists; None when it acts."""
+    from . import setting_checks
+
+    name = variation.setting.strip()
+    obj = variation.target
+    if name not in {item[0] for item in setting_checks.variable_settings(obj)}:
+        return f"'{name}' is no setting a wedge can vary{' for this object' if obj is not None else ''}"
+    solvers = {scene.surge.solver}
+    for other in scene.surge_wedge.variations:  # a wedge over the solver too: the setting acts if any reads it
+        if other.target is None and other.setting.strip() == "solver":
+            solvers = {v.strip() for v in other.values.split(",") if v.strip()} or solvers
+    reasons = [setting_checks.does_not_act(name, solver, obj) for solver in sorted(solvers)]
+    return None if None in reasons else reasons[0]
 
 
 def newest_frames(cache_dir: str) -> tuple[str | None, list[str]]:

@@ -49,6 +49,10 @@ OBJECTS = {
 }
 
 
+#: kind -> the display setting of its size (``Scene.surge.whitewater.<name>``, Blender units)
+SIZE_SETTINGS = {"spray": "spray_size", "foam": "foam_size", "bubbles": "bubble_size"}
+
+
 class WhitewaterFailedError(StageFailedError):
     """The whitewater stage ended with an error or its process stopped unexpectedly."""
 
@@ -134,6 +138,7 @@ def _show_kind(scene, kind: str, first_file: str, relative: bool, scale_length: 
     cache_file.is_sequence = True
     cache_file.scale = 1.0
     mod.object_path = f"/SurgeWhitewater_{kind}"
+    mod.show_viewport = mod.show_render = True  # off while released (release_files)
     s = 1.0 / scale_length
     obj.matrix_world = Matrix.Diagonal((s, s, s, 1.0))
     if not obj.material_slots:
@@ -145,6 +150,20 @@ def _show_kind(scene, kind: str, first_file: str, relative: bool, scale_length: 
         slot.material = _material(kind)
     obj.hide_render = obj.hide_viewport = False
     return obj
+
+
+def apply_display(scene) -> None:
+    """Each kind's size and the share of the whitewater the viewport draws (``Scene.surge.whitewater``), set on
+    the three objects' display modifiers (:mod:`bridge.display`) without running the stage again."""
+    from . import display
+
+    group = scene.surge.whitewater
+    scale = export.unit_scale(scene)
+    for kind in ww_stage.KINDS:
+        obj = getattr(group, f"{kind}_object")
+        if obj is not None and obj.type == "POINTCLOUD":
+            size = getattr(group, SIZE_SETTINGS[kind])
+            display.apply(obj, group.viewport_percentage / 100.0, export.float32_to_float(size) * scale, 1.0)
 
 
 def show_whitewater(scene, cache_dir: str, relative: bool) -> bool:
@@ -159,6 +178,7 @@ def show_whitewater(scene, cache_dir: str, relative: bool) -> bool:
         if not os.path.isfile(path):
             return False
         _show_kind(scene, kind, path, relative, scale)
+    apply_display(scene)
     return True
 
 
@@ -176,11 +196,10 @@ def reread(scene) -> None:
 
 
 def release_files(scene) -> None:
-    """Point the objects' caches at nothing, so the files can be deleted (Windows keeps open files)."""
+    """Point the objects' caches at nothing, so the files can be deleted (Windows keeps open files); their cache
+    modifiers are off meanwhile (see :func:`bridge.liquid.release_object`)."""
     for obj in _objects(scene):
-        for mod in obj.modifiers:
-            if mod.type == "MESH_SEQUENCE_CACHE" and mod.cache_file is not None:
-                mod.cache_file.filepath = ""
+        liquid.release_object(obj)
 
 
 def summary_text(cache_dir: str) -> str:

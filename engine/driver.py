@@ -25,7 +25,7 @@ from . import settings as settings_mod
 from .io.cache import SDF_DIR, CacheLock, CacheReader, CacheWriter, check_writable, claim_folder, mark_ended
 from .errors import (BakeCancelled, BakeStopped, CacheFormatError, FileWriteError, InvalidSceneError,
                      SimulationDivergedError)
-from .io.child import resident_bytes
+from .io.child import frames_left_time, resident_bytes
 from .scene import SceneDescription, channel_names, load_job, scene_hash
 
 log = logging.getLogger(__name__)
@@ -305,7 +305,7 @@ def _bake_locked(scene, settings, cache_dir, emit_, cancel, checkpoint_every, re
 
     frame_dt = 1.0 / scene.fps
     total_substeps = 0
-    sim_start = time.perf_counter()
+    first_done = None  # when the first frame ended: it carries the kernels' compile, so it times nothing
     n_frames = scene.frame_end - first + 1
     writer = None
     # (frame, checkpoint arrays) of the last frame written when it is not a checkpoint frame: a bake
@@ -329,10 +329,12 @@ def _bake_locked(scene, settings, cache_dir, emit_, cancel, checkpoint_every, re
             total_substeps += substeps
             elapsed = time.perf_counter() - t0
             done = k + 1
-            eta = (time.perf_counter() - sim_start) / done * (n_frames - done)
             emit_({"event": "frame", "frame": frame, "frame_start": scene.frame_start,
                    "frame_end": scene.frame_end, "substeps": substeps, "particles": len(solver.particles),
-                   "elapsed": round(elapsed, 3), "eta": round(eta, 3), "memory": resident_bytes()})
+                   "elapsed": round(elapsed, 3), "eta": frames_left_time(first_done, done, n_frames),
+                   "memory": resident_bytes()})
+            if first_done is None:
+                first_done = time.perf_counter()
         if writer is None:  # nothing left to simulate (a resume from the last frame)
             writer = replace_previous_bake({})
     except BaseException as exc:

@@ -66,7 +66,7 @@ from .io import atomic
 from .io.cache import CacheLock, CacheReader
 from .io.child import cancel_flag, emit, log_to_stderr
 from .errors import BakeCancelled, CacheFormatError, EngineError
-from .io.child import resident_bytes
+from .io.child import frames_left_time, resident_bytes
 
 log = logging.getLogger(__name__)
 
@@ -298,6 +298,7 @@ class StageRunner:
         self.processed = 0
         #: the last frame of a stage that defers its writes, listed once they are done: (frame, stamp)
         self._pending: tuple | None = None
+        self.first_done: float | None = None  # when the first frame of this run ended (it compiles the kernels)
 
     # -- manifest ------------------------------------------------------------------------------
 
@@ -375,9 +376,12 @@ class StageRunner:
         elapsed = time.perf_counter() - self.started
         event = {"event": "frame", "stage": self.stage.name, "frame": int(frame), "frame_start": int(frame_start),
                  "frame_end": int(frame_end), "seconds": round(seconds, 4), "elapsed": round(elapsed, 3),
-                 "eta": round(elapsed / self.processed * remaining, 3), "memory": resident_bytes(),
+                 "eta": frames_left_time(self.first_done, self.processed, self.processed + remaining),
+                 "memory": resident_bytes(),
                  "particles": int(len(arrays["position"]))}
         event.update(figures)
+        if self.first_done is None:
+            self.first_done = time.perf_counter()
         return event
 
     def _list(self, frame: int, stamp: list) -> None:

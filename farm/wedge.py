@@ -202,6 +202,9 @@ def bake_combination(spec: dict) -> dict:
     result.update(exit_code=code, bake_time=round(time.monotonic() - start, 3))
     if code == EXIT_DONE:
         result["status"] = "complete"
+        # a setting that does not act (one the solver ignores) bakes what the other values bake: say so
+        warnings = [ln.partition("Surge: warning:")[2].strip() for ln in lines if "Surge: warning:" in ln]
+        result["message"] = "; ".join(dict.fromkeys(warnings))
     elif code == EXIT_CANCELLED:
         result.update(status="cancelled", message="cancelled; frames and checkpoints kept, the next run resumes")
     else:

@@ -13,9 +13,9 @@ import bpy
 from bpy.app.handlers import persistent
 from bpy.props import BoolProperty, EnumProperty, IntProperty
 
-from .common import SceneIdle, StageOperator
-from ..bridge import bake_state, export, files
-from ..bridge.bake import (IF_SETTINGS_CHANGED, BakeSession, free_bake, remove_unused_usd, resume_state,
+from .common import FreeOperator, SceneIdle, StageOperator
+from ..bridge import bake_state, cache_state, export, files, freeing
+from ..bridge.bake import (IF_SETTINGS_CHANGED, PREVIEW_FRAMES, BakeSession, free_bake, remove_unused_usd, resume_state,
                            setting_labels)
 from ..bridge.paths import ADDON_ROOT
 from ..bridge.progress_text import describe
@@ -48,18 +48,28 @@ class SURGE_OT_bake(StageOperator, bpy.types.Operator):
 
     describe = staticmethod(describe)
 
+    @classmethod
+    def description(cls, context, properties):
+        if properties.preview:
+            return (f"Bake a quick preview: the first {PREVIEW_FRAMES} frames at twice the particle spacing (8 times "
+                    f"fewer particles), into a preview folder of the cache; the full bake's cache is left alone, and "
+                    f"the liquid plays the preview until the next full bake")
+        return cls.__doc__
+
     def make_session(self, context) -> BakeSession:
         return BakeSession(context.scene, context.evaluated_depsgraph_get(), resume=self.resume and not self.preview,
                            resume_frame=self.resume_frame, if_settings_changed=self.if_settings_changed,
                            preview=self.preview)
 
 
-class SURGE_OT_free_bake(SceneIdle, bpy.types.Operator):
-    """Delete Surge's baked files from the cache directory; other files in that folder are left alone"""
+class SURGE_OT_free_bake(FreeOperator, bpy.types.Operator):
+    """Delete Surge's baked files from the cache directory (asks first, naming how many files go and their size);
+    other files in that folder are left alone"""
 
     bl_idname = "surge.free_bake"
     bl_label = "Free Bake"
     bl_options = {"REGISTER"}
+    kind_words = "bake"
 
     what: EnumProperty(
         name="Free", default="ALL", options={"SKIP_SAVE"},
@@ -67,16 +77,14 @@ class SURGE_OT_free_bake(SceneIdle, bpy.types.Operator):
                ("SURFACE", "Surface Only", "The baked surface mesh only; the particles stay and play")),
         description="What to delete")
 
-    def invoke(self, context, event):
-        # with a baked surface, offer to free it alone (re-meshing is cheap, re-simulating is not)
-        from ..bridge import surface_bake
+    @classmethod
+    def has_files(cls, scene) -> bool:
+        return cache_state.has_bake(scene, ADDON_ROOT)
 
-        if surface_bake.has_surface(context.scene):
-            return context.window_manager.invoke_props_dialog(self, title="Free Bake", confirm_text="Free")
-        return self.execute(context)
-
-    def draw(self, context):
-        self.layout.prop(self, "what", expand=True)
+    def summary(self, scene):
+        if self.what == "SURFACE":
+            return freeing.surface_summary(scene, ADDON_ROOT)
+        return freeing.bake_summary(scene, ADDON_ROOT)
 
     def execute(self, context):
         from ..bridge.surface_bake import free_surface
@@ -110,6 +118,16 @@ class SURGE_OT_resume_bake(SceneIdle, bpy.types.Operator):
                     "from a frame, or bake everything again")
 
     busy_message = "This scene is already baking"
+
+    @classmethod
+    def poll(cls, context):
+        if not super().poll(context):
+            return False
+        if not cache_state.has_checkpoint(context.scene, ADDON_ROOT):
+            cls.poll_message_set("Nothing to resume: the cache folder holds no checkpoint (Checkpoint Every saves "
+                                 "them during a bake); bake from the start")
+            return False
+        return True
 
     def _bake(self, context, mode: str) -> set:
         result = bpy.ops.surge.bake(mode, resume=True, resume_frame=self.frame,

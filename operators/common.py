@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 
+def animation_playing(context) -> bool:
+    """True while Blender plays the animation in any window (Esc then stops playback, not a bake)."""
+    wm = context.window_manager
+    return any(window.screen is not None and window.screen.is_animation_playing for window in wm.windows)
+
+
+def is_cancel_key(context, event) -> bool:
+    """True for an Esc press a running bake or live session takes as Cancel.
+
+    While the animation plays, Esc stops playback, as everywhere in Blender: the bake lets it through
+    (the Cancel buttons of the panel and the status bar still cancel it).
+    """
+    return event.type == "ESC" and event.value == "PRESS" and not animation_playing(context)
+
+
 class SceneIdle:
     """poll(): a scene that is not baking (scene data only, so that background mode works).
 
     ``busy_message`` is shown in the tooltip of a greyed-out button while the scene bakes.
     """
 
-    busy_message = "Wait for the bake to end, or press Esc to cancel it"
+    busy_message = "Wait for the bake to end, or press Cancel (or Esc) to stop it"
 
     @classmethod
     def poll(cls, context):
@@ -24,6 +39,63 @@ class SceneIdle:
         return True
 
 
+class NeedsBake(SceneIdle):
+    """poll(): the scene is not baking and its cache folder holds a bake (what the operator works on);
+    greyed out with the reason otherwise."""
+
+    @classmethod
+    def poll(cls, context):
+        if not super().poll(context):
+            return False
+        from ..bridge import cache_state
+        from ..bridge.paths import ADDON_ROOT
+
+        if not cache_state.has_frames(context.scene, ADDON_ROOT):
+            cls.poll_message_set("The cache folder holds no baked frame yet: bake the liquid first")
+            return False
+        return True
+
+
+class FreeOperator(SceneIdle):
+    """A Free button: greyed out (with the reason) while the scene bakes or when there is nothing to free;
+    from the button it asks first, naming the folder, how many files go and their size on disk
+    (``invoke_confirm``), so that one click never deletes hours of baking. ``execute`` (scripts) deletes
+    without asking.
+
+    A subclass sets ``kind_words`` (for the greyed button's tooltip) and implements :meth:`has_files` and
+    :meth:`summary` (a :class:`bridge.freeing.FreeSummary`).
+    """
+
+    kind_words = "baked files"
+
+    @classmethod
+    def has_files(cls, scene) -> bool:
+        raise NotImplementedError
+
+    def summary(self, scene):
+        raise NotImplementedError
+
+    @classmethod
+    def poll(cls, context):
+        if not super().poll(context):
+            return False
+        if not cls.has_files(context.scene):
+            cls.poll_message_set(f"Nothing to free: the cache folder holds no {cls.kind_words}")
+            return False
+        return True
+
+    def invoke(self, context, event):
+        from ..engine.errors import EngineError
+
+        try:
+            summary = self.summary(context.scene)
+        except (EngineError, OSError) as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        return context.window_manager.invoke_confirm(self, event, title=self.bl_label, message=summary.message,
+                                                     confirm_text="Delete", icon="WARNING")
+
+
 def redraw_sidebars(context) -> None:
     for window in context.window_manager.windows:
         for area in window.screen.areas:
@@ -36,13 +108,14 @@ class StageOperator(SceneIdle):
     cache (surface, whitewater).
 
     ``execute`` blocks and prints progress (scripts and ``blender -b``, where an ERROR report makes the
-    call raise); ``invoke`` (a button) runs modal on a timer, and Esc cancels, keeping the frames done.
+    call raise); ``invoke`` (a button) runs modal on a timer, and Esc cancels, keeping the frames done
+    (except while the animation plays: Esc then stops playback, see :func:`is_cancel_key`).
     A subclass implements :meth:`make_session` (a session with ``poll``, ``finished``, ``cancel``,
     ``finish`` and ``abort``; ``finish`` and ``abort`` give the cache folder's lock back) and
     ``describe`` (event -> line). The result's ``warnings`` (if any) are reported before its message.
     """
 
-    busy_message = "This scene is baking; wait for it to end or press Esc to cancel it"
+    busy_message = "This scene is baking; wait for it to end or press Cancel to stop it"
     poll_interval = 0.1
 
     def make_session(self, context):
@@ -108,7 +181,7 @@ class StageOperator(SceneIdle):
     def modal(self, context, event):
         from ..engine.errors import EngineError
 
-        if event.type == "ESC" and event.value == "PRESS":
+        if is_cancel_key(context, event):
             self._session.cancel()
             return {"RUNNING_MODAL"}
         if event.type != "TIMER":

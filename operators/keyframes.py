@@ -5,7 +5,7 @@ from __future__ import annotations
 import bpy
 from bpy.props import EnumProperty
 
-from .common import SceneIdle
+from .common import NeedsBake
 from ..bridge import keyframes
 from ..engine.errors import EngineError
 
@@ -17,12 +17,13 @@ KEYFRAME_MODES = (
 )
 
 
-class SURGE_OT_bake_to_keyframes(SceneIdle, bpy.types.Operator):
+class SURGE_OT_bake_to_keyframes(NeedsBake, bpy.types.Operator):
     """Turn the baked liquid into plain Blender animation that plays and renders without Surge"""
 
     bl_idname = "surge.bake_to_keyframes"
     bl_label = "Bake to Keyframes"
-    bl_options = {"REGISTER", "UNDO"}
+    # undoable, but not REGISTER: Adjust Last Operation would read every cached frame again
+    bl_options = {"UNDO"}
 
     mode: EnumProperty(
         name="As", items=KEYFRAME_MODES, default="SHAPE_KEYS",

@@ -13,8 +13,8 @@ from bpy.app.handlers import persistent
 from bpy.props import BoolProperty
 
 from .bake import SURGE_OT_bake
-from .common import SceneIdle, StageOperator, redraw_sidebars
-from ..bridge import files, live
+from .common import SceneIdle, StageOperator, is_cancel_key, redraw_sidebars
+from ..bridge import bake_state, files, live
 from ..bridge.bake import BakeSession
 from ..bridge.paths import ADDON_ROOT
 from ..bridge.progress_text import describe
@@ -63,20 +63,20 @@ class SURGE_OT_live(SceneIdle, bpy.types.Operator):
         result = self.execute(context)
         if bpy.app.background or "FINISHED" not in result or live.get(context.scene) is None:
             return result
-        self._scene_name = context.scene.name
+        self._scene_key = bake_state.scene_key(context.scene)
         context.window_manager.modal_handler_add(self)
         redraw_sidebars(context)
         return {"RUNNING_MODAL"}
 
     def _session(self):
-        scene = bpy.data.scenes.get(self._scene_name)
+        scene = bake_state.scene_by_key(self._scene_key)
         return live.get(scene) if scene is not None else None
 
     def modal(self, context, event):
         session = self._session()
         if session is None:
             return {"FINISHED"}  # stopped by the button, a restart that failed, or an error
-        if event.type == "ESC" and event.value == "PRESS":
+        if is_cancel_key(context, event):
             live.stop(session.scene())
             redraw_sidebars(context)
             self.report({"INFO"}, "Live session stopped")

@@ -1,8 +1,10 @@
 """Setting a scene up: one-click roles, liquid presets (built in and the artist's own).
 
 * ``surge.make_fluid``, ``surge.make_inflow``, ``surge.make_collider``, ``surge.make_outflow``
-  give every selected object with geometry that role and a display that says so;
-  ``surge.clear_role`` takes the role away again.
+  give every selected object with geometry (or the object the Physics properties show) that role and a
+  display that says so; ``surge.clear_role`` takes the role away again and gives the display back;
+  ``surge.quick_liquid`` (*Object > Quick Effects*) makes the selected meshes a liquid in a container
+  (:mod:`bridge.roles`).
 * ``surge.apply_liquid`` sets density, viscosity and surface tension from a measured liquid
   (:mod:`engine.settings.liquids`); ``surge.liquid_preset_add`` saves the current values as the artist's
   own preset with Blender's preset system (files in the user's ``scripts/presets/surge/liquids``).
@@ -15,7 +17,8 @@ from bl_operators.presets import AddPresetBase
 from bpy.props import EnumProperty
 
 from .common import SceneIdle
-from ..bridge.export import GEOMETRY_TYPES, unit_scale
+from ..bridge import roles
+from ..bridge.export import unit_scale
 from ..engine.settings import liquids
 from ..bridge.paths import PRESET_SUBDIR
 from ..engine.errors import EngineError
@@ -23,19 +26,13 @@ from ..engine.errors import EngineError
 #: Scene settings an artist's liquid preset stores: the liquid's material, not the bake's resolution.
 PRESET_VALUES = tuple(f"surge.{name}" for name in liquids.PRESET_SETTINGS + ("artificial_viscosity",))
 
-#: Role -> (viewport display, hidden in renders). The liquid replaces fluid and inflow meshes in
-#: renders; an outflow is a bookkeeping volume. Colliders keep rendering (a glass, a rock) but are
-#: drawn as wire so the liquid inside or behind them stays visible while setting up.
-ROLE_DISPLAY = {
-    "FLUID": ("WIRE", True),
-    "INFLOW": ("WIRE", True),
-    "COLLIDER": ("WIRE", False),
-    "OUTFLOW": ("WIRE", True),
-}
-
-
-def _selected(context) -> list:
-    """Selected objects of the view layer (not ``context.selected_objects``: background mode has no screen)."""
+def _targets(context) -> list:
+    """The objects a role button acts on: the object the Physics properties show (``surge_object``, set by that
+    panel; it may be pinned), else the selected objects of the view layer (not ``context.selected_objects``:
+    background mode has no screen)."""
+    shown = getattr(context, "surge_object", None)
+    if shown is not None:
+        return [shown]
     return list(context.view_layer.objects.selected)
 
 
@@ -44,19 +41,16 @@ class _MakeRole(SceneIdle):
     role = "NONE"
 
     def execute(self, context):
-        objects = _selected(context)
+        objects = _targets(context)
         if not objects:
             self.report({"ERROR"}, f"Select the objects to make {self.role.title()}")
             return {"CANCELLED"}
-        display, hide_render = ROLE_DISPLAY[self.role]
         done, skipped = [], []
         for obj in objects:
-            if obj.type not in GEOMETRY_TYPES:
+            if not roles.can_take_role(obj):
                 skipped.append(obj)
                 continue
-            obj.surge.role = self.role
-            obj.display_type = display
-            obj.hide_render = hide_render
+            roles.assign_role(obj, self.role)
             done.append(obj.name)
         if skipped:
             names = ", ".join(f"'{o.name}' ({o.type.lower()})" for o in skipped)
@@ -94,22 +88,91 @@ SURGE_OT_make_outflow = _role_operator(
 
 
 class SURGE_OT_clear_role(SceneIdle, bpy.types.Operator):
-    """Take the selected objects out of the simulation: role None, drawn and rendered normally again"""
+    """Take the selected objects out of the simulation: role None, drawn and rendered as they were before they
+    took a role"""
 
     bl_idname = "surge.clear_role"
     bl_label = "Clear Role"
     bl_options = {"REGISTER", "UNDO"}
 
     def execute(self, context):
-        cleared = 0
-        for obj in _selected(context):
-            if obj.surge.role == "NONE":
-                continue  # never touch the display of objects Surge did not set up
-            obj.surge.role = "NONE"
-            obj.display_type = "TEXTURED"
-            obj.hide_render = False
-            cleared += 1
+        cleared = sum(roles.clear_role(obj) for obj in _targets(context))
         self.report({"INFO"}, f"Cleared the role of {cleared} object{'s' if cleared != 1 else ''}")
+        return {"FINISHED"}
+
+
+class SURGE_OT_quick_liquid(SceneIdle, bpy.types.Operator):
+    """Make the selected meshes liquid: they become Fluid, a Container box is added around them if no collider
+    holds them, and the particle spacing is set from their size"""
+
+    bl_idname = "surge.quick_liquid"
+    bl_label = "Quick Liquid (Surge)"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context):
+        scene = context.scene
+        done = roles.quick_liquid(scene, _targets(context))
+        if not done.fluids:
+            self.report({"ERROR"}, "Select the meshes to fill with liquid (objects with geometry)")
+            return {"CANCELLED"}
+        what = f"'{done.fluids[0].name}' is" if len(done.fluids) == 1 else f"{len(done.fluids)} objects are"
+        box = f", in the new container '{done.container.name}'" if done.container is not None else ""
+        skipped = (f"; left unchanged (no geometry): {', '.join(o.name for o in done.skipped)}" if done.skipped
+                   else "")
+        self.report({"WARNING"} if done.skipped else {"INFO"},
+                    f"{what} now Fluid{box}; particle spacing {done.spacing:.4g} (Blender units){skipped}")
+        return {"FINISHED"}
+
+
+def _channel_owner(context):
+    """The object whose particle channels the list shows (the Physics tab's, else the active object)."""
+    obj = getattr(context, "surge_object", None) or context.object
+    return obj if obj is not None and obj.surge.role in {"FLUID", "INFLOW"} else None
+
+
+class SURGE_OT_channel_add(bpy.types.Operator):
+    """Add a particle channel to this Fluid or Inflow object: a named value its liquid carries into the cache"""
+
+    bl_idname = "surge.channel_add"
+    bl_label = "Add Particle Channel"
+    bl_options = {"REGISTER", "UNDO", "INTERNAL"}
+
+    @classmethod
+    def poll(cls, context):
+        if _channel_owner(context) is None:
+            cls.poll_message_set("Only Fluid and Inflow objects carry particle channels")
+            return False
+        return True
+
+    def execute(self, context):
+        group = _channel_owner(context).surge
+        names = {c.name for c in group.channels}
+        name = next(n for n in ("channel", *(f"channel_{i}" for i in range(1, len(names) + 2))) if n not in names)
+        channel = group.channels.add()
+        channel.name = name
+        group.active_channel = len(group.channels) - 1
+        return {"FINISHED"}
+
+
+class SURGE_OT_channel_remove(bpy.types.Operator):
+    """Remove the selected particle channel of this object"""
+
+    bl_idname = "surge.channel_remove"
+    bl_label = "Remove Particle Channel"
+    bl_options = {"REGISTER", "UNDO", "INTERNAL"}
+
+    @classmethod
+    def poll(cls, context):
+        obj = _channel_owner(context)
+        if obj is None or not len(obj.surge.channels):
+            cls.poll_message_set("This object has no particle channel to remove")
+            return False
+        return True
+
+    def execute(self, context):
+        group = _channel_owner(context).surge
+        group.channels.remove(min(group.active_channel, len(group.channels) - 1))
+        group.active_channel = max(0, min(group.active_channel, len(group.channels) - 1))
         return {"FINISHED"}
 
 
@@ -177,4 +240,5 @@ class SURGE_OT_earth_gravity(SceneIdle, bpy.types.Operator):
 
 
 CLASSES = (SURGE_OT_earth_gravity, SURGE_OT_make_fluid, SURGE_OT_make_inflow, SURGE_OT_make_collider,
-           SURGE_OT_make_outflow, SURGE_OT_clear_role, SURGE_OT_apply_liquid, SURGE_OT_liquid_preset_add)
+           SURGE_OT_make_outflow, SURGE_OT_clear_role, SURGE_OT_quick_liquid, SURGE_OT_channel_add,
+           SURGE_OT_channel_remove, SURGE_OT_apply_liquid, SURGE_OT_liquid_preset_add)

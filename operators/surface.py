@@ -10,18 +10,21 @@ from __future__ import annotations
 import bpy
 from bpy.props import BoolProperty
 
-from .common import SceneIdle, StageOperator
+from .common import FreeOperator, NeedsBake, StageOperator
+from ..bridge import cache_state, freeing
+from ..bridge.paths import ADDON_ROOT
 from ..bridge.surface_bake import SurfaceSession, describe, free_surface
 from ..engine.errors import EngineError
 
 
-class SURGE_OT_bake_surface(StageOperator, bpy.types.Operator):
+class SURGE_OT_bake_surface(NeedsBake, StageOperator, bpy.types.Operator):
     """Make the liquid's surface mesh for every baked frame (the particles stay as they are); frames already
     meshed with the same settings are kept"""
 
     bl_idname = "surge.bake_surface"
     bl_label = "Bake Surface"
-    bl_options = {"REGISTER", "UNDO"}
+    # not REGISTER: Repeat Last and Adjust Last Operation would run the blocking stage again
+    bl_options = set()
 
     restart: BoolProperty(
         name="Mesh Every Frame Again", default=False, options={"SKIP_SAVE"},
@@ -33,12 +36,21 @@ class SURGE_OT_bake_surface(StageOperator, bpy.types.Operator):
         return SurfaceSession(context.scene, restart=self.restart)
 
 
-class SURGE_OT_free_surface(SceneIdle, bpy.types.Operator):
-    """Delete the baked surface only; the baked particles stay and play"""
+class SURGE_OT_free_surface(FreeOperator, bpy.types.Operator):
+    """Delete the baked surface only (asks first, naming how many files go and their size); the baked particles
+    stay and play"""
 
     bl_idname = "surge.free_surface"
     bl_label = "Free Surface"
     bl_options = {"REGISTER"}
+    kind_words = "baked surface"
+
+    @classmethod
+    def has_files(cls, scene) -> bool:
+        return cache_state.has_surface(scene, ADDON_ROOT)
+
+    def summary(self, scene):
+        return freeing.surface_summary(scene, ADDON_ROOT)
 
     def execute(self, context):
         try:

@@ -9,11 +9,14 @@ changed; "Load Baked Liquid" then shows the result in this file.
 
 from __future__ import annotations
 
+import sys
+
 import bpy
 from bpy.props import BoolProperty
 
 from .common import SceneIdle
-from ..bridge import bake_state, headless
+from ..bridge import bake_state, cache_state, headless
+from ..bridge.paths import ADDON_ROOT
 from ..engine.errors import EngineError
 
 
@@ -26,7 +29,9 @@ class SURGE_OT_bake_in_terminal(_Idle, bpy.types.Operator):
     closes (your file is not saved); its output goes to terminal_bake.log in the cache folder"""
 
     bl_idname = "surge.bake_in_terminal"
-    bl_label = "Bake in a Terminal"
+    # named for what it does: Windows gives the bake a console window of its own; elsewhere it runs unseen,
+    # its output in terminal_bake.log
+    bl_label = "Bake in a Console Window" if sys.platform == "win32" else "Bake in Background"
     bl_options = set()  # Repeat Last must not start a second bake
 
     resume: BoolProperty(
@@ -59,6 +64,16 @@ class SURGE_OT_load_baked(_Idle, bpy.types.Operator):
     bl_idname = "surge.load_baked"
     bl_label = "Load Baked Liquid"
     bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        if not super().poll(context):
+            return False
+        if not cache_state.has_usd(context.scene, ADDON_ROOT):
+            cls.poll_message_set("The cache folder holds no baked liquid yet: bake first, or wait for the "
+                                 "separate bake to write its first frames")
+            return False
+        return True
 
     def execute(self, context):
         try:

@@ -52,8 +52,8 @@ class SURGE_OT_wedge_in_terminal(bpy.types.Operator):
     to wedge.log in the wedge folder"""
 
     bl_idname = "surge.wedge_in_terminal"
-    bl_label = "Bake Wedge in a Terminal"
-    bl_options = {"REGISTER"}
+    bl_label = "Bake Wedge in a Console Window" if sys.platform == "win32" else "Bake Wedge in Background"
+    bl_options = set()  # Repeat Last must not start a second wedge
 
     def execute(self, context):
         scene = context.scene
@@ -71,6 +71,10 @@ class SURGE_OT_wedge_in_terminal(bpy.types.Operator):
         except OSError as exc:
             self.report({"ERROR"}, f"The wedge could not start: {exc}")
             return {"CANCELLED"}
+        for variation in scene.surge_wedge.variations:
+            note = wedge.variation_note(scene, variation)
+            if note:  # every value of it bakes the same: say so before the bakes are spent
+                self.report({"WARNING"}, note)
         self.report({"INFO"}, f"Baking {count} combinations in a separate process (id {pid}); progress in "
                               f"'{log}'; Load Wedge Result shows any finished one")
         return {"FINISHED"}

@@ -11,18 +11,21 @@ from __future__ import annotations
 import bpy
 from bpy.props import BoolProperty
 
-from .common import SceneIdle, StageOperator
+from .common import FreeOperator, NeedsBake, StageOperator
+from ..bridge import cache_state, freeing
+from ..bridge.paths import ADDON_ROOT
 from ..bridge.whitewater import WhitewaterSession, describe, free_whitewater
 from ..engine.errors import EngineError
 
 
-class SURGE_OT_bake_whitewater(StageOperator, bpy.types.Operator):
+class SURGE_OT_bake_whitewater(NeedsBake, StageOperator, bpy.types.Operator):
     """Make spray, foam and bubbles from the baked liquid (the liquid stays as it is); frames already made
     with the same settings are kept"""
 
     bl_idname = "surge.bake_whitewater"
     bl_label = "Bake Whitewater"
-    bl_options = {"REGISTER", "UNDO"}
+    # not REGISTER: Repeat Last and Adjust Last Operation would run the blocking stage again
+    bl_options = set()
 
     restart: BoolProperty(
         name="Make Every Frame Again", default=False, options={"SKIP_SAVE"},
@@ -34,12 +37,21 @@ class SURGE_OT_bake_whitewater(StageOperator, bpy.types.Operator):
         return WhitewaterSession(context.scene, restart=self.restart)
 
 
-class SURGE_OT_free_whitewater(SceneIdle, bpy.types.Operator):
-    """Delete the baked whitewater only; the baked liquid stays and plays"""
+class SURGE_OT_free_whitewater(FreeOperator, bpy.types.Operator):
+    """Delete the baked whitewater only (asks first, naming how many files go and their size); the baked liquid
+    stays and plays"""
 
     bl_idname = "surge.free_whitewater"
     bl_label = "Free Whitewater"
     bl_options = {"REGISTER"}
+    kind_words = "baked whitewater"
+
+    @classmethod
+    def has_files(cls, scene) -> bool:
+        return cache_state.has_whitewater(scene, ADDON_ROOT)
+
+    def summary(self, scene):
+        return freeing.whitewater_summary(scene, ADDON_ROOT)
 
     def execute(self, context):
         try:

@@ -40,7 +40,7 @@ class VIEW3D_PT_surge_live(bpy.types.Panel):
         if session is None:
             row.operator("surge.live", text="Live", icon="PLAY")
         else:
-            row.operator("surge.live_stop", text="Stop", icon="SNAP_FACE")
+            row.operator("surge.live_stop", text="Stop", icon="CANCEL")
             row.operator("surge.live_pause", text="Run" if session.paused else "Pause",
                          icon="PLAY" if session.paused else "PAUSE")
             row.operator("surge.live_step", text="", icon="FRAME_NEXT")
@@ -54,7 +54,8 @@ class VIEW3D_PT_surge_live(bpy.types.Panel):
                 line = grid.row()
                 line.label(text=name)
                 line.label(text=value)
-            layout.label(text="Esc stops; move colliders and they push the liquid", icon="INFO")
+            layout.label(text="Esc stops (once playback is stopped); move colliders and they push the liquid",
+                         icon="INFO")
         notice = live.last_notice(scene)
         if notice:
             layout.label(text=notice, icon="ERROR" if "error" in notice.lower() or "stopped" in notice.lower()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bpy
 
-from ..bridge.wedge import summary
+from ..bridge.wedge import summary, variation_note
 
 
 class SURGE_UL_wedge_variations(bpy.types.UIList):
@@ -14,6 +14,7 @@ class SURGE_UL_wedge_variations(bpy.types.UIList):
         row = layout.row(align=True)
         row.label(text=item.target.name if item.target else "Scene",
                   icon="OBJECT_DATA" if item.target else "SCENE_DATA")
+        row.alert = variation_note(context.scene, item) is not None
         row.prop(item, "setting", text="", emboss=False)
         row.prop(item, "values", text="")
 
@@ -43,6 +44,10 @@ class VIEW3D_PT_surge_wedge(bpy.types.Panel):
             col.prop(item, "target")
             col.prop(item, "setting")
             col.prop(item, "values")
+        for item in settings.variations:
+            note = variation_note(context.scene, item)
+            if note:
+                layout.label(text=note, icon="ERROR")
         col = layout.column()
         col.use_property_split = True
         col.prop(settings, "output_directory")

@@ -1,7 +1,7 @@
 """Bake a .blend headless with Blender as a Python module (no ``blender`` program needed).
 
-    .venv/bin/python tools/bake.py shot.blend [--resume | --resume-if-possible] [--with-surface] [--save]
-        [--set NAME=VALUE ...] [--cache-dir DIR] [--save-as FILE] [--watch-parent]
+    .venv/bin/python tools/bake.py shot.blend [--resume | --resume-if-possible] [--if-settings-changed WHAT]
+        [--with-surface] [--save] [--set NAME=VALUE ...] [--cache-dir DIR] [--save-as FILE] [--watch-parent]
     .venv/bin/python tools/bake.py shot.blend --surface [--restart] [--save] [--scheduler ADDRESS|local]
     .venv/bin/python tools/bake.py shot.blend --whitewater [--restart] [--save]
 
@@ -21,10 +21,17 @@ file, the same way. Exit statuses as for the bake. With ``--surface``, ``--sched
 frames over a Dask cluster (``local``: a LocalCluster of ``--workers`` processes here), each frame a
 task, the files the same as a local run's.
 
+``--resume`` continues the bake from the cache's last checkpoint (``--resume-if-possible``: when there is
+one); when the settings or the scene changed since the cached frames were baked, it is refused unless
+``--if-settings-changed resume`` (continue with the new ones from the checkpoint) or ``rebake`` (bake from
+the start) says otherwise.
+
 ``--set NAME=VALUE`` changes a setting of ``Scene.surge`` (``NAME@OBJECT=VALUE``: of that object's
 ``Object.surge``; vectors as ``x:y:z``) before baking, ``--cache-dir`` bakes into another folder, and
 ``--save-as`` saves the changed file under a new name first (the file that plays this bake):
-what a wedge (``tools/wedge.py``) runs for each combination. ``--watch-parent`` cancels the bake
+what a wedge (``tools/wedge.py``) runs for each combination. A ``--set`` of a setting that does not act in
+the scene (one the solver does not read, an object's setting for another role) prints
+``Surge: warning: ...`` on stderr: every value of it bakes the same. ``--watch-parent`` cancels the bake
 cleanly (frames and checkpoints kept) when the process that started this one goes away.
 """
 
@@ -54,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", action="store_true", help="save the .blend after the bake")
     parser.add_argument("--resume-if-possible", action="store_true",
                         help="resume when the cache holds a checkpoint, else bake from the start")
+    parser.add_argument("--if-settings-changed", choices=("refuse", "resume", "rebake"), default="refuse",
+                        help="when resuming and the settings or the scene changed since the cached frames were "
+                             "baked: refuse (the default), resume with the new ones from the checkpoint, or rebake "
+                             "from the start")
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="with --surface: spread the frames over this Dask scheduler ('local': a LocalCluster)")
     parser.add_argument("--workers", type=int, default=2, help="with --scheduler local: worker processes")
@@ -97,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.with_surface:
         bpy.context.scene.surge.use_surface_in_bake = True
     return headless.bake_open_file(resume="auto" if args.resume_if_possible else args.resume, save=args.save,
-                                   settings=args.set, cache_dir=args.cache_dir or "", save_as=args.save_as or "")
+                                   settings=args.set, cache_dir=args.cache_dir or "", save_as=args.save_as or "",
+                                   if_settings_changed=args.if_settings_changed.upper())
 
 
 def _watch_parent(cache_dir: str) -> None:

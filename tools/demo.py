@@ -136,6 +136,9 @@ def main(argv=None) -> int:
 
     png = os.path.join(out, "surge_demo.png")
     frame = min(args.render_frame, args.frames)
+    if frame != args.render_frame:
+        print(f"Surge demo: the render frame {args.render_frame} lies past the last baked frame {args.frames}; "
+              f"rendering frame {frame} instead (--render-frame chooses another)", flush=True)
     render(png, frame, args.samples, args.resolution)
     bpy.ops.wm.save_as_mainfile(filepath=blend)
 

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import sys
+import time
 from typing import Callable
 
 from ..errors import BakeStopped
@@ -125,3 +126,18 @@ def resident_bytes() -> int:
         return _peak_unix()
     except (OSError, ValueError, AttributeError, ImportError):
         return 0
+
+
+def frames_left_time(first_done: float | None, done: int, total: int) -> float | None:
+    """Seconds the ``total - done`` frames left will take, from the frames timed since the first one
+    ended at ``first_done`` (``time.perf_counter``); None while no frame but the first has been timed.
+
+    The first frame of a process carries the compile of the numba kernels (tens of seconds after an
+    update, against milliseconds for a frame of a small scene), so it is left out: an estimate from it
+    would say minutes for a bake that ends in seconds.
+    """
+    if done >= total:
+        return 0.0
+    if first_done is None or done < 2:
+        return None
+    return round((time.perf_counter() - first_done) / (done - 1) * (total - done), 3)

@@ -78,15 +78,6 @@ class WhitewaterSettings:
         0.5, label="Spray Drag", unit="1/s", min=0.0, max=1.0e4, soft_max=20.0,
         tooltip="Air drag on spray, per second: 0 flies on a ballistic arc, larger values slow spray down "
                 "sooner (falling speed at most gravity over drag)")
-    spray_size: float = _param(
-        0.003, label="Spray Size", unit="m", min=1.0e-6, max=10.0, soft_max=0.1,
-        tooltip="Radius at which spray particles render")
-    foam_size: float = _param(
-        0.005, label="Foam Size", unit="m", min=1.0e-6, max=10.0, soft_max=0.1,
-        tooltip="Radius at which foam particles render")
-    bubble_size: float = _param(
-        0.003, label="Bubble Size", unit="m", min=1.0e-6, max=10.0, soft_max=0.1,
-        tooltip="Radius at which bubbles render")
     max_particles: int = _param(
         5_000_000, label="Max Particles", min=1, max=100_000_000,
         tooltip="Most whitewater particles alive at once; while the cap binds no new particles are made and the "

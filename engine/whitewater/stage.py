@@ -56,6 +56,11 @@ FILE_RE = re.compile(r"^(frames/whitewater_\d{6}(\.tmp)?\.npz|"
 #: particle at that frame: Cycles in Blender 5.0 stops a render on an empty point cloud.
 EMPTY_ID = -1
 
+#: Radius (m) each kind's points carry in the USD files. How big whitewater looks is the host's display
+#: setting (Blender sets the radius of each kind in a display modifier, without running the stage again);
+#: these are the defaults it starts from, for readers of the files that draw the radius as it is.
+NOMINAL_SIZES = {"spray": 0.003, "foam": 0.005, "bubbles": 0.003}
+
 #: name -> (dtype, trailing shape, unit, description) of the arrays of a frame file
 ATTRIBUTES = {
     "position": ("float32", (3,), "m", "world-space position"),
@@ -245,12 +250,11 @@ class WhitewaterStage(Stage):
     def _write_usd(self, frame: int, arrays: dict, folder: str) -> None:
         from ..io import usd
 
-        sizes = (self.ww.spray_size, self.ww.foam_size, self.ww.bubble_size)
         kind = arrays["kind"]
         for k, name in enumerate(KINDS):
             sel = kind == k
             part = {key: arrays[key][sel] for key in ("position", "velocity", "id", "age", "lifetime")}
-            size = sizes[k]
+            size = NOMINAL_SIZES[name]
             if not len(part["id"]):
                 # Cycles in Blender 5.0 stops the render on an empty point cloud: a frame without any
                 # particle of this kind holds one invisible point (radius 0, id -1) instead

@@ -12,7 +12,7 @@ import addon_utils
 import bpy
 import pytest
 
-from blender_helpers import add_box, submodule
+from blender_helpers import add_box, fake_cache, submodule
 
 pytestmark = pytest.mark.blender
 
@@ -21,11 +21,16 @@ OPERATORS = ("bake", "free_bake", "cancel_bake", "resume_bake", "bake_to_keyfram
              "apply_liquid", "liquid_preset_add", "bake_surface", "free_surface", "bake_whitewater",
              "free_whitewater")
 PANELS = ("VIEW3D_PT_surge_object", "VIEW3D_PT_surge_simulation", "VIEW3D_PT_surge_bake")
-EXTRA_SCENE_PROPERTIES = {"cache_directory", "liquid_object", "checkpoint_interval", "keyframe_instance",
+EXTRA_SCENE_PROPERTIES = {"cache_directory", "cache_folder_name", "liquid_object", "checkpoint_interval",
+                          "use_frame_range", "frame_start", "frame_end", "time_scale",
+                          "keyframe_instance",
                           "use_surface_preview", "surface_radius", "surface_smoothing", "use_surface_in_bake",
-                          "liquid_display", "surface_object", "surface_spray_object", "whitewater"}
-EXTRA_WHITEWATER_PROPERTIES = {"spray_object", "foam_object", "bubbles_object", "summary", "use_in_bake"}
-EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels"}
+                          "liquid_display", "liquid_display_render", "display_percentage", "point_scale",
+                          "surface_object", "surface_spray_object", "whitewater"}
+EXTRA_WHITEWATER_PROPERTIES = {"spray_object", "foam_object", "bubbles_object", "summary", "use_in_bake", "spray_size",
+                               "foam_size", "bubble_size", "viewport_percentage"}
+EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels", "active_channel", "has_previous_display",
+                           "previous_display_type", "previous_hide_render"}
 BUILTIN = {"rna_type", "name", "bl_idname"}
 
 
@@ -271,6 +276,14 @@ class _Layout:
     def separator(self, **_kw):
         pass
 
+    def template_list(self, list_type, _list_id, data, name, active_data, active_name, **kw):
+        self._check("template_list", kw)
+        assert name in data.bl_rna.properties and active_name in active_data.bl_rna.properties
+        self.log.append(("list", list_type))
+
+    def context_pointer_set(self, name, data):
+        self.log.append(("pointer", name))
+
 
 def _draw(panel_name: str) -> list:
     log = []
@@ -310,9 +323,10 @@ def test_panels_draw_existing_properties_and_operators(scene, surge):
     channel = tank.surge.channels.add()
     channel.name = "tint"
     drawn = _draw("VIEW3D_PT_surge_object")
-    assert drawn[-3:] == [("label", "Particle Channels"), ("prop", "name"), ("prop", "value")]
-    # Properties > Physics shows the same as the sidebar
-    assert _draw("PHYSICS_PT_surge") == drawn
+    assert drawn[-4:] == [("label", "Particle Channels"), ("list", "SURGE_UL_channels"),
+                          ("operator", "surge.channel_add"), ("operator", "surge.channel_remove")]
+    # Properties > Physics shows the same as the sidebar, its buttons acting on the object it shows
+    assert _draw("PHYSICS_PT_surge") == [("pointer", "surge_object")] + drawn
     tank.surge.role = "OUTFLOW"
     drawn = _draw("VIEW3D_PT_surge_object")
     # an outflow's on/off switch (animatable: a drain that opens)
@@ -342,12 +356,14 @@ def test_simulation_panel_shows_only_what_the_solver_reads(scene, surge, solver)
         drawn = _draw("VIEW3D_PT_surge_simulation")
         used = [p for p in params if p.is_used_by(solver)]
         by_heading = [p.name for g in dict.fromkeys(p.group for p in used) for p in used if p.group == g]
-        assert _props(drawn) == ["scale_length"] + by_heading
+        frames = ["use_frame_range", "frame_start", "frame_end", "time_scale"]
+        assert _props(drawn) == ["scale_length"] + frames + by_heading
         ignored = {p.name for p in params if not p.is_used_by(solver)}
         assert not ignored & set(_props(drawn)), ignored & set(_props(drawn))
         engine_values = submodule(surge, "bridge.export").settings_from_scene(scene)
         inactive = {n for kind, n in drawn if kind == "inactive"}
-        assert inactive == {p.name for p in used if not p.acts_with(engine_values)}
+        # the simulation's own Start and End are greyed out until Own Frame Range is on
+        assert inactive == {p.name for p in used if not p.acts_with(engine_values)} | {"frame_start", "frame_end"}
     if solver == "PBF":  # the five SPH settings that used to be drawn, active, under PBF
         assert not {"viscosity", "smoothing_length_factor", "artificial_viscosity", "sound_speed",
                     "cfl_number"} & set(_props(drawn))
@@ -356,9 +372,11 @@ def test_simulation_panel_shows_only_what_the_solver_reads(scene, surge, solver)
     assert ("menu", "SURGE_MT_liquid_presets") in drawn and ("operator", "surge.liquid_preset_add") in drawn
 
 
-def test_operators_poll_without_a_3d_view(scene, surge):
-    # background mode has no area: poll must only need the scene
+def test_operators_poll_without_a_3d_view(scene, surge, tmp_path):
+    # background mode has no area: poll must only need the scene (and Free Bake something to free)
     assert bpy.context.area is None
+    scene.surge.cache_directory = str(tmp_path / "cache")
+    fake_cache(surge, scene.surge.cache_directory)
     assert bpy.ops.surge.bake.poll() and bpy.ops.surge.free_bake.poll()
     state = submodule(surge, "bridge.bake_state").ensure(scene)
     state.is_baking = True

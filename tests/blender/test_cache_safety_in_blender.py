@@ -194,9 +194,11 @@ def test_stages_and_free_operators_respect_the_folder_lock(scene, surge, tmp_pat
     assert bpy.ops.surge.bake() == {"FINISHED"}
     before = snapshot(cache_dir)
     with cache_mod.CacheLock(cache_dir, "a bake on the farm"):
-        for op in (bpy.ops.surge.bake_whitewater, bpy.ops.surge.free_whitewater, bpy.ops.surge.free_surface,
-                   bpy.ops.surge.free_bake):
+        for op in (bpy.ops.surge.bake_whitewater, bpy.ops.surge.free_bake):
             with pytest.raises(RuntimeError, match="is in use by a bake on the farm"):
+                op()
+        for op in (bpy.ops.surge.free_whitewater, bpy.ops.surge.free_surface):  # none made: greyed out
+            with pytest.raises(RuntimeError, match="Nothing to free"):
                 op()
         assert {k: v for k, v in snapshot(cache_dir).items() if k != "surge.lock"} == before
     session = whitewater.WhitewaterSession(scene)

@@ -295,6 +295,7 @@ def test_collider_events_set_what_the_object_acts_as(scene, surge, tmp_path):
                "motion": "RIGID", "cells": 1, "memory": 1, "seconds": 0.0, "cached": True}]
     session = bake.BakeSession.__new__(bake.BakeSession)
     session.scene_name, session.first_new, session.progress, session.status = scene.name, None, 0.0, ""
+    session.scene_key = submodule(surge, "bridge.bake_state").scene_key(scene)
     session.figures, session.started = {}, time.monotonic()
     session.process = types.SimpleNamespace(events=lambda timeout: events, kill_if_overdue=lambda: False,
                                             cancel_requested_at=None)

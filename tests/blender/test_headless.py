@@ -94,7 +94,7 @@ def test_bake_in_a_terminal_runs_apart_and_load_baked_shows_it(scene, surge, tmp
 
 def test_load_baked_without_a_bake_is_refused(scene, surge, tmp_path):
     scene.surge.cache_directory = str(tmp_path / "cache")
-    with pytest.raises(RuntimeError, match="No baked liquid"):
+    with pytest.raises(RuntimeError, match="holds no baked liquid yet"):
         bpy.ops.surge.load_baked()
     scene.surge.cache_directory = ""  # the default folder is named after the file, which has no name yet
     with pytest.raises(RuntimeError, match="has not been saved yet"):
@@ -105,7 +105,7 @@ def test_load_baked_without_a_bake_is_refused(scene, surge, tmp_path):
 def test_tool_meshes_the_surface_of_a_baked_file_and_refuses_an_unbaked_one(scene, surge, tmp_path):
     blend = _saved_scene(scene, tmp_path)
     out = _tool(blend, "--surface")
-    assert out.returncode == 1 and "Surge: error:" in out.stderr and "No Surge cache" in out.stderr
+    assert out.returncode == 1 and "Surge: error:" in out.stderr and "bake the liquid first" in out.stderr
     out = _tool(blend, "--with-surface", "--save")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     stages = submodule(surge, "engine.stages")

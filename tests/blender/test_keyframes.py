@@ -114,5 +114,5 @@ def test_objects_are_refused_above_the_limit_and_an_instance_mesh_is_shared(scen
 
 def test_nothing_baked_is_refused(scene, surge, tmp_path):
     scene.surge.cache_directory = str(tmp_path / "empty")
-    with pytest.raises(RuntimeError, match="No Surge cache"):
+    with pytest.raises(RuntimeError, match="holds no baked frame yet: bake the liquid first"):
         bpy.ops.surge.bake_to_keyframes(mode="SHAPE_KEYS")

@@ -29,6 +29,11 @@ def test_preview_bakes_the_first_frames_coarser_and_leaves_the_full_cache_alone(
     assert 0 < n < 250 / 4  # 250 particles at 2 cm; about 8 times fewer at 4 cm
     assert evaluated_points(scene.surge.liquid_object, bake.PREVIEW_FRAMES)["count"] == n
     assert scene.surge.particle_spacing == pytest.approx(0.02)  # the scene's setting is unchanged
+    # what the panel and the status bar said: the preview's own frames, not the scene's 40
+    state = submodule(surge, "bridge.bake_state").ensure(scene)
+    assert (state.kind, state.frame_start, state.frame_end) == ("Preview", 1, bake.PREVIEW_FRAMES)
+    assert submodule(surge, "panels.sidebar").progress_text(scene) == (
+        f"Preview frame {bake.PREVIEW_FRAMES} of {bake.PREVIEW_FRAMES}")
 
     assert bpy.ops.surge.free_bake() == {"FINISHED"}
     assert not os.path.exists(os.path.join(cache_dir, "preview"))

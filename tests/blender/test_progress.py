@@ -80,7 +80,7 @@ def test_modal_bake_reports_figures_and_the_cancel_button_keeps_frames(scene, su
         result = op_cls.modal(op, context, timer)
         s = bake_state(surge, scene)
         if result == {"PASS_THROUGH"} and s.particles:
-            seen.append((s.frame, s.substeps, s.particles, s.elapsed, s.remaining, s.memory))
+            seen.append((s.frame, s.substeps, s.particles, s.elapsed, s.remaining, s.memory, s.is_estimated))
             status_bars.append(_draw(sidebar.draw_status_bar, bpy.context))
             if s.frame >= 4 and not s.cancel_requested:
                 assert bpy.ops.surge.cancel_bake() == {"FINISHED"}  # what the button does
@@ -90,13 +90,15 @@ def test_modal_bake_reports_figures_and_the_cancel_button_keeps_frames(scene, su
     assert seen, "no frame was reported during the bake"
     frames = [f[0] for f in seen]
     assert frames == sorted(frames) and 2 <= frames[0] < 200
-    for frame, substeps, particles, _elapsed, remaining, memory in seen:
+    for frame, substeps, particles, _elapsed, remaining, memory, estimated in seen:
         assert particles == 250 and substeps >= 1 and memory > 1.0, (frame, substeps, memory)
-    assert seen[0][4] > 0.0  # 198 frames still to go
+        # frame 2, the first simulated, carries the kernels' compile: no estimate from it; then one
+        assert estimated == (frame > 2) and (remaining > 0.0 or not estimated), (frame, remaining, estimated)
     elapsed = [f[3] for f in seen]
     assert elapsed == sorted(elapsed)
     first = status_bars[0]
     assert first[0][0] == "progress" and first[0][1].startswith(f"Surge: Frame {frames[0]} of 200, ")
+    assert first[0][1].endswith("estimating the time left" if frames[0] == 2 else " left")
     assert ("operator", "surge.cancel_bake") in first
 
     # the frames baked before the cancel are kept and shown; the request is cleared for the next bake
@@ -113,11 +115,11 @@ def test_sidebar_lists_the_figures_while_baking(scene, surge):
     s.is_baking, s.progress = True, 0.25
     s.frame, s.substeps, s.particles = 7, 12, 12345
     s.elapsed, s.remaining, s.memory = 75.0, 3725.0, 812.4
-    scene.frame_end = 25
+    s.kind, s.frame_start, s.frame_end, s.is_estimated = "Bake", 1, 25, True
     drawn = _draw(bpy.types.VIEW3D_PT_surge_bake.draw, bpy.context)
     assert ("progress", "Frame 7 of 25") in drawn
     labels = [text for kind, text in drawn if kind == "label"]
-    for name, value in (("Frame", "7"), ("Substeps", "12"), ("Particles", "12,345"), ("Elapsed", "1 min 15 s"),
+    for name, value in (("Frame", "7 of 25"), ("Substeps", "12"), ("Particles", "12,345"), ("Elapsed", "1 min 15 s"),
                         ("Remaining", "1 h 2 min"), ("Memory", "812 MiB")):
         assert labels[labels.index(name) + 1] == value, name
     assert ("operator", "surge.cancel_bake") in drawn

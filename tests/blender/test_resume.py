@@ -88,5 +88,5 @@ def test_nothing_to_resume_is_refused(scene, surge, tmp_path):
     assert bpy.ops.surge.bake() == {"FINISHED"}
     with pytest.raises(RuntimeError, match="nothing to resume .* no checkpoint"):
         bpy.ops.surge.bake(resume=True)
-    with pytest.raises(RuntimeError, match="nothing to resume"):
-        bpy.ops.surge.resume_bake()
+    with pytest.raises(RuntimeError, match="Nothing to resume: the cache folder holds no checkpoint"):
+        bpy.ops.surge.resume_bake()  # greyed out, with the reason

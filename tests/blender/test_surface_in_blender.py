@@ -45,13 +45,14 @@ def test_bake_surface_over_a_bake_and_free_it_alone(scene, surge, tmp_path):
     scene.frame_set(3)
     cloud = spray.evaluated_get(bpy.context.evaluated_depsgraph_get()).data
     assert len(cloud.points) == max(1, len(_surface_frame(surge, cache_dir, 3)["spray_position"]))
-    # the display choice hides and shows the objects, in the viewport and in renders (the spray with the surface)
+    # the display choices hide and show the objects, in the viewport and in renders (the spray with the surface)
     liquid = scene.surge.liquid_object
     assert (liquid.hide_render, obj.hide_render, spray.hide_render) == (True, False, False)
-    scene.surge.liquid_display = "BOTH"
+    scene.surge.liquid_display = scene.surge.liquid_display_render = "BOTH"
     assert (liquid.hide_render, obj.hide_render, spray.hide_render) == (False, False, False)
-    scene.surge.liquid_display = "POINTS"
+    scene.surge.liquid_display = scene.surge.liquid_display_render = "POINTS"
     assert (liquid.hide_render, obj.hide_render, spray.hide_render) == (False, True, True)
+    assert (liquid.hide_viewport, obj.hide_viewport, spray.hide_viewport) == (False, True, True)
     # re-meshing with other settings leaves the particle cache byte-identical
     scene.surge.surface_cell_size = 1.0
     assert bpy.ops.surge.bake_surface() == {"FINISHED"}
@@ -67,7 +68,7 @@ def test_bake_surface_over_a_bake_and_free_it_alone(scene, surge, tmp_path):
 def test_surface_meshed_inside_the_bake_and_a_nothing_baked_refusal(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     column_scene(scene, cache_dir, frames=(1, 3))
-    with pytest.raises(RuntimeError, match="No Surge cache"):
+    with pytest.raises(RuntimeError, match="bake the liquid first"):
         bpy.ops.surge.bake_surface()
     scene.surge.use_surface_in_bake = True
     assert bpy.ops.surge.bake() == {"FINISHED"}

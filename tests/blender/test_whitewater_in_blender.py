@@ -46,7 +46,7 @@ def _liquid_files(cache_dir):
 def test_bake_whitewater_objects_attributes_and_free(scene, surge, tmp_path):
     cache_dir = str(tmp_path / "cache")
     splash_scene(scene, cache_dir)
-    with pytest.raises(RuntimeError, match="No Surge cache"):
+    with pytest.raises(RuntimeError, match="bake the liquid first"):
         bpy.ops.surge.bake_whitewater()
     assert bpy.ops.surge.bake() == {"FINISHED"}
     liquid = _liquid_files(cache_dir)
