@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import bpy
 
-
 from ..engine.io import atomic
 from ..engine import stages
 from ..engine.io.cache import CacheLock, CacheReader, check_folder, read_holder
