@@ -25,6 +25,7 @@ class SURGE_MT_object(bpy.types.Menu):
         layout.separator()
         layout.operator_menu_enum("surge.apply_liquid", "liquid", text="Apply Liquid Preset")
         layout.operator("surge.liquid_preset_add")
+        layout.operator("surge.earth_gravity")
         layout.separator()
         layout.menu("SURGE_MT_bake")
         layout.menu("SURGE_MT_live")
