@@ -32,11 +32,14 @@ ROLE_ITEMS = (
     ("INFLOW", "Inflow", "Emits liquid during the bake, from its surface or filling its volume"),
     ("COLLIDER", "Collider", "The liquid cannot pass through this object; its collider mode says how"),
     ("OUTFLOW", "Outflow", "Removes the liquid that enters the closed volume of this mesh"),
+    ("RIGID_BODY", "Rigid Body", "A closed mesh the bake moves: it floats, sinks, tumbles and collides, and pushes the "
+                                 "liquid back; after the bake it plays its motion as keyframes"),
 )
 
-#: Engine unit symbol -> Blender FloatProperty unit. Units Blender has no type for stay 'NONE'.
+#: Engine unit symbol -> Blender FloatProperty unit. Units Blender has no type for stay 'NONE' (angular
+#: velocity: Blender's ROTATION unit would show degrees, the engine takes radians per second).
 #: Seconds are absolute time (not frames), so they do not depend on the scene's frame rate.
-BLENDER_UNITS = {"m": "LENGTH", "m/s": "VELOCITY", "s": "TIME_ABSOLUTE"}
+BLENDER_UNITS = {"m": "LENGTH", "m/s": "VELOCITY", "s": "TIME_ABSOLUTE", "rad/s": "NONE"}
 
 #: Engine unit symbol -> FloatProperty subtype, for units shown as a suffix rather than converted.
 BLENDER_SUBTYPES = {"%": "PERCENTAGE"}
@@ -129,6 +132,17 @@ def _object_annotations() -> dict:
     ann["previous_hide_render"] = BoolProperty(
         name="Previously Hidden in Renders", default=False, options={"HIDDEN"},
         description="Whether this object was hidden in renders before Surge changed that for its role")
+    # a rigid body's own animation and transform, kept while its baked motion plays (bridge.rigid)
+    ann["rigid_saved_action"] = PointerProperty(
+        name="Own Animation", type=bpy.types.Action, options=STATIC,
+        description="The action this rigid body had before its baked motion replaced it; Free Bake gives it back")
+    ann["rigid_saved_matrix"] = FloatVectorProperty(
+        name="Own Transform", size=16, default=(0.0,) * 16, options=STATIC,
+        description="This rigid body's transform (location, rotation, scale) before its baked motion; Free Bake "
+                    "puts it back")
+    ann["rigid_saved_rotation_mode"] = StringProperty(
+        name="Own Rotation Mode", default="", options=STATIC,
+        description="This rigid body's rotation mode before its baked motion; empty while no baked motion plays")
     ann["collider_resolved"] = StringProperty(
         name="Acts As", default="", options=STATIC,
         description="How the last bake treated this collider (the mode Auto picked, for instance); set by the "

@@ -38,8 +38,8 @@ from ..engine.scene import jobcheck
 from ..engine.errors import EngineError
 from ..engine.scene import save_job
 from ..engine.scene.hints import scene_warnings
-from . import (bake_state, cache_state, default_cache, export, files, liquid, preferences, surface, surface_bake, usd,
-               whitewater)
+from . import (bake_state, cache_state, default_cache, export, files, liquid, preferences, rigid, surface, surface_bake,
+               usd, whitewater)
 from .child_session import ChildSession
 from .paths import ADDON_ROOT, numba_cache_dir
 from .process import EXIT_CANCELLED, EXIT_COMPLETE, EXIT_ENGINE_ERROR, BakeProcess
@@ -187,7 +187,8 @@ class BakeSession(ChildSession):
 
     def __init__(self, scene, depsgraph, resume: bool = False, resume_frame: int = 0,
                  if_settings_changed: str = "REFUSE", preview: bool = False, settings_override: dict | None = None):
-        description, settings = export.export_scene(scene, depsgraph)
+        with rigid.own_motion(scene):          # a body is exported with its own animation, not its baked keys
+            description, settings = export.export_scene(scene, depsgraph)
         if settings_override:
             # a bake continuing a saved state keeps that state's spacing and solver (bridge.live)
             settings = dataclasses.replace(settings, **settings_override)
@@ -448,6 +449,8 @@ class BakeSession(ChildSession):
                 cache_mod.mark_ended(self.cache_dir, self.run_id, "failed", message)
                 self._set_status(message, frames)
                 raise BakeFailedError(message)
+            # the bodies play their baked motion as keyframes (a cancelled bake: the frames it made)
+            rigid.show_motion(self.scene(), self.cache_dir, self.scale_length)
             self._set_status(result.message, frames)
             return result
         finally:
@@ -531,6 +534,7 @@ def free_bake(scene) -> tuple[str, int]:
     try:
         for folder in folders:
             locks.append(cache_mod.CacheLock(folder, f"Free Bake of scene '{scene.name}'").acquire())
+        rigid.restore_all(scene)  # the rigid bodies' own animation and transform come back
         shown = liquid.current_file(scene)
         if shown and (shown + os.sep).startswith(cache_dir + os.sep):
             liquid.release_files(scene)  # first: Windows cannot delete a file Blender holds open

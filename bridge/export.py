@@ -47,7 +47,8 @@ from ..engine import settings as settings_mod
 from ..engine.errors import InvalidSceneError
 from .driver_check import DriverCheck
 from ..engine.scene import (FIELD_FLAGS, FIELD_SHAPES, FIELD_TYPES, FIELD_VALUES, BoxContainer, FluidObject,
-                            ForceField, InflowObject, MeshCollider, OutflowObject, SceneDescription, TriangleMesh)
+                            ForceField, InflowObject, MeshCollider, OutflowObject, RigidBodyObject, SceneDescription,
+                            TriangleMesh)
 
 #: Object types whose evaluated geometry can be turned into a triangle mesh.
 GEOMETRY_TYPES = {"MESH", "CURVE", "SURFACE", "META", "FONT"}
@@ -160,6 +161,11 @@ def particle_channels(obj) -> dict:
     """Named particle channels of a Fluid or Inflow object (``obj.surge.channels``): name -> value.
     Names are checked by the scene's validation (a bad one is refused naming the object)."""
     return {c.name: float32_to_float(c.value) for c in obj.surge.channels}
+
+
+def rigid_body_settings(obj, scale: float) -> settings_mod.RigidBodySettings:
+    """Engine settings of a RIGID_BODY object from ``obj.surge``; its initial velocity converted to m/s."""
+    return settings_mod.RigidBodySettings(**_engine_values(obj.surge, settings_mod.rigid_body_parameters(), scale))
 
 
 def collider_settings(obj, scale: float) -> settings_mod.ColliderSettings:
@@ -467,15 +473,16 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
         raise InvalidSceneError([f"Scene '{scene.name}': the simulation's End frame ({frame_end}) lies before its "
                                  f"Start frame ({frame_start}); set End to {frame_start} or later"])
     problems: list[str] = []
-    fluid_objects, collider_objects, inflow_objects, outflow_objects = [], [], [], []
+    fluid_objects, collider_objects, inflow_objects, outflow_objects, body_objects = [], [], [], [], []
     by_role = {"FLUID": fluid_objects, "COLLIDER": collider_objects, "INFLOW": inflow_objects,
-               "OUTFLOW": outflow_objects}
+               "OUTFLOW": outflow_objects, "RIGID_BODY": body_objects}
     for obj in sorted(scene.objects, key=lambda o: o.name):
         role = obj.surge.role
         if role == "NONE":
             continue
         if obj.type not in GEOMETRY_TYPES:
-            problems.append(f"Object '{obj.name}' has the role {role.title()} but is a {obj.type.lower()} object "
+            problems.append(f"Object '{obj.name}' has the role {role.replace('_', ' ').title()} but is a "
+                            f"{obj.type.lower()} object "
                             f"without geometry; use a mesh")
             continue
         by_role[role].append(obj)
@@ -484,7 +491,7 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
 
     # evaluate at the first frame of the bake; step through the others only if something may move or
     # is animated (objects with animation data, constraints, parents, modifiers; the scene's own keys)
-    moving = {obj.name for obj in collider_objects + inflow_objects + outflow_objects + field_objects
+    moving = {obj.name for obj in collider_objects + inflow_objects + outflow_objects + field_objects + body_objects
               if _may_move(obj)}
     moving |= {obj.name for obj in fluid_objects if obj.surge.use_object_motion and _may_move(obj)}
     scene_animated = scene.animation_data is not None
@@ -497,7 +504,7 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
         # the original data: frame_set writes the animated values (keys and drivers, evaluated by the
         # depsgraph) back into it, and it never lags behind an edit the depsgraph has not seen yet
         samplers["scene"].add(scene)
-        for obj in inflow_objects + outflow_objects + collider_objects + field_objects + fluid_objects:
+        for obj in inflow_objects + outflow_objects + collider_objects + field_objects + fluid_objects + body_objects:
             if obj.name in moving or len(samplers[obj.name].frames) == 0:
                 samplers[obj.name].add(obj)
 
@@ -521,6 +528,10 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
                                                       "bounce": float32_to_float(ev.surge.bounce)})
         for obj in field_objects:
             samplers[obj.name] = _Sampler(lambda ev: _field_values(ev, scale))
+        for obj in body_objects:
+            samplers[obj.name] = _Sampler(lambda ev: {"use_dynamic": float(ev.surge.use_dynamic),
+                                                      "friction": float32_to_float(ev.surge.friction),
+                                                      "bounce": float32_to_float(ev.surge.bounce)})
         for obj in fluid_objects:
             samplers[obj.name] = _Sampler(lambda ev: {"matrix": np.array(ev.matrix_world, dtype=np.float64)})
         sample_all()
@@ -531,16 +542,18 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
             object_settings[obj.name] = inflow_settings(obj, scale)
         for obj in collider_objects:
             object_settings[obj.name] = collider_settings(obj, scale)
+        for obj in body_objects:
+            object_settings[obj.name] = rigid_body_settings(obj, scale)
         fluids = []
         for obj in fluid_objects:
             fsettings = fluid_settings(obj, scale)
             fluids.append((obj, _world_mesh(obj, depsgraph, scale), fsettings,
                            np.array(fsettings.initial_velocity, dtype=np.float64)))
         tracks = []
-        for obj in inflow_objects + outflow_objects + collider_objects:
+        for obj in inflow_objects + outflow_objects + collider_objects + body_objects:
             first = _Geometry(obj, depsgraph)
             if len(first.triangles) == 0:
-                problems.append(f"{obj.surge.role.title()} '{obj.name}' has no faces")
+                problems.append(f"{obj.surge.role.replace('_', ' ').title()} '{obj.name}' has no faces")
                 continue
             tracks.append((obj, _Track(first)))
         followed = [(obj, track) for obj, track in tracks if obj.name in moving]
@@ -566,10 +579,10 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
                                       channels=particle_channels(obj), velocity_gradient=gradient))
     fluids = fluid_list
 
-    containers, colliders, inflows, outflows = [], [], [], []
+    containers, colliders, inflows, outflows, bodies = [], [], [], [], []
     for obj, track in tracks:
         role = obj.surge.role
-        label = role.title()
+        label = role.replace("_", " ").title()
         if track.changed_at is not None:
             problems.append(f"{label} '{obj.name}' changes its vertices or faces between frames {frame_start} "
                             f"and {track.changed_at}; it needs the same faces in every frame. Apply or "
@@ -581,6 +594,12 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
             inflows.append(InflowObject(obj.name, mesh, object_settings[obj.name], particle_channels(obj),
                                         transforms=transforms, frame_vertices=frame_vertices,
                                         tracks=samplers[obj.name].tracks(n_frames)))
+            continue
+        if role == "RIGID_BODY":
+            sampler = samplers[obj.name]
+            keep = {"use_dynamic"} if sampler.first()["use_dynamic"] < 0.5 else set()
+            bodies.append(RigidBodyObject(obj.name, mesh, object_settings[obj.name], transforms=transforms,
+                                          frame_vertices=frame_vertices, tracks=sampler.tracks(n_frames, keep)))
             continue
         if role == "OUTFLOW":
             sampler = samplers[obj.name]
@@ -620,7 +639,7 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
     gravity = np.array(scene_values.first()["gravity"], dtype=np.float64)
     description = SceneDescription(
         fluids=fluids, containers=containers, colliders=colliders, inflows=inflows, outflows=outflows,
-        gravity=gravity, frame_start=frame_start, frame_end=frame_end, fps=fps,
+        bodies=bodies, gravity=gravity, frame_start=frame_start, frame_end=frame_end, fps=fps,
         tracks=scene_tracks, force_fields=force_fields)
     try:
         description.validate()

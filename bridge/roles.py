@@ -29,6 +29,7 @@ ROLE_DISPLAY = {
     "INFLOW": ("WIRE", True),
     "COLLIDER": ("WIRE", False),
     "OUTFLOW": ("WIRE", True),
+    "RIGID_BODY": ("TEXTURED", False),
 }
 
 #: Quick Liquid's spacing: about this many particles in the fluids' bounding boxes ...
@@ -60,6 +61,26 @@ def assign_role(obj, role: str) -> None:
     obj.surge.role = role
     obj.display_type = display
     obj.hide_render = hide_render
+    if role == "RIGID_BODY":
+        take_blender_rigid_body(obj)
+
+
+def take_blender_rigid_body(obj) -> bool:
+    """Copy the mass, friction, bounce and damping of ``obj``'s own active Blender Rigid Body (if it has one)
+    into its Surge settings; returns whether it had one. Blender's rigid body world does not step it
+    during a Surge bake: Surge's bake moves it."""
+    rb = obj.rigid_body
+    if rb is None or rb.type != "ACTIVE":
+        return False
+    st = obj.surge
+    st.mass_mode = "MASS"
+    st.mass = rb.mass
+    st.contact_friction = rb.friction
+    st.contact_bounce = rb.restitution
+    st.linear_damping = rb.linear_damping
+    st.angular_damping = rb.angular_damping
+    st.use_dynamic = bool(rb.enabled) and not rb.kinematic
+    return True
 
 
 def clear_role(obj) -> bool:

@@ -6,6 +6,7 @@ Where things are:
 * ``scene/`` -- what a bake simulates: the exported objects, job folders, animation, memory budget;
 * ``core/`` -- particles, the cell grid, the neighbour list, the smoothing kernels, vector operations;
 * ``collision/`` -- mesh colliders as distance grids, box containers as walls, their kernels;
+* ``rigid/`` -- rigid bodies moved by the liquid, gravity and contacts, and pushing back on it;
 * ``solvers/`` -- the shared SPH core, WCSPH, PBF and the MAC + SPH hybrid, behind one contract;
 * ``sources/`` -- filling fluids, inflows, outflows and removal, force fields;
 * ``surface/``, ``whitewater/`` -- stages over a baked cache (a mesh per frame; spray, foam, bubbles);

@@ -123,17 +123,19 @@ def _emission_speed(scene: SceneDescription) -> float:
 
 def make_collision(scene: SceneDescription, settings: settings_mod.SimulationSettings, liquid: np.ndarray,
                    grid_dir: str | None = None, progress: Progress | None = None, store_grids: bool = True):
-    """The :class:`engine.collision.world.CollisionWorld` of the scene's mesh colliders, or None without any
-    (``store_grids`` False reads the grids cached in ``grid_dir`` but writes none)."""
-    if not scene.colliders:
+    """The :class:`engine.collision.world.CollisionWorld` of the scene's mesh colliders and rigid bodies (each
+    body a solid collider after the colliders, :func:`engine.rigid.world.body_colliders`), or None without
+    any (``store_grids`` False reads the grids cached in ``grid_dir`` but writes none)."""
+    if not scene.colliders and not scene.bodies:
         return None
     from .collision.world import CollisionWorld
+    from .rigid.world import body_colliders
 
     spacings, _levels = resolution_levels(scene, settings)
-    return CollisionWorld(scene.colliders, liquid, dx=settings.particle_spacing,
-                          support=kernel_support(settings, float(spacings.max())),
+    return CollisionWorld(tuple(scene.colliders) + body_colliders(scene.bodies), liquid,
+                          dx=settings.particle_spacing, support=kernel_support(settings, float(spacings.max())),
                           cell_factor=settings.collider_cell_size, fps=scene.fps, grid_dir=grid_dir,
-                          progress=progress, store_grids=store_grids)
+                          progress=progress, store_grids=store_grids, n_bodies=len(scene.bodies))
 
 
 def remove_inside_colliders(particles: Particles, collision, scene: SceneDescription,
@@ -145,7 +147,7 @@ def remove_inside_colliders(particles: Particles, collision, scene: SceneDescrip
         return particles if level is None else (particles, level)
     inside = collision.inside(particles.x)
     if inside.all() and not scene.inflows:
-        names = ", ".join(f"'{c.name}'" for c in scene.colliders)
+        names = ", ".join(f"'{c.name}'" for c in scene.colliders + scene.bodies)
         raise InvalidSceneError(f"Every particle of the liquid starts inside the solid of a collider ({names}); "
                                 f"move the fluid objects out of it or change the collider's mode")
     if inside.any():

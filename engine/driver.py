@@ -61,8 +61,10 @@ class Simulation:
     """
 
     def __init__(self, scene: SceneDescription, settings: settings_mod.SimulationSettings, solver, sources: Sources,
-                 animation, forces):
+                 animation, forces, bodies=None):
         self.scene = scene
+        #: the rigid bodies (:class:`engine.rigid.world.RigidWorld`), or None without any
+        self.bodies = bodies
         self.settings = settings
         self.solver = solver
         self.sources = sources
@@ -80,7 +82,7 @@ class Simulation:
         emit_({"event": "stage", "stage": "fill", "elapsed": round(time.perf_counter() - t0, 3)})
         particles, level = fill_fluids(scene, settings)
         collision = None
-        if scene.colliders:
+        if scene.colliders or scene.bodies:
             emit_({"event": "stage", "stage": "colliders", "elapsed": round(time.perf_counter() - t0, 3)})
             collision = make_collision(scene, settings, particles.x, grid_dir, emit_)
             particles, level = remove_inside_colliders(particles, collision, scene, settings, level)
@@ -90,7 +92,12 @@ class Simulation:
         from .scene.animation import SceneAnimation
         from .sources.forces import Forces
 
-        return cls(scene, settings, solver, sources, SceneAnimation(scene, solver), Forces(scene))
+        bodies = None
+        if scene.bodies:
+            from .rigid.world import RigidWorld
+
+            bodies = RigidWorld.from_scene(scene, settings, collision)
+        return cls(scene, settings, solver, sources, SceneAnimation(scene, solver), Forces(scene), bodies)
 
     def advance_frame(self, frame: int, frame_dt: float, cancel: Cancel | None = None,
                       cancelled: str | None = None, between_substeps: Callable[[], None] | None = None) -> int:
@@ -114,14 +121,20 @@ class Simulation:
                 raise BakeCancelled(cancelled or f"Bake cancelled at frame {frame}; frames up to {frame - 1} are kept")
             if between_substeps is not None and substeps > 0:
                 between_substeps()
-            dt = min(solver.stable_dt(), sources.dt_limit(solver.time), remaining)
+            dt = min(solver.stable_dt(), sources.dt_limit(solver.time), remaining,
+                     self.bodies.dt_limit() if self.bodies is not None else math.inf)
             n_left = math.ceil(remaining / dt - 1e-9)
             dt = remaining / n_left  # equal substeps that land exactly on the frame time
             t_step = solver.time
             # animated settings at the substep's middle, then the force fields' kick
             self.animation.apply(solver, t_step + 0.5 * dt)
             self.forces.kick(solver, t_step, dt)
+            if self.bodies is not None:
+                # the bodies move first; the liquid's substep sees them where they end it, and pushes back
+                self.bodies.advance(solver, self.forces, t_step, dt)
             solver.step(dt)
+            if self.bodies is not None:
+                self.bodies.take_reaction()
             sources.step(solver, t_step, dt)
             remaining -= dt
             substeps += 1
@@ -272,13 +285,28 @@ def _bake_locked(scene, settings, cache_dir, emit_, cancel, checkpoint_every, re
         # modes and the automatic speed of sound pick the same); the liquid continues from the checkpoint
         solver = sim.solver = checkpoint.restore(solver, resumed)
         checkpoint.restore_sources(sources, resumed)
+        if sim.bodies is not None:
+            checkpoint.restore_bodies(sim.bodies, resumed)
 
     header = cache_header(scene, settings)
+    records = {}
+    if sim.bodies is not None:
+        from .rigid.trajectory import RECORDS
+
+        header["rigid_bodies"] = sim.bodies.manifest()
+        records = RECORDS
     extra = extra_attributes(scene)
     segment = {"from_frame": int(scene.frame_start if resumed is None else resume_from + 1),
                "settings_hash": header["settings_hash"], "scene_hash": header["scene_hash"],
                "settings": header["settings"]}
-    first_arrays = solver.particles.frame_arrays() if resumed is None else None
+
+    def frame_arrays() -> dict:
+        arrays = solver.particles.frame_arrays()
+        if sim.bodies is not None:
+            arrays.update(sim.bodies.frame_records())
+        return arrays
+
+    first_arrays = frame_arrays() if resumed is None else None
     first = scene.frame_start + 1 if resumed is None else resume_from + 1
 
     def replace_previous_bake(frames: dict) -> CacheWriter:
@@ -288,7 +316,7 @@ def _bake_locked(scene, settings, cache_dir, emit_, cancel, checkpoint_every, re
         try:
             if resumed is None:
                 w = CacheWriter(cache_dir, dict(header, segments=[segment]), extra, run_id=run_id,
-                                first_frames={scene.frame_start: first_arrays, **frames})
+                                first_frames={scene.frame_start: first_arrays, **frames}, records=records)
             else:
                 earlier = [g for g in manifest.get("segments", []) if g["from_frame"] <= resume_from]
                 w = CacheWriter.resume(cache_dir, resume_from, dict(header, segments=earlier + [segment]),
@@ -315,17 +343,17 @@ def _bake_locked(scene, settings, cache_dir, emit_, cancel, checkpoint_every, re
         for k, frame in enumerate(range(first, scene.frame_end + 1)):
             substeps = sim.advance_frame(frame, frame_dt, cancel, None if writer is not None else
                                          "Bake cancelled before its first frame; the previous bake is kept")
-            arrays = solver.particles.frame_arrays()
+            arrays = frame_arrays()
             if writer is None:
                 writer = replace_previous_bake({frame: arrays})
             else:
                 writer.write_frame(frame, arrays)
             last_state = None
             if checkpoint.is_due(frame, scene.frame_start, checkpoint_every):
-                checkpoint.save(cache_dir, frame, solver, sources)
+                checkpoint.save(cache_dir, frame, solver, sources, sim.bodies)
                 writer.add_checkpoint(frame)
             elif checkpoint_every > 0 and frame < scene.frame_end:
-                last_state = (frame, checkpoint.state(frame, solver, sources, copy=True))
+                last_state = (frame, checkpoint.state(frame, solver, sources, copy=True, bodies=sim.bodies))
             total_substeps += substeps
             elapsed = time.perf_counter() - t0
             done = k + 1

@@ -14,7 +14,7 @@ from bpy.app.handlers import persistent
 from bpy.props import BoolProperty, EnumProperty, IntProperty
 
 from .common import FreeOperator, SceneIdle, StageOperator
-from ..bridge import bake_state, cache_state, export, files, freeing
+from ..bridge import bake_state, cache_state, export, files, freeing, rigid
 from ..bridge.bake import (IF_SETTINGS_CHANGED, PREVIEW_FRAMES, BakeSession, free_bake, remove_unused_usd, resume_state,
                            setting_labels)
 from ..bridge.paths import ADDON_ROOT
@@ -57,6 +57,11 @@ class SURGE_OT_bake(StageOperator, bpy.types.Operator):
         return cls.__doc__
 
     def make_session(self, context) -> BakeSession:
+        names = rigid.blender_rigid_bodies(context.scene)
+        if names:
+            self.report({"WARNING"}, f"Blender's rigid body world does not step {', '.join(repr(n) for n in names)} "
+                                     f"during the liquid bake: Surge's bake moves them, and their Blender rigid "
+                                     f"body follows the baked motion afterwards")
         return BakeSession(context.scene, context.evaluated_depsgraph_get(), resume=self.resume and not self.preview,
                            resume_frame=self.resume_frame, if_settings_changed=self.if_settings_changed,
                            preview=self.preview)

@@ -1,6 +1,7 @@
 """Setting a scene up: one-click roles, liquid presets (built in and the artist's own).
 
-* ``surge.make_fluid``, ``surge.make_inflow``, ``surge.make_collider``, ``surge.make_outflow``
+* ``surge.make_fluid``, ``surge.make_inflow``, ``surge.make_collider``, ``surge.make_outflow``,
+  ``surge.make_rigid_body``
   give every selected object with geometry (or the object the Physics properties show) that role and a
   display that says so; ``surge.clear_role`` takes the role away again and gives the display back;
   ``surge.quick_liquid`` (*Object > Quick Effects*) makes the selected meshes a liquid in a container
@@ -26,6 +27,11 @@ from ..engine.errors import EngineError
 #: Scene settings an artist's liquid preset stores: the liquid's material, not the bake's resolution.
 PRESET_VALUES = tuple(f"surge.{name}" for name in liquids.PRESET_SETTINGS + ("artificial_viscosity",))
 
+def _label(role: str) -> str:
+    """'RIGID_BODY' -> 'Rigid Body'."""
+    return role.replace("_", " ").title()
+
+
 def _targets(context) -> list:
     """The objects a role button acts on: the object the Physics properties show (``surge_object``, set by that
     panel; it may be pinned), else the selected objects of the view layer (not ``context.selected_objects``:
@@ -43,7 +49,7 @@ class _MakeRole(SceneIdle):
     def execute(self, context):
         objects = _targets(context)
         if not objects:
-            self.report({"ERROR"}, f"Select the objects to make {self.role.title()}")
+            self.report({"ERROR"}, f"Select the objects to make {_label(self.role)}")
             return {"CANCELLED"}
         done, skipped = [], []
         for obj in objects:
@@ -55,12 +61,12 @@ class _MakeRole(SceneIdle):
         if skipped:
             names = ", ".join(f"'{o.name}' ({o.type.lower()})" for o in skipped)
             level = {"WARNING"} if done else {"ERROR"}
-            self.report(level, f"Only objects with geometry can be {self.role.title()}; left unchanged: {names}")
+            self.report(level, f"Only objects with geometry can be {_label(self.role)}; left unchanged: {names}")
             if not done:
                 return {"CANCELLED"}
         else:
             what = f"'{done[0]}'" if len(done) == 1 else f"{len(done)} objects"
-            self.report({"INFO"}, f"{what} {'is' if len(done) == 1 else 'are'} now {self.role.title()}")
+            self.report({"INFO"}, f"{what} {'is' if len(done) == 1 else 'are'} now {_label(self.role)}")
         return {"FINISHED"}
 
 
@@ -69,7 +75,7 @@ def _role_operator(role: str, description: str):
     return type(f"SURGE_OT_make_{name}", (_MakeRole, bpy.types.Operator), {
         "__doc__": description,
         "bl_idname": f"surge.make_{name}",
-        "bl_label": f"Make {role.title()}",
+        "bl_label": f"Make {_label(role)}",
         "role": role,
     })
 
@@ -85,6 +91,12 @@ SURGE_OT_make_collider = _role_operator(
 SURGE_OT_make_outflow = _role_operator(
     "OUTFLOW", "Make the selected meshes remove the liquid that enters them; they are drawn as wire and hidden in "
                "renders")
+
+
+SURGE_OT_make_rigid_body = _role_operator(
+    "RIGID_BODY", "Make the selected closed meshes rigid bodies the bake moves: they float or sink by their density, "
+                  "collide with each other and the colliders, and push the liquid; an object with Blender's own "
+                  "active Rigid Body brings its mass, friction, bounce and damping")
 
 
 class SURGE_OT_clear_role(SceneIdle, bpy.types.Operator):
@@ -240,5 +252,5 @@ class SURGE_OT_earth_gravity(SceneIdle, bpy.types.Operator):
 
 
 CLASSES = (SURGE_OT_earth_gravity, SURGE_OT_make_fluid, SURGE_OT_make_inflow, SURGE_OT_make_collider,
-           SURGE_OT_make_outflow, SURGE_OT_clear_role, SURGE_OT_quick_liquid, SURGE_OT_channel_add,
-           SURGE_OT_channel_remove, SURGE_OT_apply_liquid, SURGE_OT_liquid_preset_add)
+           SURGE_OT_make_outflow, SURGE_OT_make_rigid_body, SURGE_OT_clear_role, SURGE_OT_quick_liquid,
+           SURGE_OT_channel_add, SURGE_OT_channel_remove, SURGE_OT_apply_liquid, SURGE_OT_liquid_preset_add)

@@ -104,6 +104,7 @@ def draw_object(layout, context, obj=None) -> None:
     top.operator("surge.make_inflow", text="Inflow", icon="IMPORT")
     bottom.operator("surge.make_collider", text="Collider", icon="MOD_PHYSICS")
     bottom.operator("surge.make_outflow", text="Outflow", icon="EXPORT")
+    grid.operator("surge.make_rigid_body", text="Rigid Body", icon="RIGID_BODY")
     grid.operator("surge.clear_role", icon="X")
     for p, active in shown_object_settings(obj, context.scene.surge.solver):
         row = layout.row()
@@ -121,6 +122,12 @@ def draw_object(layout, context, obj=None) -> None:
         col.operator("surge.channel_remove", text="", icon="REMOVE")
     elif obj.surge.role == "OUTFLOW":
         layout.label(text="Removes the liquid inside this closed mesh", icon="INFO")
+    elif obj.surge.role == "RIGID_BODY" and obj.surge.rigid_saved_rotation_mode:
+        layout.label(text="Plays its baked motion (Free Bake restores its own)", icon="INFO")
+    if obj.surge.role == "NONE" and obj.rigid_body is not None and obj.rigid_body.type == "ACTIVE":
+        # Blender's own rigid body world is not stepped inside a liquid bake: offer Surge's
+        layout.label(text="Blender's rigid body does not feel the liquid;", icon="INFO")
+        layout.operator("surge.make_rigid_body", text="Make Surge Rigid Body (keeps its mass)")
 
 
 class SURGE_UL_channels(bpy.types.UIList):

@@ -137,7 +137,9 @@ def test_animatable_settings_are_those_read_every_frame():
 
 def test_object_settings_know_their_roles():
     roles = {p.name: p.roles for p in st.object_parameters()}
-    assert roles["friction"] == ("COLLIDER",) and roles["velocity"] == ("INFLOW",)
+    # a rigid body is a collider to the liquid: its liquid friction and bounce are the collider's settings
+    assert roles["friction"] == ("COLLIDER", "RIGID_BODY") and roles["velocity"] == ("INFLOW",)
+    assert roles["density"] == ("RIGID_BODY",) and roles["use_dynamic"] == ("RIGID_BODY",)
     assert roles["spacing_factor"] == ("FLUID", "INFLOW")
     # the on/off switch of inflows and outflows is one setting; Use Object Motion belongs to Fluid objects
     assert roles["use_flow"] == ("INFLOW", "OUTFLOW") and roles["use_object_motion"] == ("FLUID",)

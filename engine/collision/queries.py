@@ -70,6 +70,21 @@ def _polytope_phi(r0, r1, r2, col, planes):
 
 
 @njit(cache=True)
+def rest_phi(r0, r1, r2, c, cset):
+    """Collider ``c``'s distance at the rest-space point r (metres, negative in the solid, before its surface
+    offset), its rest-space gradient and closest triangle (-1 for a polytope): ``(phi, g0, g1, g2, tri)``.
+
+    What :func:`collider_phi` looks up once the world point is in the rest frame; a rigid body's contacts
+    call it with the rest point of the body's own pose (:mod:`engine.rigid.contacts`). A deforming
+    collider answers from the grid of its current frame, unshifted in time."""
+    col = cset.colliders[c]
+    if col.kind == KIND_POLYTOPE:
+        phi, g0, g1, g2 = _polytope_phi(r0, r1, r2, col, cset.planes)
+        return phi, g0, g1, g2, -1
+    return _sample_grid(r0, r1, r2, col.grid, cset)
+
+
+@njit(cache=True)
 def collider_phi(px, py, pz, c, cset):
     """Distance to collider ``c``'s surface (metres, negative in the solid), its world unit normal,
     the closest triangle and the rest-space point: ``(phi, n0, n1, n2, tri, r0, r1, r2)``.
@@ -81,13 +96,8 @@ def collider_phi(px, py, pz, c, cset):
     r1 = a[1, 0] * px + a[1, 1] * py + a[1, 2] * pz + a[1, 3]
     r2 = a[2, 0] * px + a[2, 1] * py + a[2, 2] * pz + a[2, 3]
     g = col.grid
-    if col.kind == KIND_POLYTOPE:
-        phi, g0, g1, g2 = _polytope_phi(r0, r1, r2, col, cset.planes)
-        tri = -1
-        shift = 0.0
-    else:
-        phi, g0, g1, g2, tri = _sample_grid(r0, r1, r2, g, cset)
-        shift = col.time_shift
+    phi, g0, g1, g2, tri = rest_phi(r0, r1, r2, c, cset)
+    shift = 0.0 if col.kind == KIND_POLYTOPE else col.time_shift
     if shift != 0.0 and tri >= 0:
         # deforming: the grid is of the nearest frame; the surface has moved since with the
         # velocity of the nearest triangle, so look where the point was relative to it then

@@ -260,7 +260,7 @@ class CollisionWorld:
     """
 
     def __init__(self, colliders, liquid, *, dx, support, cell_factor, fps, grid_dir=None, progress=None,
-                 store_grids=True):
+                 store_grids=True, n_bodies=0):
         self.dx = float(dx)
         self.fps = float(fps)
         self.entries: list[_Entry] = []
@@ -330,6 +330,12 @@ class CollisionWorld:
         for c, e in enumerate(self.entries):
             self._set_pose(colliders, c, e, 0.0)
         self.time = 0.0
+        #: the last ``n_bodies`` colliders are rigid bodies (:mod:`engine.rigid`): their pose comes from the
+        #: rigid-body solver (:meth:`move`), and the solvers add the liquid's push on them to ``reaction``
+        #: (an :class:`engine.rigid.coupling.LiquidReaction`, set by the rigid bodies' world)
+        self.n_bodies = int(n_bodies)
+        self.first_body = len(self.entries) - self.n_bodies
+        self.reaction = None
 
     @property
     def has_friction(self) -> bool:
@@ -346,6 +352,16 @@ class CollisionWorld:
                 records["friction"][c] = friction
             if bounce is not None:
                 records["bounce"][c] = bounce
+
+    @property
+    def fixed_args(self) -> ColliderSet:
+        """The ``cset`` of the colliders that are not rigid bodies (views of :attr:`args`' records)."""
+        return self._args._replace(colliders=self._args.colliders[:self.first_body])
+
+    @property
+    def body_args(self) -> ColliderSet:
+        """The ``cset`` of the rigid bodies alone; collider k of it is body k."""
+        return self._args._replace(colliders=self._args.colliders[self.first_body:])
 
     @property
     def args(self) -> ColliderSet:
@@ -420,6 +436,22 @@ class CollisionWorld:
         # a map affine in the point moves no point of the box farther than one of its corners
         travel = float(np.max(np.linalg.norm(corners @ (matrix - now)[:3].T, axis=1)))
         e.driven_speed = travel / span if span > 0.0 else 0.0
+        records = self._args.colliders
+        records[c] = self._constant[c]
+        self._set_pose(records, c, e, self.time)
+
+    def move(self, c: int, start: np.ndarray, end: np.ndarray, t0: float, t1: float) -> None:
+        """Move collider ``c`` from the rest-to-world matrix ``start`` (4, 4) at time ``t0`` to ``end`` at
+        ``t1`` at a constant rate, and pose it for the current time; it stands at ``end`` afterwards.
+
+        :meth:`drive` with the start given, for motion computed while simulating: a rigid body's
+        substep (:mod:`engine.rigid`), whose mover keeps its own substep limit (none is added here)."""
+        e = self.entries[c]
+        if e.collider.motion == "DEFORMING":
+            raise ValueError(f"collider '{e.collider.name}' deforms; only rigid motion can be driven")
+        e.driven = (np.asarray(start, dtype=np.float64).reshape(4, 4),
+                    np.asarray(end, dtype=np.float64).reshape(4, 4), float(t0), float(t1))
+        e.driven_speed = 0.0
         records = self._args.colliders
         records[c] = self._constant[c]
         self._set_pose(records, c, e, self.time)

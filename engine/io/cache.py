@@ -41,6 +41,13 @@ id          (N,)         int32    stable particle id (survives reordering)
 age         (N,)         float32  seconds since the particle was emitted (or since the first frame)
 ==========  ===========  =======  ==========================================
 
+Besides the particles, a frame may hold *records*: arrays with one row per object of the scene rather
+than per particle, declared in the manifest's ``records`` like the attributes (dtype, shape of one row,
+unit, description). A bake with rigid bodies records their pose and velocities (``body_matrix`` (B, 4, 4),
+``body_position``, ``body_orientation``, ``body_velocity``, ``body_angular_velocity``; see
+:data:`engine.rigid.trajectory.RECORDS`), one row per body in the order of the manifest's ``rigid_bodies``;
+:func:`engine.rigid.trajectory.read_trajectory` reads them back over every frame.
+
 A bake may declare more attributes (named extra channels of
 :class:`engine.core.particles.Particles`); the manifest's ``attributes`` lists every attribute a frame
 holds, with its dtype, shape, unit and description.
@@ -262,8 +269,9 @@ class CacheWriter:
     """
 
     def __init__(self, cache_dir: str, header: dict, extra_attributes: dict | None = None,
-                 run_id: str | None = None, first_frames: dict | None = None):
+                 run_id: str | None = None, first_frames: dict | None = None, records: dict | None = None):
         self.cache_dir = cache_dir
+        self.records = dict(records or {})
         self.attributes = dict(ATTRIBUTES)
         for name, spec in (extra_attributes or {}).items():
             if name in ATTRIBUTES:
@@ -278,6 +286,7 @@ class CacheWriter:
             "cache_id": _existing_cache_id(cache_dir) or uuid.uuid4().hex,
             "run_id": run_id or uuid.uuid4().hex,
             "attributes": _attribute_doc(self.attributes),
+            "records": _attribute_doc(self.records),
             "frames": [],
             "checkpoints": [],
             "status": "baking",
@@ -304,6 +313,8 @@ class CacheWriter:
         os.makedirs(writer.frames_dir, exist_ok=True)
         writer.attributes = {k: (v["dtype"], tuple(v["shape"]), v["unit"], v["description"])
                              for k, v in manifest["attributes"].items()}
+        writer.records = {k: (v["dtype"], tuple(v["shape"]), v["unit"], v["description"])
+                          for k, v in manifest.get("records", {}).items()}
         staged = writer._stage(first_frames or {})
         manifest["frames"] = [f for f in manifest["frames"] if f <= frame]
         manifest["checkpoints"] = [f for f in manifest["checkpoints"] if f <= frame]
@@ -359,6 +370,13 @@ class CacheWriter:
             a = np.ascontiguousarray(arrays[name], dtype=dtype)
             if a.shape[1:] != tail:
                 raise CacheFormatError(f"Attribute '{name}' has shape {a.shape}, expected (N, {tail})")
+            out[name] = a
+        for name, (dtype, tail, _unit, _doc) in self.records.items():
+            if name not in arrays:
+                raise CacheFormatError(f"Frame {frame} lacks the record '{name}'")
+            a = np.ascontiguousarray(arrays[name], dtype=dtype)
+            if a.shape[1:] != tail:
+                raise CacheFormatError(f"Record '{name}' has shape {a.shape}, expected (B, {tail})")
             out[name] = a
         return out
 
@@ -510,7 +528,30 @@ class CacheReader:
         missing = sorted(set(self.manifest.get("attributes", {})) - set(arrays))
         if missing:
             raise CacheFormatError(f"Frame {frame} of the cache ('{path}') lacks {', '.join(missing)}")
-        return arrays
+        # the particles' arrays only: the records (one row per object) are read_records'
+        return {k: v for k, v in arrays.items() if k not in self.manifest.get("records", {})}
+
+    def read_records(self, frame: int) -> dict:
+        """The records of one frame (the manifest's ``records``: one row per object, such as the rigid
+        bodies') as a dict ``name -> ndarray``.
+
+        Raises
+        ------
+        CacheFormatError
+            If the frame is not listed, or its file is missing, truncated or lacks a record.
+        """
+        if frame not in set(self.frames):
+            raise CacheFormatError(f"Frame {frame} is not in the cache '{self.cache_dir}'")
+        names = list(self.manifest.get("records", {}))
+        path = self.frame_path(frame)
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                missing = [k for k in names if k not in z.files]
+                if missing:
+                    raise CacheFormatError(f"Frame {frame} of the cache ('{path}') lacks {', '.join(missing)}")
+                return {k: z[k] for k in names}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            raise CacheFormatError(f"Frame {frame} of the cache cannot be read: '{path}': {exc}") from exc
 
     def check_frames(self, frames) -> None:
         """Read every one of ``frames`` (a resume keeps them); raises :class:`CacheFormatError` naming the

@@ -27,6 +27,11 @@ solver_*    various      various  the solver's own state (``Solver.save_state().
                                   HYBRID the grid, interface, kinds, ``x_ref`` and markers
                                   (:class:`engine.solvers.hybrid.HybridState`)
 owed_K      (P_K,)       float64  particles inflow K's points owe (surface inflows)
+body_*      various      float64  rigid bodies (B of them): ``body_x`` (B, 3), ``body_q`` (B, 4), ``body_v``,
+                                  ``body_w``, ``body_impulse``, ``body_angular_impulse`` (B, 3), the contacts'
+                                  impulses of the last substep ``body_contact_ids`` (K,) int64,
+                                  ``body_contact_pn`` (K,), ``body_contact_pt`` (K, 3), and ``body_time`` ();
+                                  see :meth:`engine.rigid.world.RigidWorld.save_arrays`
 emitted     ()           int64    particles emitted so far
 removed     ()           int64    particles removed so far
 time        ()           float64  seconds since the first frame
@@ -76,10 +81,11 @@ def is_due(frame: int, frame_start: int, every: int) -> bool:
     return every > 0 and frame > frame_start and (frame - frame_start) % every == 0
 
 
-def state(frame: int, solver, sources=None, copy: bool = False) -> dict:
-    """The arrays a checkpoint of ``solver`` (and of the emitters, ``sources``) at the end of ``frame``
-    holds (see the module docstring); with ``copy``, copies that the solver's next substeps leave alone
-    (a bake keeps the state of its last frame this way, to checkpoint it if it is stopped mid-frame)."""
+def state(frame: int, solver, sources=None, copy: bool = False, bodies=None) -> dict:
+    """The arrays a checkpoint of ``solver`` (and of the emitters, ``sources``, and the rigid bodies,
+    ``bodies``) at the end of ``frame`` holds (see the module docstring); with ``copy``, copies that the
+    solver's next substeps leave alone (a bake keeps the state of its last frame this way, to checkpoint it
+    if it is stopped mid-frame)."""
     pt: Particles = solver.particles
     arrays = {name: getattr(pt, name) for name in _PARTICLE_ARRAYS}
     arrays["age"] = pt.age
@@ -93,6 +99,8 @@ def state(frame: int, solver, sources=None, copy: bool = False) -> dict:
     # without sources (a solver stepped on its own) nothing was emitted or removed
     arrays.update(emitted=np.int64(0 if sources is None else sources.emitted),
                   removed=np.int64(0 if sources is None else sources.removed))
+    if bodies is not None:
+        arrays.update(bodies.save_arrays())
     arrays.update(time=np.float64(solver.time), frame=np.int64(frame), solver=np.array(solver.name),
                   format=np.array(FORMAT_NAME), format_version=np.int64(FORMAT_VERSION))
     return {k: np.array(v, copy=True) for k, v in arrays.items()} if copy else arrays
@@ -106,10 +114,10 @@ def write(cache_dir: str, frame: int, arrays: dict) -> str:
     return path
 
 
-def save(cache_dir: str, frame: int, solver, sources=None) -> str:
-    """Write the state of ``solver`` (and of the emitters, ``sources``) at the end of ``frame``;
-    returns the file's path."""
-    return write(cache_dir, frame, state(frame, solver, sources))
+def save(cache_dir: str, frame: int, solver, sources=None, bodies=None) -> str:
+    """Write the state of ``solver`` (and of the emitters, ``sources``, and the rigid bodies, ``bodies``) at
+    the end of ``frame``; returns the file's path."""
+    return write(cache_dir, frame, state(frame, solver, sources, bodies=bodies))
 
 
 def frames_on_disk(cache_dir: str) -> list[int]:
@@ -234,6 +242,17 @@ def restore_sources(sources, state: dict) -> None:
             e.owed = np.array(state[f"owed_{k}"], dtype=np.float64)
     sources.emitted = int(state["emitted"])
     sources.removed = int(state["removed"])
+
+
+def restore_bodies(bodies, state: dict) -> None:
+    """Put the rigid bodies' state of ``state`` back into ``bodies`` (an :class:`engine.rigid.world.RigidWorld`)."""
+    if "body_x" not in state:
+        raise CacheFormatError(f"The checkpoint at frame {int(state['frame'])} holds no rigid-body state, but the "
+                               f"scene has rigid bodies; bake again from the start")
+    if state["body_x"].shape[0] != len(bodies):
+        raise CacheFormatError(f"The checkpoint at frame {int(state['frame'])} holds {state['body_x'].shape[0]} rigid "
+                               f"bodies, the scene {len(bodies)}; bake again from the start")
+    bodies.restore_arrays(state)
 
 
 #: Settings a saved state cannot carry over to: (name, label).

@@ -15,10 +15,12 @@ SceneDescription, save_job``).
 
 from .job import JOB_FORMAT_VERSION, _arrays_and_json, load_job, save_job, scene_hash
 from .objects import (FIELD_FLAGS, FIELD_SHAPES, FIELD_TYPES, FIELD_VALUES, BoxContainer, FluidObject, ForceField,
-                      InflowObject, MeshCollider, OutflowObject, SceneDescription, TriangleMesh, channel_names,
+                      InflowObject, MeshCollider, OutflowObject, RigidBodyObject, SceneDescription, TriangleMesh,
+                      channel_names,
                       face_areas_normals, surface_flux)
 
 __all__ = ["JOB_FORMAT_VERSION", "BoxContainer", "FIELD_FLAGS", "FIELD_SHAPES", "FIELD_TYPES", "FIELD_VALUES",
-           "FluidObject", "ForceField", "InflowObject", "MeshCollider", "OutflowObject", "SceneDescription",
-           "TriangleMesh", "_arrays_and_json", "channel_names", "face_areas_normals", "load_job", "save_job",
+           "FluidObject", "ForceField", "InflowObject", "MeshCollider", "OutflowObject", "RigidBodyObject",
+           "SceneDescription", "TriangleMesh", "_arrays_and_json", "channel_names", "face_areas_normals", "load_job",
+           "save_job",
            "scene_hash", "surface_flux"]

@@ -20,6 +20,7 @@ scene             ``gravity`` (3,), ``viscosity`` (WCSPH and Hybrid), ``pbf_xsph
 inflow            ``use_flow`` (on/off), ``normal_speed``, ``velocity`` (3,)
 outflow           ``use_flow`` (on/off)
 collider          ``friction``, ``bounce`` (mesh colliders and box containers)
+rigid body        ``use_dynamic`` (on/off: simulated, or following its animation), ``friction``, ``bounce``
 force field       see :mod:`engine.sources.forces`
 ================  ==========================================================================
 
@@ -45,6 +46,7 @@ ANIMATABLE = {
     "inflow": {"use_flow": (), "normal_speed": (), "velocity": (3,)},
     "outflow": {"use_flow": ()},
     "collider": {"friction": (), "bounce": ()},
+    "rigid_body": {"use_dynamic": (), "friction": (), "bounce": ()},
 }
 
 #: The Blender properties behind those tracks, by owner: the ones an artist may keyframe or drive
@@ -53,11 +55,11 @@ ANIMATABLE = {
 ANIMATABLE_PROPERTIES = {
     "Scene": ("gravity",),
     "Scene.surge": ("viscosity", "pbf_xsph_viscosity", "pbf_surface_tension"),
-    "Object.surge": ("use_flow", "normal_speed", "velocity", "friction", "bounce"),
+    "Object.surge": ("use_flow", "normal_speed", "velocity", "friction", "bounce", "use_dynamic"),
 }
 
 #: Tracks that are on/off switches: held, not interpolated.
-SWITCHES = frozenset({"use_flow"})
+SWITCHES = frozenset({"use_flow", "use_dynamic"})
 
 #: Largest distance, in particle spacings, an outflow's surface may move in one substep, so that a
 #: moving outflow removes every particle it passes over (its own extent along the motion is at
@@ -226,6 +228,10 @@ class SceneAnimation:
         self.tracks = dict(scene.tracks)
         self.boxes = [(k, c.tracks) for k, c in enumerate(scene.containers) if c.tracks]
         self.colliders = [(k, c.tracks) for k, c in enumerate(scene.colliders) if c.tracks]
+        # a rigid body is the collider after the scene's colliders (engine.assemble.make_collision)
+        first = len(scene.colliders)
+        self.colliders += [(first + k, {n: v for n, v in b.tracks.items() if n in ("friction", "bounce")})
+                           for k, b in enumerate(scene.bodies) if "friction" in b.tracks or "bounce" in b.tracks]
 
     @property
     def is_active(self) -> bool:

@@ -22,12 +22,12 @@ from ..io.hashing import canonical_hash
 from .. import settings as settings_mod
 from . import jobcheck
 from .objects import (BoxContainer, FluidObject, ForceField, InflowObject, MeshCollider, OutflowObject,
-                      SceneDescription, TriangleMesh)
+                      RigidBodyObject, SceneDescription, TriangleMesh)
 
 #: The job format this engine writes and reads (4: moving inflows and outflows, animated settings,
-#: force fields and the initial velocity gradient of fluids). A job folder is written for each bake,
-#: so no other version is read.
-JOB_FORMAT_VERSION = 4
+#: force fields and the initial velocity gradient of fluids; 5: rigid bodies). A job folder is written
+#: for each bake, so no other version is read.
+JOB_FORMAT_VERSION = 5
 
 
 def _put_motion(entry: dict, arrays: dict, prefix: str, obj) -> dict:
@@ -95,6 +95,13 @@ def _arrays_and_json(scene: SceneDescription):
         arrays[entry["vertices"]] = c.mesh.vertices
         arrays[entry["triangles"]] = c.mesh.triangles
         colliders.append(_put_motion(entry, arrays, f"collider{i}", c))
+    bodies = []
+    for i, b in enumerate(scene.bodies):
+        entry = {"name": b.name, "vertices": f"body{i}_vertices", "triangles": f"body{i}_triangles",
+                 "settings": settings_mod.to_dict(b.settings)}
+        arrays[entry["vertices"]] = b.mesh.vertices
+        arrays[entry["triangles"]] = b.mesh.triangles
+        bodies.append(_put_motion(entry, arrays, f"body{i}", b))
     fields = []
     for i, ff in enumerate(scene.force_fields):
         entry = {"name": ff.name, "kind": ff.kind, "shape": ff.shape, "flags": dict(ff.flags), "unit": float(ff.unit),
@@ -107,7 +114,7 @@ def _arrays_and_json(scene: SceneDescription):
     doc = {"format": "surge-job", "format_version": JOB_FORMAT_VERSION, "frame_start": int(scene.frame_start),
            "frame_end": int(scene.frame_end), "fps": float(scene.fps), "gravity": "gravity",
            "fluids": fluids, "containers": containers, "colliders": colliders, "inflows": inflows,
-           "outflows": outflows, "force_fields": fields}
+           "outflows": outflows, "force_fields": fields, "bodies": bodies}
     _put_motion(doc, arrays, "scene", scene)
     return doc, arrays
 
@@ -181,7 +188,10 @@ def load_job(job_dir: str) -> tuple[SceneDescription, settings_mod.SimulationSet
             colliders.append(MeshCollider(
                 c["name"], TriangleMesh(arrays[c["vertices"]], arrays[c["triangles"]]),
                 settings_mod.collider_from_dict(c["settings"], f"Collider '{c['name']}'"), **_get_motion(c, arrays)))
-        scene = SceneDescription(fluids=fluids, containers=containers, colliders=colliders,
+        bodies = [RigidBodyObject(b["name"], TriangleMesh(arrays[b["vertices"]], arrays[b["triangles"]]),
+                                  settings_mod.rigid_body_from_dict(b["settings"], f"Rigid body '{b['name']}'"),
+                                  **_get_motion(b, arrays)) for b in doc["bodies"]]
+        scene = SceneDescription(fluids=fluids, containers=containers, colliders=colliders, bodies=bodies,
                                  gravity=arrays[doc["gravity"]],
                                  frame_start=int(doc["frame_start"]), frame_end=int(doc["frame_end"]),
                                  fps=float(doc["fps"]), inflows=inflows, outflows=outflows,

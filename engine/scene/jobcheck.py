@@ -34,7 +34,7 @@ from ..errors import InvalidSceneError
 
 #: Lists of objects in a job's ``scene.json`` and the word each object is called by in messages.
 OBJECT_LISTS = {"fluids": "Fluid", "inflows": "Inflow", "outflows": "Outflow", "containers": "Container",
-                "colliders": "Collider", "force_fields": "Force field"}
+                "colliders": "Collider", "force_fields": "Force field", "bodies": "Rigid body"}
 #: The files of a job folder.
 JOB_FILES = ("scene.json", "scene.npz", "settings.json")
 

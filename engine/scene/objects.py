@@ -231,6 +231,58 @@ class MeshCollider(_Moving):
     tracks: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RigidBodyObject(_Moving):
+    """A closed mesh whose motion the bake computes (see :mod:`engine.rigid`): it floats, sinks, tumbles and
+    collides, and the liquid meets it as a solid collider.
+
+    Attributes
+    ----------
+    name : str
+    mesh : TriangleMesh
+        World-space surface at ``frame_start``, metres; closed (its volume gives the mass properties).
+    settings : RigidBodySettings
+        Mass, contact friction and bounce, the liquid's friction and bounce, initial velocities, damping.
+    transforms : ndarray, shape (F, 4, 4), float64, or None
+        The object's own animation (rest pose to world, per frame, identity at the first frame): followed
+        while the body is not Dynamic, and the source of Use Object Motion.
+    frame_vertices : None
+        A rigid body keeps its shape (a deforming mesh is refused).
+    tracks : dict of str -> ndarray
+        Per-frame ``use_dynamic`` (on/off), ``friction`` and ``bounce`` when animated, shape (F,).
+    """
+
+    name: str
+    mesh: TriangleMesh
+    settings: settings_mod.RigidBodySettings = field(default_factory=settings_mod.RigidBodySettings)
+    transforms: np.ndarray | None = None
+    frame_vertices: np.ndarray | None = None
+    tracks: dict = field(default_factory=dict)
+
+    def problems(self, n_frames: int, containers=()) -> list[str]:
+        """Why this body cannot be baked: bad settings, an open or flat mesh, a deforming mesh, bad
+        motion arrays, crossing a box container's walls at the first frame."""
+        from ..rigid.mass import solid_problems  # numpy only
+
+        owner = f"Rigid body '{self.name}'"
+        problems = settings_mod.validate_object(self.settings, owner)
+        problems += animation.check_tracks(self.tracks, "rigid_body", n_frames, owner)
+        mesh = _mesh_problems(self.mesh, owner)
+        problems += mesh or solid_problems(self.mesh.vertices, self.mesh.triangles, owner)
+        if self.frame_vertices is not None:
+            problems.append(f"{owner} deforms during the shot (a modifier, shape key or armature changes its mesh); "
+                            f"a rigid body keeps its shape: apply the deformation or make it a Collider")
+        problems += _motion_problems(self, owner, n_frames)
+        if not mesh:
+            v = self.mesh.vertices
+            for c in containers:
+                inside = np.all((v > c.lower) & (v < c.upper), axis=1)
+                if inside.any() and not inside.all():
+                    problems.append(f"{owner} crosses the walls of container '{c.name}' at the first frame; move it "
+                                    f"inside the container")
+        return problems
+
+
 #: Force field types (Blender's names) :mod:`engine.sources.forces` simulates.
 FIELD_TYPES = ("FORCE", "WIND", "VORTEX", "TURBULENCE", "DRAG")
 
@@ -330,6 +382,7 @@ class SceneDescription:
         ``pbf_xsph_viscosity``, ``pbf_surface_tension`` (F,); see :mod:`engine.scene.animation`). A
         setting without a track keeps its value (``gravity`` above, the others in the settings).
     force_fields : tuple of ForceField
+    bodies : tuple of RigidBodyObject
     """
 
     fluids: tuple = ()
@@ -343,6 +396,7 @@ class SceneDescription:
     outflows: tuple = ()
     tracks: dict = field(default_factory=dict)
     force_fields: tuple = ()
+    bodies: tuple = ()
 
     @property
     def n_frames(self) -> int:
@@ -356,6 +410,7 @@ class SceneDescription:
         object.__setattr__(self, "outflows", tuple(self.outflows))
         object.__setattr__(self, "containers", tuple(self.containers))
         object.__setattr__(self, "colliders", tuple(self.colliders))
+        object.__setattr__(self, "bodies", tuple(self.bodies))
         object.__setattr__(self, "gravity", np.asarray(self.gravity, dtype=np.float64).reshape(3))
 
     def validate(self) -> None:
@@ -420,6 +475,11 @@ class SceneDescription:
             problems += _motion_problems(c, owner, n_frames)
         for c in self.containers:
             problems += settings_mod.validate_collider(c.settings, f"Container '{c.name}'")
+        for b in self.bodies:
+            problems += b.problems(n_frames, self.containers)
+        names = [o.name for o in self.colliders + self.bodies]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            problems.append(f"Two colliders or rigid bodies are named '{name}'; give each its own name")
         if self.frame_end <= self.frame_start:
             problems.append(f"The frame range {self.frame_start}-{self.frame_end} is empty; the end must be "
                             f"after the start")

@@ -391,9 +391,81 @@ class OutflowSettings:
     use_flow: bool = _use_flow()
 
 
+MASS_MODES = (
+    ("DENSITY", "Density", "The mass is the density times the volume the closed mesh encloses"),
+    ("MASS", "Mass", "The mass is given; the density is the mass over the enclosed volume"),
+)
+
+
+@dataclass(frozen=True)
+class RigidBodySettings:
+    """Per-object parameters of a RIGID_BODY object (``Object.surge`` in Blender): a closed mesh whose motion
+    the bake computes from gravity, force fields, contacts and the liquid's push (:mod:`engine.rigid`).
+    Construct with keywords."""
+
+    GROUP: ClassVar[str] = "Rigid Body"
+
+    use_dynamic: bool = _param(
+        True, label="Dynamic", animatable=True,
+        tooltip="While on, the bake moves this body (gravity, the liquid, contacts); while off it follows its own "
+                "animation and pushes what it meets. Keyframe it to release an animated body at a frame, as "
+                "Blender's rigid bodies do")
+    mass_mode: str = _param(
+        "DENSITY", label="Mass From", items=MASS_MODES,
+        tooltip="Whether the body's mass comes from a density or is given directly; the centre of mass and the "
+                "inertia come from the closed mesh either way")
+    density: float = _param(
+        500.0, label="Density", unit="kg/m3", min=0.001, max=1.0e6, soft_min=10.0, soft_max=20000.0,
+        requires=(("mass_mode", "DENSITY"),),
+        tooltip="Density of the body in kilograms per cubic metre: below the liquid's Rest Density it floats "
+                "(pine wood about 500, ice 917), above it sinks (stone about 2500, steel 7850)")
+    mass: float = _param(
+        1.0, label="Mass", unit="kg", min=1.0e-9, max=1.0e12, soft_max=1000.0,
+        requires=(("mass_mode", "MASS"),),
+        tooltip="Mass of the body in kilograms, spread evenly through the volume its closed mesh encloses")
+    contact_friction: float = _param(
+        0.5, label="Contact Friction", min=0.0, max=100.0, soft_max=1.0,
+        tooltip="Coulomb friction coefficient against containers, colliders and other bodies (two bodies use the "
+                "geometric mean of theirs); Blender's rigid bodies default to 0.5")
+    contact_bounce: float = _param(
+        0.0, label="Contact Bounce", min=0.0, max=1.0,
+        tooltip="Restitution against containers, colliders and other bodies: the fraction of the speed of an "
+                "impact kept, reversed; 0 lands dead, 1 bounces back as fast")
+    friction: float = _param(
+        0.0, label="Friction", min=0.0, max=1.0, animatable=True, group="Collider",
+        tooltip="Fraction of the liquid's sliding speed along this collider removed at each contact; 0 is "
+                "slippery, 1 makes the liquid stick")
+    bounce: float = _param(
+        0.0, label="Bounce", min=0.0, max=1.0, animatable=True, group="Collider",
+        tooltip="Fraction of the speed into this collider the liquid keeps, reversed, when it hits it; 0 for "
+                "water, which does not bounce off walls")
+    linear_velocity: tuple = _param(
+        (0.0, 0.0, 0.0), label="Initial Velocity", unit="m/s", min=-1000.0, max=1000.0, soft_min=-20.0,
+        soft_max=20.0,
+        tooltip="World-space velocity of the body's centre of mass at the first frame of the bake, in metres per "
+                "second")
+    angular_velocity: tuple = _param(
+        (0.0, 0.0, 0.0), label="Initial Spin", unit="rad/s", min=-1000.0, max=1000.0, soft_min=-50.0,
+        soft_max=50.0,
+        tooltip="World-space angular velocity of the body at the first frame of the bake, in radians per second "
+                "about the X, Y and Z axes through its centre of mass")
+    use_animated_velocity: bool = _param(
+        False, label="Use Object Motion",
+        tooltip="Start the body with the velocity and spin its own animation has over the first frame of the bake "
+                "(added to the Initial Velocity and Spin), so that a thrown object keeps flying")
+    linear_damping: float = _param(
+        0.04, label="Damping Translation", min=0.0, max=1.0,
+        tooltip="Fraction of the body's velocity lost per second besides the liquid's drag (Blender's rigid "
+                "bodies default to 0.04)")
+    angular_damping: float = _param(
+        0.1, label="Damping Rotation", min=0.0, max=1.0,
+        tooltip="Fraction of the body's spin lost per second besides the liquid's drag (Blender's rigid bodies "
+                "default to 0.1)")
+
+
 #: Object role -> the dataclass of its per-object settings (``Object.surge`` holds them all).
 ROLE_SETTINGS = {"COLLIDER": ColliderSettings, "FLUID": FluidSettings, "INFLOW": InflowSettings,
-                 "OUTFLOW": OutflowSettings}
+                 "OUTFLOW": OutflowSettings, "RIGID_BODY": RigidBodySettings}
 
 
 def parameters() -> list[Parameter]:
@@ -438,6 +510,16 @@ def inflow_parameters() -> list[Parameter]:
 def validate_collider(settings: ColliderSettings, owner: str) -> list[str]:
     """Problems with one collider's settings (``owner`` names it, e.g. "Collider 'Cup'")."""
     return _problems_in(settings, owner)
+
+
+def rigid_body_parameters() -> list[Parameter]:
+    """Metadata of every per-object setting of a RIGID_BODY object, in declaration order."""
+    return _parameters_of(RigidBodySettings)
+
+
+def rigid_body_from_dict(data: dict, owner: str) -> RigidBodySettings:
+    """Strict construction of :class:`RigidBodySettings` (unknown keys are errors), validated."""
+    return _strict_from_dict(RigidBodySettings, data, owner)
 
 
 def collider_from_dict(data: dict, owner: str) -> ColliderSettings:

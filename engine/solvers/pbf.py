@@ -70,7 +70,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numba import njit, prange
 
-from ..collision.queries import collider_near, free_fraction, project
+from ..collision.queries import collider_near, free_fraction
+from ..rigid.coupling import add_wall_reaction, project_with_bodies
 from ..collision.world import CollisionWorld, SWEEP_STEP, empty_world_args
 from ..core.kernels import CUBIC_SIGMA as _SIGMA
 from ..core.cell_grid import CellGrid, build_grid
@@ -469,7 +470,8 @@ class PBFSolver:
         if self.collision is not None:
             self.collision.update(self.time)
             cset = self.collision.args
-            project(self._x_buf, pt.x, pt.v, SWEEP_STEP * m.dx, 0.0, inv_dt, True, cset)
+            project_with_bodies(self.collision, self._x_buf, pt.x, pt.v, SWEEP_STEP * m.dx, 0.0, inv_dt, True,
+                                self.level, m.level_mass)
         t1 = time.perf_counter()
         self._neighbours()
         self._boundary(cset)
@@ -504,13 +506,17 @@ class PBFSolver:
             if it > 0 and self.density_error <= m.tolerance:
                 slopes_fresh = self._uniform
                 break
+            # the rigid bodies' share of this correction's wall push, charged to them (engine.rigid.coupling)
+            add_wall_reaction(self.collision, xq, self._bidx, self.level, m.level_h, m.level_mass, self._wall_free,
+                              WALL_FACTOR, inv_dt, m)
             correct(xq, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass, cohesion,
                     self._uniform, scale, self._slot, wall_grad, WALL_FACTOR, MAX_MOVE, self._boxes32, margin,
                     it >= FLAG_ITERATIONS, inv_dt, nl.half, self._slope,
                     xq_out, pt.v)
             if self.collision is not None:
                 # keep every iterate out of the colliders; the push moves the velocity with it
-                project(xq, xq_out, pt.v, 0.0, 0.0, inv_dt, False, cset)
+                project_with_bodies(self.collision, xq, xq_out, pt.v, 0.0, 0.0, inv_dt, False, self.level,
+                                    m.level_mass)
             xq, xq_out = xq_out, xq
             used += 1
         copy_xyz(xq, pt.x)
@@ -528,7 +534,8 @@ class PBFSolver:
             pt.v, self._x_buf = self._x_buf, pt.v
         if not fused:
             # friction (relative to the moving surface) within h/4 of a collider, as for box walls
-            project(pt.x, pt.x, pt.v, 0.0, 0.25 * m.h, inv_dt, True, cset)
+            project_with_bodies(self.collision, pt.x, pt.x, pt.v, 0.0, 0.25 * m.h, inv_dt, True, self.level,
+                                m.level_mass)
         if not (fused and passes):
             finish(pt.x, self.level, m.level_h, m.boxes, m.box_friction, inv_dt, pt.v, pt.a)
         t4 = time.perf_counter()

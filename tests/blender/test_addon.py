@@ -30,7 +30,8 @@ EXTRA_SCENE_PROPERTIES = {"cache_directory", "cache_folder_name", "liquid_object
 EXTRA_WHITEWATER_PROPERTIES = {"spray_object", "foam_object", "bubbles_object", "summary", "use_in_bake", "spray_size",
                                "foam_size", "bubble_size", "viewport_percentage"}
 EXTRA_OBJECT_PROPERTIES = {"role", "collider_resolved", "channels", "active_channel", "has_previous_display",
-                           "previous_display_type", "previous_hide_render"}
+                           "previous_display_type", "previous_hide_render", "rigid_saved_action", "rigid_saved_matrix",
+                           "rigid_saved_rotation_mode"}
 BUILTIN = {"rna_type", "name", "bl_idname"}
 
 
@@ -190,7 +191,8 @@ def test_lengths_follow_the_unit_scale(scene, surge):
 
 def test_object_and_cache_properties(surge):
     obj = _object_group().properties
-    assert [i.identifier for i in obj["role"].enum_items] == ["NONE", "FLUID", "INFLOW", "COLLIDER", "OUTFLOW"]
+    assert [i.identifier for i in obj["role"].enum_items] == ["NONE", "FLUID", "INFLOW", "COLLIDER", "OUTFLOW",
+                                                               "RIGID_BODY"]
     assert obj["role"].default == "NONE"
     assert [i.identifier for i in obj["collider_mode"].enum_items] == ["AUTO", "SOLID", "CONTAINER", "SHELL"]
     assert obj["collider_mode"].default == "AUTO"

@@ -1,0 +1,58 @@
+"""Scenes of rigid bodies in liquid shared by the physics tests (a tank of water at rest, a body in it)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.driver import Simulation
+from engine.scene import BoxContainer, FluidObject, RigidBodyObject, SceneDescription
+from engine.settings import RigidBodySettings, SimulationSettings
+from tests.helpers import box_mesh
+
+DX = 0.02
+
+
+def tank_scene(bodies, half_width=0.18, depth=0.3, length=None, gravity=(0.0, 0.0, -9.81), fluids=None,
+               frames=48, fps=24.0) -> SceneDescription:
+    """A box tank of still water, ``depth`` deep (its walls on the particle lattice, so the first
+    particles sit half a spacing from them), and the given bodies."""
+    hx = half_width if length is None else length
+    tank = BoxContainer("Tank", [-hx, -half_width, 0.0], [hx, half_width, max(1.0, 3 * depth)])
+    water = fluids if fluids is not None else [FluidObject("Water", box_mesh([-hx, -half_width, 0.0],
+                                                                            [hx, half_width, depth]))]
+    return SceneDescription(fluids=water, containers=[tank], bodies=bodies, gravity=np.asarray(gravity),
+                            frame_start=1, frame_end=1 + frames, fps=fps)
+
+
+def crate(name, lo, hi, **settings) -> RigidBodyObject:
+    return RigidBodyObject(name, box_mesh(lo, hi), RigidBodySettings(**settings))
+
+
+def run(scene, seconds=None, settings=None, every=None):
+    """Simulate ``scene`` frame by frame; returns (simulation, samples) with one sample per frame: time,
+    the bodies' centres (B, 3), orientations (B, 4) and velocities, and the particles' positions."""
+    settings = settings or SimulationSettings(particle_spacing=DX)
+    sim = Simulation.start(scene, settings)
+    frames = scene.frame_end - scene.frame_start if seconds is None else int(round(seconds * scene.fps))
+    out = []
+    for k in range(frames):
+        sim.advance_frame(scene.frame_start + k + 1, 1.0 / scene.fps)
+        b = sim.bodies.state
+        out.append({"t": sim.solver.time, "x": b.x.copy(), "q": b.q.copy(), "v": b.v.copy(), "w": b.w.copy(),
+                    "particles": sim.solver.particles.x.astype(np.float64)})
+    return sim, out
+
+
+def free_surface(particles: np.ndarray, away_from: np.ndarray, clearance: float) -> float:
+    """Height of the free surface far from the bodies: the mean height of the highest particle of each
+    lattice column more than ``clearance`` (horizontally) from every point of ``away_from`` (B, 3),
+    plus half a spacing (each particle stands for a cube of liquid)."""
+    x = particles
+    far = np.ones(len(x), dtype=bool)
+    for c in np.atleast_2d(away_from):
+        far &= np.max(np.abs(x[:, :2] - c[:2]), axis=1) > clearance
+    cols = np.round(x[far, :2] / DX).astype(np.int64)
+    key = cols[:, 0] * 100003 + cols[:, 1]
+    order = np.lexsort((x[far, 2], key))
+    last = np.r_[key[order][1:] != key[order][:-1], True]
+    return float(np.mean(x[far, 2][order][last])) + 0.5 * DX
