@@ -21,6 +21,7 @@ class SURGE_MT_object(bpy.types.Menu):
         layout.operator("surge.make_inflow")
         layout.operator("surge.make_collider")
         layout.operator("surge.make_outflow")
+        layout.operator("surge.make_rigid_body")
         layout.operator("surge.clear_role")
         layout.separator()
         layout.operator_menu_enum("surge.apply_liquid", "liquid", text="Apply Liquid Preset")
