@@ -12,6 +12,7 @@ bulk); ``--wcsph-h 1.2`` times WCSPH at the add-on's default smoothing length in
     .venv/bin/python bench/bench_step.py --n --solver WCSPH --memory 1000000   # WCSPH at 1M (h = dx)
     .venv/bin/python bench/bench_step.py --solver WCSPH --wcsph-h 1.2
     .venv/bin/python bench/bench_step.py --peer taichi --peer-python ENV/bin/python --peer-script PATH
+    .venv/bin/python bench/bench_step.py --solver PBF --pairs clusters   # PBF over cluster pairs
 
 ``--peer taichi`` runs, for each N, Surge's PBF with 4 iterations always and the taichi PBF
 reference on the same scene (``bench/peer_taichi.py``: taichi 1.7.4 in an environment of its own,
@@ -60,9 +61,9 @@ def _median_run(run, repeats):
     return _median_entry(results), sorted(r[0] for r in results)
 
 
-def pbf_run(x, box, warm, steps, iterations, tolerance_stop):
+def pbf_run(x, box, warm, steps, iterations, tolerance_stop, pairs="particles"):
     """One timed run of Surge's PBF on the scene (x, box): (seconds, phases dict, extra dict)."""
-    s = make_pbf(x, box, iterations)
+    s = make_pbf(x, box, iterations, pairs=pairs)
     if not tolerance_stop:
         object.__setattr__(s.model, "tolerance", 0.0)  # always the full budget: a fixed cost per step
     for _ in range(warm):
@@ -81,6 +82,8 @@ def pbf_run(x, box, warm, steps, iterations, tolerance_stop):
     extra = dict(n=len(s.particles), iters=iters, errors=errors, nbrs=s.neighbours.pairs / len(s.particles),
                  entries=int(s.neighbours.count.sum(dtype=np.int64)) / len(s.particles),
                  bytes=s.memory_bytes() / len(s.particles))
+    if s._clusters is not None:
+        extra["clusters"] = (s._clusters.entries / len(s.particles), s._clusters.lane_use())
     return total, phases, extra
 
 
@@ -109,13 +112,17 @@ def report_pbf(results, steps, iterations, tolerance_stop):
     print(f"  neighbours per particle   {extra['nbrs']:8.1f}   "
           f"({extra['entries']:.1f} half-list entries: a pair inside "
           f"a block of particles is listed and visited once)")
+    if "clusters" in extra:
+        entries, use = extra["clusters"]
+        print(f"  cluster pairs             {entries:8.2f}   entries per particle (a cluster of 4 and 4 neighbours: "
+              f"16 pairs a step); {use * 100:.1f} % of the lanes hold a pair, {100 - use * 100:.1f} % masked out")
     print(f"  bytes per particle        {extra['bytes']:8.1f}   (state + solver buffers + grid)")
     return npart * steps / total
 
 
-def bench_pbf(n, warm, steps, iterations, tolerance_stop, repeats):
+def bench_pbf(n, warm, steps, iterations, tolerance_stop, repeats, pairs="particles"):
     x, box = scene(n)
-    results = [pbf_run(x, box, warm, steps, iterations, tolerance_stop) for _ in range(repeats)]
+    results = [pbf_run(x, box, warm, steps, iterations, tolerance_stop, pairs) for _ in range(repeats)]
     return report_pbf(results, steps, iterations, tolerance_stop)
 
 
@@ -130,7 +137,7 @@ def compare_with_peer(n, warm, steps, iterations, repeats, args):
     import numba
     results, peers = [], []
     for _ in range(repeats):
-        results.append(pbf_run(x, box, warm, steps, iterations, tolerance_stop=False))
+        results.append(pbf_run(x, box, warm, steps, iterations, tolerance_stop=False, pairs=args.pairs))
         if args.peer_python is None:
             continue
         try:
@@ -241,6 +248,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure; the median is printed")
     ap.add_argument("--memory", type=int, default=0, metavar="N",
                     help="also run N particles (e.g. 1000000) for a few steps and print the memory per particle")
+    ap.add_argument("--pairs", choices=("particles", "clusters"), default="particles",
+                    help="PBF's pair list: particle pairs, or clusters of four and quads of their neighbours")
     peer_taichi.add_options(ap)
     args = ap.parse_args(argv)
     warm, steps = (3, 15) if args.quick else (10, 100)
@@ -259,8 +268,8 @@ def main(argv=None):
         return
     for n in args.n:
         if args.solver in ("PBF", "both"):
-            bench_pbf(n, warm, steps, args.iterations, tolerance_stop=False, repeats=repeats)
-            bench_pbf(n, warm, steps, args.iterations, tolerance_stop=True, repeats=repeats)
+            bench_pbf(n, warm, steps, args.iterations, tolerance_stop=False, repeats=repeats, pairs=args.pairs)
+            bench_pbf(n, warm, steps, args.iterations, tolerance_stop=True, repeats=repeats, pairs=args.pairs)
         if args.solver in ("WCSPH", "both"):
             bench_wcsph(n, warm, steps, repeats, args.wcsph_h, args.wcsph_density)
     if args.memory:

@@ -75,6 +75,7 @@ from ..rigid.coupling import add_wall_reaction, project_with_bodies
 from ..collision.world import CollisionWorld, SWEEP_STEP, empty_world_args
 from ..core.kernels import CUBIC_SIGMA as _SIGMA
 from ..core.cell_grid import CellGrid, build_grid
+from ..core.cluster_list import ClusterList, clusters_of, octant_order
 from ..core.neighbour_list import NeighbourList
 from ..collision.walls import clamp_into_boxes, near_walls
 from ..core.particles import Particles
@@ -82,6 +83,7 @@ from ..core.state_check import max_speed
 from . import SolverSetup, SpeedLimit
 from .pbf_model import (H_FACTOR, SURFACE_ACCELERATION, XSPH_PASS_LIMIT, PBFModel, make_model,  # noqa: F401
                         prototype_stiffness, surface_gradients)
+from . import pbf_cluster_passes as clusters
 from .pbf_passes import (FASTMATH, FLAG_ITERATIONS, MAX_MOVE, constraint, copy_xyz, correct, finish, kernel_of_slope,
                          velocity_rows, xsph_pass)
 
@@ -94,6 +96,12 @@ log = logging.getLogger(__name__)
 WALL_FACTOR = 1.0
 
 
+
+#: The pair lists of a PBF solver (``pairs`` of :class:`PBFSolver`): particle pairs
+#: (:class:`engine.core.neighbour_list.NeighbourList`), or, with one level, clusters of four particles
+#: and quads of their neighbours (:mod:`engine.solvers.pbf_cluster_passes`; the same pairs, 16 a vector
+#: step; as fast as the particle list on the benchmark, see docs/performance-history.md).
+PAIR_LISTS = ("particles", "clusters")
 
 #: Most particles in one block of the half neighbour list (see :func:`half_block`).
 HALF_BLOCK = 16384
@@ -292,7 +300,7 @@ class PBFSolver:
             self.model.box_bounce[k] = bounce
 
     def __init__(self, model: PBFModel, particles: Particles, level: np.ndarray | None = None,
-                 collision: CollisionWorld | None = None):
+                 collision: CollisionWorld | None = None, pairs: str = "particles"):
         n = len(particles)
         if level is None:
             level = np.zeros(n, dtype=np.uint8)
@@ -317,8 +325,15 @@ class PBFSolver:
         self._lmass = (model.level_mass / model.level_mass[0]).astype(np.float32)
         self._boxes32 = model.boxes.astype(np.float32)
         self._no_friction = np.zeros(model.boxes.shape[0], dtype=np.float64)
-        #: neighbour list of the last substep (sorted order)
-        self.neighbours = NeighbourList(half=HALF_BLOCK)
+        # the pairs of the last substep (sorted order): with one level a list of cluster pairs
+        # (:mod:`engine.solvers.pbf_cluster_passes`), else a list of particle pairs
+        if pairs not in PAIR_LISTS:
+            raise ValueError(f"pairs must be one of {PAIR_LISTS}, got {pairs!r}")
+        self.pairs = pairs
+        self._clusters = ClusterList() if self._uniform and pairs == "clusters" else None
+        self._particle_list = NeighbourList(half=HALF_BLOCK)
+        self._listed = -1  # the substep whose pairs self._particle_list holds
+        self._substeps = 0
         self._changed = True
         self._bidx = np.zeros(0, dtype=np.int32)
         self._flagged = np.zeros(0, dtype=np.int32)
@@ -326,6 +341,8 @@ class PBFSolver:
         self._xq = np.empty((0, 4), dtype=np.float32)
         self._xq_out = np.empty((0, 4), dtype=np.float32)
         self._slope = np.empty(0, dtype=np.uint16)
+        self._rho = np.empty(0, dtype=np.float32)
+        self._share = np.empty((0, 4), dtype=np.float32)
         self._w_of_slope = kernel_of_slope()
         self._ensure_capacity()
         #: seconds spent in the last substep, by phase (the benchmark reads it)
@@ -352,7 +369,7 @@ class PBFSolver:
         """A solver with this one's model and colliders continuing from a checkpoint (see
         :meth:`engine.solvers.Solver.resume`)."""
         state = PBFState.from_arrays(arrays)
-        fresh = PBFSolver(self.model, particles, level=state.level, collision=self.collision)
+        fresh = PBFSolver(self.model, particles, level=state.level, collision=self.collision, pairs=self.pairs)
         fresh.time = time
         return fresh
 
@@ -368,14 +385,27 @@ class PBFSolver:
         self._x_buf = np.empty((n, 3), dtype=np.float32)  # start of the collider sweep, then XSPH's double buffer
         # positions with lambda (the iterations) or 1 / rho (XSPH) beside them: one 16-byte row per
         # neighbour; two of them for the Jacobi iterations (read one, write the other)
-        self._xq = np.zeros((n, 4), dtype=np.float32)
-        self._xq_out = np.zeros((n, 4), dtype=np.float32)
+        if self._clusters is not None:
+            # room for the last cluster's four rows, each cluster's rows one cache line; densities and the
+            # XSPH shares likewise
+            self._xq = clusters.cluster_rows(n)
+            self._xq_out = clusters.cluster_rows(n)
+            self._share = clusters.cluster_rows(n)
+            self._rho = np.zeros(self._xq.shape[0], dtype=np.float32)
+        else:
+            self._xq = np.zeros((n, 4), dtype=np.float32)
+            self._xq_out = np.zeros((n, 4), dtype=np.float32)
         self._wall_free = np.ones(n, dtype=np.float32)
         self._slot = np.full(n, -1, dtype=np.int32)
         self._flagged = np.empty(n, dtype=np.int32)  # the particles near a wall: _bidx is its start
         # blocks of the half neighbour list: also the fixed partition of the error sums
-        self.neighbours.half = half_block(n)
-        self._block_err = np.zeros(-(-n // self.neighbours.half), dtype=np.float64)
+        self._particle_list.half = half_block(n)
+        self._cluster_block = -(-self._particle_list.half // 4)
+        if self._clusters is not None:
+            blocks = -(-clusters_of(n) // self._cluster_block)
+        else:
+            blocks = -(-n // self._particle_list.half)
+        self._block_err = np.zeros(blocks, dtype=np.float64)
         self._block_max = np.zeros_like(self._block_err)
 
     def add_particles(self, x: np.ndarray, v: np.ndarray, level: int | np.ndarray = 0, **kwargs) -> np.ndarray:
@@ -426,16 +456,36 @@ class PBFSolver:
         m, pt = self.model, self.particles
         t0 = time.perf_counter()
         grid = build_grid(pt.x, m.cell_size, previous=self.grid)
+        self._substeps += 1
+        if self._clusters is not None:
+            octant_order(pt.x, grid.order, grid.cell_start, m.cell_size)  # compact clusters of four
         pt.reorder(grid.order)
         if not self._uniform:  # one level: every particle's is 0, in any order
             self.level = np.ascontiguousarray(self.level[grid.order])
         # the order and the particle -> cell map are not needed after the reorder: don't hold them
         self.grid = grid._replace(order=None, particle_cell=None)
         self.timings["grid"] = time.perf_counter() - t0
+        if self._clusters is not None:
+            copy_xyz(pt.x, self._xq)
+            self._clusters.build(self._xq, len(pt), m.h, grid.cell_start, grid.cell_nbr, grid.particle_cell,
+                                 self._cluster_block)
+            return
         if self._changed:
             grid = grid._replace(order=None)  # other particles than last substep: count afresh
             self._changed = False
-        self.neighbours.build(pt.x, self._lh[:1] if self._uniform else self._lh[self.level], grid)
+        self._particle_list.build(pt.x, self._lh[:1] if self._uniform else self._lh[self.level], grid)
+        self._listed = self._substeps
+
+    @property
+    def neighbours(self) -> NeighbourList:
+        """The particle pairs of the last substep as a :class:`engine.core.neighbour_list.NeighbourList` (a
+        half list over blocks of :func:`half_block` particles). With one level the passes walk a list of
+        cluster pairs instead; this list is then built when asked for (for tools and tests), from the
+        last substep's grid and positions."""
+        if self._listed != self._substeps and self.grid is not None:
+            self._particle_list.build(self.particles.x, self._lh[:1], self.grid._replace(order=None))
+            self._listed = self._substeps
+        return self._particle_list
 
     def _boundary(self, cset: tuple) -> None:
         """Pick the particles near a wall for this substep (see :func:`boundary_flags`)."""
@@ -477,7 +527,6 @@ class PBFSolver:
         self._boundary(cset)
         t2 = time.perf_counter()
         wall_grad = np.empty((self._bidx.shape[0], 3), dtype=np.float32)
-        nl = self.neighbours
         lam_max = m.attraction_limit(dt).astype(np.float32)
         cohesion = m.cohesion(dt).astype(np.float32)
         rho_unit = _SIGMA * float(m.level_mass[0])
@@ -485,20 +534,26 @@ class PBFSolver:
         level_k = m.level_k.astype(np.float32)
         used = 0
         # whether the last pass over the pairs was a constraint pass at the final positions: its slopes
-        # then give XSPH the kernel values (one level only: the constraint stores slopes for one)
+        # then give XSPH the kernel values (the particle list's passes with one level)
         slopes_fresh = False
         xq, xq_out = self._xq, self._xq_out
         copy_xyz(pt.x, xq)
-        if self._slope.shape[0] != nl.nbr.shape[0]:
+        cl, nl = self._clusters, self._particle_list
+        if cl is None and self._slope.shape[0] != nl.nbr.shape[0]:
             # one kernel slope per listed pair, written by the constraint pass for the correction
             self._slope = np.empty(nl.nbr.shape[0], dtype=np.uint16)
         for it in range(m.iterations):
             if self._bidx.shape[0]:
                 boundary_walls(xq, self._bidx, self.level, m.level_h, m.boxes, m.table_q0, m.table_step, m.psi,
                                m.dpsi, cset, self._wall_free, wall_grad)
-            constraint(xq, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass, level_k, lam_max,
-                       self._uniform, rho_unit, m.rho0, m.beta, self._wall_free, nl.half, pt.rho, self._block_err,
-                       self._block_max, self._slope)
+            if cl is not None:
+                clusters.constraint(xq, n, cl.start, cl.count, cl.local, cl.nbr, cl.mask, m.h, level_k[0],
+                                    lam_max[0], rho_unit, m.rho0, m.beta, self._wall_free, cl.block, self._rho,
+                                    self._block_err, self._block_max)
+            else:
+                constraint(xq, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass, level_k,
+                           lam_max, self._uniform, rho_unit, m.rho0, m.beta, self._wall_free, nl.half, pt.rho,
+                           self._block_err, self._block_max, self._slope)
             self.density_error = float(np.sum(self._block_err)) / n
             self.density_error_max = float(np.max(self._block_max))
             # At least one correction per substep: skipping it lets gravity build momentum in a
@@ -509,28 +564,41 @@ class PBFSolver:
             # the rigid bodies' share of this correction's wall push, charged to them (engine.rigid.coupling)
             add_wall_reaction(self.collision, xq, self._bidx, self.level, m.level_h, m.level_mass, self._wall_free,
                               WALL_FACTOR, inv_dt, m)
-            correct(xq, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass, cohesion,
-                    self._uniform, scale, self._slot, wall_grad, WALL_FACTOR, MAX_MOVE, self._boxes32, margin,
-                    it >= FLAG_ITERATIONS, inv_dt, nl.half, self._slope,
-                    xq_out, pt.v)
+            if cl is not None:
+                clusters.correct(xq, n, cl.start, cl.count, cl.local, cl.nbr, cl.mask, m.h, scale, cohesion[0],
+                                 self._slot, wall_grad, WALL_FACTOR, MAX_MOVE, self._boxes32, margin,
+                                 it >= FLAG_ITERATIONS, inv_dt, cl.block, xq_out, pt.v)
+            else:
+                correct(xq, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass, cohesion,
+                        self._uniform, scale, self._slot, wall_grad, WALL_FACTOR, MAX_MOVE, self._boxes32, margin,
+                        it >= FLAG_ITERATIONS, inv_dt, nl.half, self._slope,
+                        xq_out, pt.v)
             if self.collision is not None:
                 # keep every iterate out of the colliders; the push moves the velocity with it
-                project_with_bodies(self.collision, xq, xq_out, pt.v, 0.0, 0.0, inv_dt, False, self.level,
+                project_with_bodies(self.collision, xq[:n], xq_out[:n], pt.v, 0.0, 0.0, inv_dt, False, self.level,
                                     m.level_mass)
             xq, xq_out = xq_out, xq
             used += 1
-        copy_xyz(xq, pt.x)
+        copy_xyz(xq[:n], pt.x)
+        if cl is not None:
+            pt.rho[:] = self._rho[:n]
         self.iterations = used
         t3 = time.perf_counter()
         passes = m.xsph_passes
         # collider friction acts between the viscosity and the box walls' friction: then finish alone
         fused = not (self.collision is not None and self.collision.has_friction)
         for k in range(passes):
-            velocity_rows(pt.v, pt.rho, xq_out)  # free after the iterations
-            xsph_pass(pt.x, xq, xq_out, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass,
-                      self._uniform, m.xsph / passes * rho_unit, fused and k == passes - 1, m.level_h, m.boxes,
-                      m.box_friction, inv_dt, nl.half, slopes_fresh, self._slope, self._w_of_slope, self._x_buf,
-                      pt.a)
+            last = fused and k == passes - 1
+            if cl is not None:
+                velocity_rows(pt.v, self._rho, xq_out)  # free after the iterations
+                clusters.xsph_pass(pt.x, xq, xq_out, n, cl.start, cl.count, cl.local, cl.nbr, cl.mask, m.h,
+                                   m.xsph / passes * rho_unit, last, self.level, m.level_h, m.boxes, m.box_friction,
+                                   inv_dt, cl.block, self._share, self._x_buf, pt.a)
+            else:
+                velocity_rows(pt.v, pt.rho, xq_out)  # free after the iterations
+                xsph_pass(pt.x, xq, xq_out, self.level, nl.start, nl.count, nl.local, nl.nbr, self._lh, self._lmass,
+                          self._uniform, m.xsph / passes * rho_unit, last, m.level_h, m.boxes, m.box_friction, inv_dt,
+                          nl.half, slopes_fresh, self._slope, self._w_of_slope, self._x_buf, pt.a)
             pt.v, self._x_buf = self._x_buf, pt.v
         if not fused:
             # friction (relative to the moving surface) within h/4 of a collider, as for box walls
@@ -546,12 +614,13 @@ class PBFSolver:
     def memory_bytes(self) -> int:
         """Bytes held by the particle state (every channel at its capacity), the solver's buffers and
         the last grid."""
-        arrays = [self.level, self._x_buf, self._xq, self._xq_out, self._slope, self._block_err,
-                   self._block_max, self._wall_free, self._slot, self._flagged]
+        arrays = [self.level, self._x_buf, self._xq, self._xq_out, self._slope, self._rho, self._share,
+                  self._block_err, self._block_max, self._wall_free, self._slot, self._flagged]
         if self.grid is not None:
             g = self.grid
             arrays += [g.cell_key, g.cell_start, g.cell_nbr]
-        return self.particles.nbytes() + self.neighbours.nbytes() + int(sum(a.nbytes for a in arrays))
+        pairs = self._clusters.nbytes() if self._clusters is not None else self._particle_list.nbytes()
+        return self.particles.nbytes() + pairs + int(sum(a.nbytes for a in arrays))
 
 
 _NO_COLLIDERS = empty_world_args()
