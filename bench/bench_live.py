@@ -25,6 +25,8 @@ Printed per size, after a warm-up (the kernels compiled, the liquid settled into
 
     .venv/bin/python bench/bench_live.py                     # 10k and 30k, 10 s each
     .venv/bin/python bench/bench_live.py --sizes 10000 --seconds 5 --threads 2
+    .venv/bin/python bench/bench_live.py --surface on       # drawn as the live surface meeting the tank and
+                                                            # the paddle (--surface bare: meeting neither)
 
 The machine's load (``uptime``) is printed first: on a shared machine the absolute figures say little,
 the split and the ratios more.
@@ -84,8 +86,10 @@ def sweep(t: float) -> float:
     return -0.225 * (1.0 - math.cos(omega * t)) + (0.03 if int(t * 2.0) % 2 else 0.0)
 
 
-def run(live, display, n: int, seconds: float, warmup: float, cache: str) -> dict:
+def run(live, display, n: int, seconds: float, warmup: float, cache: str, surface: str = "off") -> dict:
     scene, paddle = build_scene(n, cache)
+    scene.surge_live.show_surface = surface != "off"
+    scene.surge.surface_use_colliders = surface == "on"
     x0 = paddle.location.x
     session = live.start(scene, bpy.context.evaluated_depsgraph_get())
     t_start = time.monotonic()
@@ -152,6 +156,7 @@ def run(live, display, n: int, seconds: float, warmup: float, cache: str) -> dic
                     else:
                         probe = (probe[0], probe[1], probe[2] + 1)
         session.poll_events()  # the engine's events (an error ends the run with its message)
+        session.sync_display(scene)  # the colliders the surface meets, once their modes are known
         if session.error:
             raise RuntimeError(f"the live engine stopped at {t:.1f} s: {session.error}")
         time.sleep(live.TIMER_INTERVAL)
@@ -174,6 +179,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="measured wall seconds per size")
     parser.add_argument("--warmup", type=float, default=3.0, help="wall seconds before measuring")
     parser.add_argument("--threads", type=int, default=0, help="engine threads (0: every core)")
+    parser.add_argument("--surface", choices=("off", "on", "bare"), default="off",
+                        help="draw the live surface (on: meeting the colliders; bare: meeting none) instead of points")
     args = parser.parse_args()
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)
     out = tempfile.mkdtemp(prefix="surge_bench_live_")
@@ -189,10 +196,12 @@ def main() -> int:
     print(f"live defaults: PBF, max substep {d.time_step:.5f} s (1/{1 / d.time_step:.0f}), max travel {d.max_travel:g} "
           f"spacings, {d.iterations} iterations, "
           f"spacing x{d.spacing_factor:g} of the scene's, {d.collider_substeps} collider substeps; "
-          f"frame budget {1000 / 24:.1f} ms at 24 fps", flush=True)
+          f"frame budget {1000 / 24:.1f} ms at 24 fps; drawn as "
+          f"{dict(off='points', on='the surface meeting the colliders', bare='the surface')[args.surface]}",
+          flush=True)
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
-        r = run(live, display, n, args.seconds, args.warmup, os.path.join(out, f"cache{n}"))
+        r = run(live, display, n, args.seconds, args.warmup, os.path.join(out, f"cache{n}"), args.surface)
         rows.append(r)
         lat = r["latency_frames"]
         print(f"\n{r['n']:,} particles (spacing {r['spacing'] * 1000:.1f} mm), kernels ready after "

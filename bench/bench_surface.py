@@ -192,7 +192,8 @@ def phases(frame: dict, p: SurfaceParameters, solids) -> None:
         return out
 
     from engine.surface import anisotropy as an
-    from engine.surface.solids import meeting_distance, project_vertices, wall_planes
+    from engine.settings.surface import meeting_distance
+    from engine.surface.solids import project_vertices, wall_planes
 
     particles = step("neighbour grid (engine.core.cell_grid)", fld.ParticleGrid.build, x, p.kernel_radius)
     sums = step("particle volumes and neighbour counts", rec.particle_sums, particles)

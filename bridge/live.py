@@ -87,9 +87,13 @@ def live_settings(scene) -> settings_mod.LiveSettings:
 
 
 def display_options(scene) -> dict:
-    group = scene.surge_live
+    """How the live liquid is drawn: the live display settings, and where its surface meets the colliders (the
+    scene's surface settings Mesh Against Colliders, Meet Colliders and Collider Offset, as the baked surface)."""
+    group, surge = scene.surge_live, scene.surge
     return {"surface": group.show_surface, "surface_radius": export.float32_to_float(group.surface_radius),
-            "smoothness": int(group.surface_smoothness)}
+            "smoothness": int(group.surface_smoothness), "use_colliders": bool(surge.surface_use_colliders),
+            "collider_mode": surge.surface_collider_mode,
+            "collider_offset": export.float32_to_float(surge.surface_collider_offset)}
 
 
 def live_scene(description):
@@ -171,6 +175,11 @@ class LiveSession:
         self.rest_inverse = [np.linalg.inv(m) if abs(np.linalg.det(m[:3, :3])) > 1e-30 else np.eye(4)
                              for m in self.rest]
         self.container_matrices = {name: np.array(scene.objects[name].matrix_world) for name in self.container_names}
+        # the mode each collider acts in, as the live surface meets it: Auto is resolved by the engine, which
+        # reports it as it builds the colliders (a 'collider' event)
+        self.collider_modes = {c.name: c.settings.collider_mode for c in description.colliders}
+        self.collider_modes.update({name: "CONTAINER" for name in self.container_names})
+        self.display_key: tuple | None = None
         self.signature = _object_signature(scene)
         self.live_values = _live_values(scene)
         self.pending: tuple | None = None   # (reason, since) of a change that needs a restart
@@ -210,8 +219,31 @@ class LiveSession:
             raise
         self.started = time.monotonic()
         obj = live_display.ensure_object(scene, self.scale_length)
-        live_display.sync(obj, sim_settings.particle_spacing, display_options(scene))
         self.object_name = obj.name
+        self.sync_display(scene)
+
+    # -- the live object's display ---------------------------------------------------------------------
+
+    def display_colliders(self) -> list:
+        """(object, mode) of every collider whose mode is known (Auto ones once the engine has resolved them)."""
+        out = []
+        for name, mode in self.collider_modes.items():
+            obj = bpy.data.objects.get(name)
+            if obj is not None and obj.type == "MESH" and mode != "AUTO":
+                out.append((obj, mode))
+        return out
+
+    def sync_display(self, scene, force: bool = False) -> None:
+        """Bring the live object's modifier up to the display settings and the colliders (when they changed)."""
+        obj = bpy.data.objects.get(self.object_name)
+        if obj is None:
+            return
+        options = display_options(scene)
+        colliders = self.display_colliders()
+        key = (tuple(sorted(options.items())), tuple((o.name, m) for o, m in colliders))
+        if force or key != self.display_key:
+            live_display.sync(obj, self.settings.particle_spacing, options, colliders)
+            self.display_key = key
 
     # -- what the host sends ------------------------------------------------------------------------
 
@@ -261,6 +293,8 @@ class LiveSession:
                 self.status = describe(event) or self.status
         elif kind == "saved":
             self.saved = event
+        elif kind == "collider" and event.get("name") in self.collider_modes:
+            self.collider_modes[event["name"]] = event.get("mode", self.collider_modes[event["name"]])
         elif kind == "recorded":
             self._show_recording(event)
         elif kind == "recording":
@@ -314,6 +348,7 @@ class LiveSession:
             self.pending = None
         elif self.pending is None or self.pending[0] != reason:
             self.pending = (reason, time.monotonic())
+        self.sync_display(scene)
         self.show(scene)
         self.figures["update_ms"] = 1000.0 * (time.perf_counter() - t0)
         return True
@@ -332,8 +367,8 @@ class LiveSession:
         if obj is None:
             scene = scene or self.scene()
             obj = live_display.ensure_object(scene, self.scale_length)
-            live_display.sync(obj, self.settings.particle_spacing, display_options(scene))
             self.object_name = obj.name
+            self.sync_display(scene, force=True)
         live_display.write(obj, x, v)
         self.shown_published = published
         self.shown_frame = int(meta["frame"])
@@ -624,11 +659,13 @@ def _stop_at_exit() -> None:
 def sync_display(scene) -> None:
     """Apply the scene's live display settings to the live object (a property's update callback)."""
     session = get(scene)
+    if session is not None:
+        session.sync_display(scene)
+        return
     obj = bpy.data.objects.get(live_display.OBJECT_NAME)
     if obj is None:
         return
-    spacing = session.settings.particle_spacing if session is not None else (
-        scene.surge.particle_spacing * export.unit_scale(scene) * scene.surge_live.spacing_factor)
+    spacing = scene.surge.particle_spacing * export.unit_scale(scene) * scene.surge_live.spacing_factor
     live_display.sync(obj, spacing, display_options(scene))
 
 

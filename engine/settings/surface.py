@@ -18,6 +18,17 @@ COLLIDER_MEETING_MODES = (
     ("OUTSIDE", "Outside", "The surface keeps the offset away from the collider's surface: a thin gap"),
 )
 
+#: Meeting distance per mode as a multiple of the offset: where the surface meets a solid, measured from the
+#: solid's surface into the free space (negative: into the solid).
+MODE_SIGN = {"INSIDE": -1.0, "ON": 0.0, "OUTSIDE": 1.0}
+
+
+def meeting_distance(mode: str, offset: float) -> float:
+    """The distance d from a solid's surface, out into the free space, at which the liquid's surface meets it
+    (m, negative inside the solid), for a mode of :data:`COLLIDER_MEETING_MODES` and an offset (m): the baked
+    surface (:mod:`engine.surface.solids`) and the live one (``bridge.live_display``) both meet s = d."""
+    return MODE_SIGN[mode] * float(offset)
+
 
 #: What becomes of small clusters of particles (``surface_isolated``, :mod:`engine.surface.drops`).
 ISOLATED_MODES = (

@@ -58,13 +58,14 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ..settings.surface import meeting_distance
 from .anisotropy import (MAX_STRETCH, KernelShapes, add_ellipsoids, ellipsoid_bounds, kernel_shapes, neighbourhoods,
                          smoothed_centres)
 from .drops import drop_meshes, drop_radius, small_clusters, vertices_per_drop
 from .field import DenseGrid, ParticleGrid, colour_field, pair_midpoints, point_averages, self_sums
 from .marching import marching_cubes
 from .smoothing import smooth
-from .solids import Solids, meet_field, meeting_distance, project_vertices, wall_planes
+from .solids import Solids, meet_field, project_vertices, wall_planes
 
 log = logging.getLogger(__name__)
 

@@ -66,8 +66,6 @@ ON_WALL_CELLS = 0.5
 #: Most steps of a vertex's projection onto the wall.
 PROJECTION_STEPS = 4
 
-#: Meeting distance d per mode, as a multiple of the offset (positive: out in the free space).
-MODE_SIGN = {"INSIDE": -1.0, "ON": 0.0, "OUTSIDE": 1.0}
 
 
 @njit(inline="always", cache=True)
@@ -281,12 +279,6 @@ class Solids:
         return s, n
 
 
-def meeting_distance(mode: str, offset: float) -> float:
-    """d of the module docstring for a mode of :data:`engine.settings.surface.COLLIDER_MEETING_MODES` and an
-    offset (m)."""
-    return MODE_SIGN[mode] * float(offset)
-
-
 def meet_field(field, row_lo, row_hi, origin, cell: float, iso: float, solids: Solids, meet: float,
                spacing: float) -> None:
     """Combine a colour field with the solids, in place (see the module docstring).
@@ -297,7 +289,7 @@ def meet_field(field, row_lo, row_hi, origin, cell: float, iso: float, solids: S
     row_lo, row_hi : ndarray, shape (nx, ny), int32 -- each row's range of points that may be non-zero
     origin : sequence of 3 floats, m; cell : float, m; iso : float
     solids : Solids -- posed at the frame
-    meet : float -- the meeting distance d, m (:func:`meeting_distance`)
+    meet : float -- the meeting distance d, m (:func:`engine.settings.surface.meeting_distance`)
     spacing : float -- the particle spacing, m
     """
     delta = max(CONTACT_DISTANCE * spacing, meet + 2.0 * cell)
