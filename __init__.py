@@ -40,8 +40,9 @@ def register():
     for header, function in panels.HEADER_DRAWS:
         header.append(function)
     panels.viewport.register()
-    from .bridge import live
+    from .bridge import live, migrate
 
+    migrate.register()
     live.register()
 
 
@@ -49,9 +50,10 @@ def unregister():
     import bpy
 
     from . import operators, panels
-    from .bridge import live
+    from .bridge import live, migrate
 
     live.unregister()  # first: a running session stops, its child exits and its shared memory goes
+    migrate.unregister()
     panels.viewport.unregister()
     for header, function in reversed(panels.HEADER_DRAWS):
         header.remove(function)

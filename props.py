@@ -48,7 +48,7 @@ BLENDER_SUBTYPES = {"%": "PERCENTAGE"}
 def _display_precision(p: settings_mod.Parameter) -> int:
     """Decimal digits that show the default and the limits without rounding them away.
 
-    Blender shows at most 6 decimals; 1e-6 (water's viscosity) needs all of them.
+    Blender shows at most 6 decimals; 1e-6 needs all of them.
     """
     digits = 3
     default = max(map(abs, p.default)) if p.size else p.default
@@ -422,9 +422,9 @@ class SurgeWedgeVariation(bpy.types.PropertyGroup):
     """One setting of a wedge and the values to try (``Scene.surge_wedge.variations``)."""
 
     setting: StringProperty(
-        name="Setting", default="pbf_xsph_viscosity", options=STATIC, search=_wedge_settings,
+        name="Setting", default="pbf_velocity_smoothing", options=STATIC, search=_wedge_settings,
         description="The Surge setting to vary, picked from the list (its name as in Python): a scene setting "
-                    "(particle_spacing, pbf_xsph_viscosity, ...) or, with an object, that object's setting "
+                    "(particle_spacing, dynamic_viscosity, ...) or, with an object, that object's setting "
                     "(normal_speed, friction, ...)")
     target: PointerProperty(
         type=bpy.types.Object, name="Object", options=STATIC,

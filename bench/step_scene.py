@@ -32,6 +32,6 @@ def make_pbf(x, box, iterations: int, tolerance: float = 0.005, pairs: str = "pa
     """The benchmarks' PBF solver over ``x`` at rest in ``box``; tolerance 0 runs every iteration; ``pairs``
     the solver's pair list (``pbf.PAIR_LISTS``)."""
     model = pbf.make_model(dx=DX, rho0=1000.0, iterations=iterations, tolerance=tolerance, beta=0.6, xsph=0.02,
-                           kappa=0.0, gravity=G, boxes=box, friction=0.0, cfl=0.5, max_dt=0.002,
+                           gravity=G, boxes=box, friction=0.0, cfl=0.5, max_dt=0.002,
                            speed_limit=1000.0)
     return pbf.PBFSolver(model, Particles.create(x, np.zeros_like(x), 1000.0), pairs=pairs)

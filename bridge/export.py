@@ -374,8 +374,9 @@ def _inflow_values(obj, scale: float) -> dict:
 
 def _scene_values(scene, scale: float) -> dict:
     st = scene.surge
-    return {"gravity": list(gravity(scene)), "viscosity": float32_to_float(st.viscosity),
-            "pbf_xsph_viscosity": float32_to_float(st.pbf_xsph_viscosity),
+    return {"gravity": list(gravity(scene)), "dynamic_viscosity": float32_to_float(st.dynamic_viscosity),
+            "pbf_velocity_smoothing": float32_to_float(st.pbf_velocity_smoothing),
+            "surface_tension": float32_to_float(st.surface_tension),
             "pbf_surface_tension": float32_to_float(st.pbf_surface_tension)}
 
 
@@ -466,6 +467,9 @@ def export_scene(scene, depsgraph) -> tuple[SceneDescription, settings_mod.Simul
     InvalidSettingsError
         If a setting is out of range (from :func:`engine.settings.validate`).
     """
+    from . import migrate
+
+    migrate.migrate_scene(scene)  # a scene appended from a file of an earlier version
     scale = unit_scale(scene)
     fps = simulated_fps(scene)
     frame_start, frame_end = bake_range(scene)

@@ -266,9 +266,10 @@ class LiveSession:
 
     def _control_values(self, scene) -> dict:
         values = _live_values(scene)
-        return {"gravity": values["gravity"], "viscosity": values["viscosity"],
-                "pbf_xsph_viscosity": values["pbf_xsph_viscosity"],
-                "pbf_surface_tension": values["pbf_surface_tension"], "speed": values["speed"],
+        return {"gravity": values["gravity"], "dynamic_viscosity": values["dynamic_viscosity"],
+                "pbf_velocity_smoothing": values["pbf_velocity_smoothing"],
+                "surface_tension": values["surface_tension"], "pbf_surface_tension": values["pbf_surface_tension"],
+                "speed": values["speed"],
                 "matrices": self._collider_matrices(scene)}
 
     def send(self, scene) -> int:

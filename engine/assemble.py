@@ -184,6 +184,24 @@ def _auto_sound_speed(scene: SceneDescription, x: np.ndarray, v: np.ndarray, box
     return max(wcsph.auto_sound_speed(x, v, g, boxes, collider_speed) for g in gravities)
 
 
+def liquid_table(scene: SceneDescription, settings: settings_mod.SimulationSettings):
+    """The bake's liquids (:class:`engine.solvers.liquid_forces.LiquidTable`): row 0 the scene's."""
+    from .solvers.liquid_forces import LiquidTable
+
+    return LiquidTable.single(settings.rest_density, settings.dynamic_viscosity, settings.surface_tension)
+
+
+def wall_response(scene: SceneDescription, collision=None):
+    """No-slip or slip, and the adhesion, of each box container and mesh collider."""
+    from .solvers.liquid_forces import WallResponse
+
+    entries = collision.entries if collision is not None else []
+    return WallResponse(np.array([float(c.settings.use_no_slip) for c in scene.containers]),
+                        np.array([float(e.collider.settings.use_no_slip) for e in entries]),
+                        np.array([c.settings.adhesion for c in scene.containers], dtype=np.float64),
+                        np.array([e.collider.settings.adhesion for e in entries], dtype=np.float64))
+
+
 def make_solver(scene: SceneDescription, settings: settings_mod.SimulationSettings, particles: Particles,
                 collision=None, level: np.ndarray | None = None):
     """The solver the settings name, built from them (:meth:`engine.solvers.Solver.from_settings`) with
@@ -199,7 +217,8 @@ def make_solver(scene: SceneDescription, settings: settings_mod.SimulationSettin
                         box_friction=np.array([c.settings.friction for c in scene.containers], dtype=np.float64),
                         box_bounce=np.array([c.settings.bounce for c in scene.containers], dtype=np.float64),
                         spacings=spacings, auto_sound_speed=_auto_sound_speed(scene, x_all, v_all, boxes,
-                                                                              collider_speed))
+                                                                              collider_speed),
+                        liquid=liquid_table(scene, settings), walls=wall_response(scene, collision))
     return solver_type(settings.solver).from_settings(setup, particles, collision=collision, level=level)
 
 

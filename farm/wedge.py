@@ -1,6 +1,6 @@
 """Wedges: every combination of a few settings of one shot, each baked as its own task on a Dask cluster.
 
-A wedge is what a studio bakes overnight to pick one look: ``--set viscosity=0.001,0.01 --set
+A wedge is what a studio bakes overnight to pick one look: ``--set dynamic_viscosity=0.001,0.01 --set
 particle_spacing=0.02,0.03`` gives four combinations. Each combination is one task; a task runs a
 separate headless Blender (``tools/bake.py``, or the ``blender`` program) that opens the shot, applies
 the combination's settings, saves the shot under the combination's folder (so every result opens

@@ -19,10 +19,8 @@ from bpy.props import EnumProperty
 
 from .common import SceneIdle
 from ..bridge import roles
-from ..bridge.export import unit_scale
 from ..engine.settings import liquids
 from ..bridge.paths import PRESET_SUBDIR
-from ..engine.errors import EngineError
 
 #: Scene settings an artist's liquid preset stores: the liquid's material, not the bake's resolution.
 PRESET_VALUES = tuple(f"surge.{name}" for name in liquids.PRESET_SETTINGS + ("artificial_viscosity",))
@@ -201,17 +199,12 @@ class SURGE_OT_apply_liquid(SceneIdle, bpy.types.Operator):
 
     liquid: EnumProperty(
         name="Liquid", items=liquid_items(), default="WATER",
-        description="Real liquid whose density, viscosity and surface tension the simulation takes; the surface "
-                    "tension is scaled to the current particle spacing")
+        description="Real liquid whose density, viscosity and surface tension the simulation takes")
 
     def execute(self, context):
         scene = context.scene
         item = liquids.liquid(self.liquid)
-        try:
-            values = liquids.settings_for(item, scene.surge.particle_spacing * unit_scale(scene))
-        except EngineError as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
+        values = liquids.settings_for(item)
         # none of these settings is a length: they are stored as they are, whatever the unit scale
         for name, value in values.items():
             setattr(scene.surge, name, value)
@@ -219,8 +212,7 @@ class SURGE_OT_apply_liquid(SceneIdle, bpy.types.Operator):
         menu = getattr(bpy.types, "SURGE_MT_liquid_presets", None)
         if menu is not None:
             menu.bl_label = item.label
-        self.report({"INFO"}, f"{item.description}; PBF surface tension {values['pbf_surface_tension']:.3g} at "
-                              f"this particle spacing")
+        self.report({"INFO"}, item.description)
         return {"FINISHED"}
 
 

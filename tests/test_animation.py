@@ -193,7 +193,7 @@ def _animated_scene(frames=12):
                                        tracks={"friction": np.linspace(0, 0.5, frames)})
     return SceneDescription(fluids=[FluidObject("Water", box_mesh([0, 0, 0], [0.06, 0.1, 0.06]))],
                             containers=[container], inflows=[hose], force_fields=[wind], frame_start=1,
-                            frame_end=frames, tracks={"gravity": g, "pbf_xsph_viscosity": np.linspace(0.02, 1.0,
+                            frame_end=frames, tracks={"gravity": g, "pbf_velocity_smoothing": np.linspace(0.02, 1.0,
                                                                                                       frames)})
 
 
@@ -225,7 +225,7 @@ def test_animated_settings_reach_the_solver():
     anim.apply(solver, 5.5 / 24.0)  # halfway between frames 6 and 7 (indices 5 and 6)
     g = sc.tracks["gravity"][:, 2]
     assert solver.model.gravity[2] == pytest.approx(0.5 * (g[5] + g[6]), abs=1e-12)
-    xs = sc.tracks["pbf_xsph_viscosity"]
+    xs = sc.tracks["pbf_velocity_smoothing"]
     assert solver.model.xsph == pytest.approx(0.5 * (xs[5] + xs[6]), abs=1e-12)
     fr = sc.containers[0].tracks["friction"]
     assert solver.model.box_friction[0] == pytest.approx(0.5 * (fr[5] + fr[6]), abs=1e-12)

@@ -81,15 +81,15 @@ def test_resume_with_new_settings_records_them_and_fixed_settings_are_refused(tm
     scene, settings = _scene((1, 8)), _settings("PBF")
     cache = str(tmp_path / "cache")
     driver.bake(scene, settings, cache, checkpoint_every=3)
-    thicker = dataclasses.replace(settings, pbf_xsph_viscosity=1.0)
+    thicker = dataclasses.replace(settings, pbf_velocity_smoothing=1.0)
     manifest = CacheReader(cache).manifest
-    assert checkpoint.changed_settings(manifest, settings_mod.to_dict(thicker)) == ["pbf_xsph_viscosity"]
+    assert checkpoint.changed_settings(manifest, settings_mod.to_dict(thicker)) == ["pbf_velocity_smoothing"]
 
     driver.bake(scene, thicker, cache, resume_from=4)
     manifest = CacheReader(cache).manifest
     segments = manifest["segments"]
-    assert [(g["from_frame"], g["settings"]["pbf_xsph_viscosity"]) for g in segments] == [(1, 0.02), (5, 1.0)]
-    assert manifest["settings"]["pbf_xsph_viscosity"] == 1.0 and CacheReader(cache).frames == list(range(1, 9))
+    assert [(g["from_frame"], g["settings"]["pbf_velocity_smoothing"]) for g in segments] == [(1, 0.02), (5, 1.0)]
+    assert manifest["settings"]["pbf_velocity_smoothing"] == 1.0 and CacheReader(cache).frames == list(range(1, 9))
     assert checkpoint.frames_on_disk(cache) == [4]  # the later checkpoints belonged to the replaced frames
 
     before = json.dumps(CacheReader(cache).manifest, sort_keys=True)

@@ -156,9 +156,9 @@ def test_animated_values_that_are_not_numbers_or_out_of_range_name_the_setting_a
     gravity = np.tile([0.0, 0.0, -9.81], (4, 1))
     gravity[2, 2] = np.nan
     scene = sc.SceneDescription(fluids=scene.fluids, containers=scene.containers, frame_start=1, frame_end=4,
-                                tracks={"gravity": gravity, "viscosity": np.array([1e-6, 1e-6, 1e-6, -1.0])})
+                                tracks={"gravity": gravity, "dynamic_viscosity": np.array([1e-3, 1e-3, 1e-3, -1.0])})
     with pytest.raises(InvalidSceneError) as info:
         scene.validate()
     text = str(info.value)
     assert "Scene: the animation of 'Gravity' (gravity) is not a number at frame 3 (0, 0, nan)" in text
-    assert "Scene: the animation of 'Viscosity' (viscosity) is -1 at frame 4, outside its range (0 to" in text
+    assert "Scene: the animation of 'Viscosity' (dynamic_viscosity) is -1 at frame 4, outside its range (0 to" in text

@@ -174,7 +174,7 @@ def _one_particle_bake(tmp_path, ff, frames=25, velocity=(0.0, 0.0, 0.0)):
     drop = FluidObject("Drop", box_mesh([0.0, 0.0, 0.0], [0.02, 0.02, 0.02]), velocity=velocity)
     sc = SceneDescription(fluids=[drop], force_fields=[ff], gravity=[0, 0, 0], frame_start=1, frame_end=frames,
                           fps=24.0)
-    settings = SimulationSettings(solver="PBF", particle_spacing=0.02, pbf_xsph_viscosity=0.0)
+    settings = SimulationSettings(solver="PBF", particle_spacing=0.02, pbf_velocity_smoothing=0.0)
     bake(sc, settings, str(tmp_path))
     reader = CacheReader(str(tmp_path))
     return reader, [reader.read_frame(f) for f in reader.frames]

@@ -1,4 +1,4 @@
-"""Liquid presets: measured values turned into valid engine settings."""
+"""Liquid presets: measured values turned into valid engine settings, in physical units."""
 
 import dataclasses
 
@@ -8,40 +8,44 @@ import pytest
 from engine.settings import liquids
 from engine import settings as st
 from engine.errors import InvalidSettingsError
+from engine.solvers.liquid_forces import LiquidTable
 
 
 @pytest.mark.parametrize("item", liquids.LIQUIDS, ids=lambda i: i.name)
-def test_every_preset_gives_valid_settings(item):
-    values = liquids.settings_for(item, 0.01)
+def test_every_preset_gives_valid_settings_in_physical_units(item):
+    values = liquids.settings_for(item)
     assert set(values) == set(liquids.PRESET_SETTINGS)
     settings = dataclasses.replace(st.SimulationSettings(), **values)
     st.validate(settings)  # raises if a value is out of its setting's range
-    assert values["rest_density"] == item.density
-    # kinematic = dynamic / density (relative rounding of one division)
-    np.testing.assert_allclose(values["viscosity"], item.dynamic_viscosity / item.density, rtol=1e-15, atol=0)
+    # the measured values as they are: no spacing, no unit conversion (exact copies)
+    assert values["rest_density"] == item.density and values["dynamic_viscosity"] == item.dynamic_viscosity
+    assert values["surface_tension"] == item.surface_tension and values["pbf_surface_tension"] == 0.0
 
 
-def test_thicker_liquids_get_more_viscosity_in_both_solvers():
+def test_presets_are_ordered_as_the_measured_viscosities():
     by_mu = sorted(liquids.LIQUIDS, key=lambda i: i.dynamic_viscosity)
-    assert [i.name for i in by_mu] == ["WATER", "MILK", "OIL", "CHOCOLATE", "HONEY"]
-    kinematic = [liquids.settings_for(i)["viscosity"] for i in by_mu]
-    xsph = [liquids.settings_for(i)["pbf_xsph_viscosity"] for i in by_mu]
-    assert kinematic == sorted(kinematic) and xsph == sorted(xsph)
+    assert [i.name for i in by_mu] == ["WATER", "MILK", "OIL", "CHOCOLATE", "HONEY", "LAVA"]
 
 
-def test_surface_tension_is_the_inverse_bond_number_at_the_spacing():
-    water = liquids.liquid("WATER")
-    coarse = liquids.settings_for(water, 0.02)["pbf_surface_tension"]
-    fine = liquids.settings_for(water, 0.01)["pbf_surface_tension"]
-    np.testing.assert_allclose(fine, 4.0 * coarse, rtol=1e-12, atol=0)  # kappa ~ 1 / dx^2
-    np.testing.assert_allclose(coarse, 0.0728 / (998.2 * 9.81 * 0.02 ** 2), rtol=1e-12, atol=0)
-    # at a spacing far below the capillary length the pull is clamped to the setting's maximum
-    limit = next(p.max for p in st.parameters() if p.name == "pbf_surface_tension")
-    assert liquids.settings_for(water, 0.0005)["pbf_surface_tension"] == limit
+def test_lava_stiffens_as_it_cools():
+    """Giordano, Russell & Dingwell 2008, eq. 1: log10 mu = -4.55 + B / (T - C), T in kelvin, the lava
+    cooling toward the air with its age; the per-particle table gives the same law."""
+    lava = liquids.liquid("LAVA")
+    age = np.array([0.0, 2.0, 10.0, 600.0])
+    kelvin = 20.0 + 1130.0 * np.exp(-age / 60.0) + 273.15
+    want = np.minimum(10.0 ** (-4.55 + 6000.0 / (kelvin - 560.0)), 1.0e6)
+    want[kelvin < 561.0] = 1.0e6  # cooled below the law's C: solid (the setting's maximum)
+    # rtol: float64 rounding of exp and pow
+    np.testing.assert_allclose(lava.viscosity_at(age), want, rtol=1e-12, atol=0)
+    assert 100.0 < lava.dynamic_viscosity < 1000.0  # basaltic flows at eruption: 10^2-10^3 Pa s
+    assert np.all(np.diff(lava.viscosity_at(age)) > 0.0)
+    table = LiquidTable.of([liquids.liquid("WATER"), lava], ("Water", "Lava"))
+    mu = table.particle_viscosity(np.array([0, 1, 1, 1, 1], dtype=np.uint8),
+                                  np.array([5.0, *age], dtype=np.float32))
+    # rtol: the table works in float64 and returns float32 (6e-8), ages in float32
+    np.testing.assert_allclose(mu, [1.002e-3, *want], rtol=1e-6, atol=0)
 
 
-def test_unknown_preset_and_bad_spacing_are_refused():
-    with pytest.raises(InvalidSettingsError, match="Unknown liquid preset 'LAVA'.*WATER"):
-        liquids.liquid("LAVA")
-    with pytest.raises(InvalidSettingsError, match="must be positive"):
-        liquids.settings_for(liquids.liquid("WATER"), 0.0)
+def test_unknown_preset_is_refused():
+    with pytest.raises(InvalidSettingsError, match="Unknown liquid preset 'SLIME'.*WATER"):
+        liquids.liquid("SLIME")

@@ -192,12 +192,14 @@ def test_box_moved_into_the_liquid_pushes_it_out():
 def test_live_settings_change_the_model():
     scene = column_scene(frames=(1, 2))
     sim = live.LiveSimulation(scene, SimulationSettings(solver="PBF", particle_spacing=0.02), capacity=10_000)
-    sim.set_settings(gravity=[0.0, 0.0, -2.0], pbf_xsph_viscosity=0.5, pbf_surface_tension=0.3)
+    sim.set_settings(gravity=[0.0, 0.0, -2.0], pbf_velocity_smoothing=0.5, surface_tension=0.03, dynamic_viscosity=2.0,
+                     pbf_surface_tension=0.25)
     sim.advance()
     model = sim.solver.model
     np.testing.assert_array_equal(model.gravity, [0.0, 0.0, -2.0])
-    assert model.xsph == 0.5 and model.kappa == pytest.approx(0.3)
-    assert sim.settings.pbf_xsph_viscosity == 0.5
+    assert model.xsph == 0.5 and model.liquid.surface_tension[0] == pytest.approx(0.03)
+    assert model.liquid.viscosity[0] == pytest.approx(2.0) and model.kappa == 0.25
+    assert sim.settings.pbf_velocity_smoothing == 0.5
 
 
 def test_live_defaults_replace_solver_substep_travel_iterations_and_spacing():
@@ -273,8 +275,9 @@ def _start_child(tmp_path, scene, settings, capacity=10_000, n_colliders=0, paus
     save_job(job, scene, settings)
     state = live_channel.StateBlock.create(capacity)
     control = live_channel.ControlBlock.create(n_colliders)
-    control.write(paused=int(paused), gravity=[0.0, 0.0, -9.81], pbf_xsph_viscosity=settings.pbf_xsph_viscosity,
-                  viscosity=settings.viscosity, pbf_surface_tension=settings.pbf_surface_tension)
+    control.write(paused=int(paused), gravity=[0.0, 0.0, -9.81], pbf_velocity_smoothing=settings.pbf_velocity_smoothing,
+                  dynamic_viscosity=settings.dynamic_viscosity, surface_tension=settings.surface_tension,
+                  pbf_surface_tension=settings.pbf_surface_tension)
     env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.Popen([sys.executable, "-m", "engine.live.session", "run", job, "--state", state.shm.name,
                              "--control", control.shm.name, "--parent", str(os.getpid())],

@@ -118,7 +118,7 @@ def test_solvers_take_a_changing_particle_count(solver_name):
     pt = Particles.create(x, np.zeros_like(x), 1000.0)
     boxes = np.array([[[0, 0, 0], [0.12, 0.12, 0.4]]])
     if solver_name == "PBF":
-        model = pbf.make_model(dx=dx, rho0=1000.0, iterations=4, tolerance=0.005, beta=0.6, xsph=0.02, kappa=0.0,
+        model = pbf.make_model(dx=dx, rho0=1000.0, iterations=4, tolerance=0.005, beta=0.6, xsph=0.02,
                                gravity=[0, 0, -9.81], boxes=boxes, cfl=0.5, max_dt=0.002, speed_limit=100.0,
                                spacings=[dx, 2 * dx])
         solver = pbf.PBFSolver(model, pt)

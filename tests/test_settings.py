@@ -3,6 +3,7 @@
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 
 from engine import settings as st
@@ -46,11 +47,27 @@ def test_all_problems_are_reported_at_once():
 
 
 def test_dict_round_trip_and_hash():
-    s = st.SimulationSettings(particle_spacing=0.01, viscosity=0.5)
+    s = st.SimulationSettings(particle_spacing=0.01, dynamic_viscosity=0.5)
     d = json.loads(json.dumps(st.to_dict(s)))
     assert st.from_dict(d) == s
     assert st.settings_hash(st.from_dict(d)) == st.settings_hash(s)
     assert st.settings_hash(s) != st.settings_hash(st.SimulationSettings())
+
+
+def test_settings_of_earlier_versions_load_with_their_meaning():
+    """The XSPH smoothing was renamed (same meaning): it loads under its new name; the kinematic viscosity
+    (m^2/s, named ``viscosity``) of earlier versions becomes the dynamic one (Pa s, ``dynamic_viscosity``)
+    through the rest density, or the default rest density when the dict has none; the legacy PBF surface
+    pull keeps its name and meaning. A dict of this version loads as it is."""
+    s = st.from_dict({"pbf_xsph_viscosity": 0.5, "viscosity": 0.005, "rest_density": 1400.0,
+                      "pbf_surface_tension": 0.3})
+    assert s.pbf_velocity_smoothing == 0.5 and s.pbf_surface_tension == 0.3
+    np.testing.assert_allclose(s.dynamic_viscosity, 7.0, rtol=1e-12, atol=0)  # mu = rho nu
+    np.testing.assert_allclose(st.from_dict({"viscosity": 1e-6}).dynamic_viscosity, 1e-3, rtol=1e-12, atol=0)
+    now = st.SimulationSettings(dynamic_viscosity=0.5, rest_density=1400.0)
+    assert st.from_dict(st.to_dict(now)) == now
+    with pytest.raises(InvalidSettingsError, match="unknown setting 'viscosity'"):  # never both
+        st.from_dict({"viscosity": 0.5, "dynamic_viscosity": 0.5})
 
 
 def test_from_dict_is_strict():
@@ -90,9 +107,9 @@ def test_groups_flatten_into_the_settings_and_come_back_whole():
             assert p.default == f.default and p.solvers == group.solvers, p.name
             seen.append(p.name)
     assert seen == list(flat), "every flat setting comes from exactly one group, in the groups' order"
-    s = st.SimulationSettings(solver="HYBRID", hybrid_sor_omega=1.5, pbf_iterations=7, viscosity=0.002)
+    s = st.SimulationSettings(solver="HYBRID", hybrid_sor_omega=1.5, pbf_iterations=7, dynamic_viscosity=0.002)
     assert s.hybrid == st.HybridSettings(sor_omega=1.5)
-    assert s.pbf.iterations == 7 and s.sph.viscosity == 0.002 and s.wcsph == st.WCSPHSettings()
+    assert s.pbf.iterations == 7 and s.common.dynamic_viscosity == 0.002 and s.wcsph == st.WCSPHSettings()
     assert st.SimulationSettings().hybrid == st.HybridSettings()
 
 
@@ -105,15 +122,17 @@ def test_each_enum_is_declared_once():
 
 
 def test_the_solvers_that_read_each_setting():
-    """The five SPH settings act under WCSPH and Hybrid, never under PBF (the default solver)."""
+    """The four SPH settings act under WCSPH and Hybrid, never under PBF (the default solver); the liquid's
+    density, viscosity and surface tension under every solver."""
     by_name = {p.name: p for p in st.parameters()}
-    for name in ("viscosity", "smoothing_length_factor", "artificial_viscosity", "sound_speed", "cfl_number"):
+    for name in ("smoothing_length_factor", "artificial_viscosity", "sound_speed", "cfl_number"):
         assert not by_name[name].is_used_by("PBF") and by_name[name].is_used_by("WCSPH"), name
         assert by_name[name].is_used_by("HYBRID"), name
     assert by_name["wcsph_density"].solvers == ("WCSPH",)
     assert all(p.solvers == ("PBF",) for p in st.parameters() if p.name.startswith("pbf_"))
     assert all(p.solvers == ("HYBRID",) for p in st.parameters() if p.name.startswith("hybrid_"))
-    for name in ("particle_spacing", "rest_density", "particle_lifetime", "use_kill_box", "collider_cell_size"):
+    for name in ("particle_spacing", "rest_density", "dynamic_viscosity", "surface_tension", "particle_lifetime",
+                 "use_kill_box", "collider_cell_size"):
         assert by_name[name].solvers == (), name
     hybrid = st.SimulationSettings(solver="HYBRID")
     assert by_name["hybrid_interface_depth"].acts_with(hybrid)
@@ -128,7 +147,8 @@ def test_animatable_settings_are_those_read_every_frame():
     """What the artist may key: the liquid's viscosity and surface tension, collider friction and bounce,
     an inflow's rate and velocity. What is fixed for a bake is not animatable."""
     names = st.animatable_names()
-    assert set(names["scene"]) == {"viscosity", "pbf_xsph_viscosity", "pbf_surface_tension"}
+    assert set(names["scene"]) == {"dynamic_viscosity", "surface_tension", "pbf_velocity_smoothing",
+                                   "pbf_surface_tension"}
     assert {"friction", "bounce", "normal_speed", "velocity"} <= set(names["object"])
     fixed = {p.name for p in st.parameters() + st.object_parameters() if not p.animatable}
     assert {"particle_spacing", "solver", "rest_density", "collider_mode", "inflow_mode", "spacing_factor",
@@ -147,7 +167,7 @@ def test_object_settings_know_their_roles():
     # each setting's heading: its own group, else its class's
     groups = {p.name: p.group for p in st.parameters()}
     assert groups["pbf_iterations"] == "PBF" and groups["collider_cell_size"] == "Colliders"
-    assert groups["viscosity"] == "SPH" and groups["solver"] == "Simulation"
+    assert groups["dynamic_viscosity"] == "Liquid" and groups["solver"] == "Simulation"
     assert {p.group for p in st.whitewater_parameters()} == {"Whitewater"}
     normal_speed = next(p for p in st.object_parameters() if p.name == "normal_speed")
     assert normal_speed.acts_with(st.InflowSettings()) and not normal_speed.acts_with(

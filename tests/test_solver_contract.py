@@ -66,16 +66,19 @@ def test_each_solver_builds_itself_and_takes_the_animated_settings_it_reads(name
     settings = SimulationSettings(solver=name, particle_spacing=0.02)
     assert solver_type(name).kernel_support(settings, 0.02) == pytest.approx(assemble.kernel_support(settings))
     g = np.array([0.5, -0.25, -4.0])
-    s.set_animated({"gravity": g, "viscosity": 0.25, "pbf_xsph_viscosity": 0.5, "pbf_surface_tension": 0.75,
-                    "a_setting_no_solver_reads": 1.0})
+    s.set_animated({"gravity": g, "dynamic_viscosity": 0.25, "pbf_velocity_smoothing": 0.5, "surface_tension": 0.0125,
+                    "pbf_surface_tension": 0.75, "a_setting_no_solver_reads": 1.0})
     s.set_box_response(0, friction=0.3, bounce=0.2)
     walls = s.model.sph if name == "HYBRID" else s.model
     np.testing.assert_array_equal(walls.gravity, g)
     assert walls.box_friction[0] == 0.3 and walls.box_bounce[0] == 0.2
     if name == "PBF":
-        assert (s.model.xsph, s.model.kappa) == (0.5, 0.75)
-    else:
-        assert walls.nu == 0.25 and (name != "HYBRID" or s.model.nu == 0.25)
+        assert s.model.xsph == 0.5 and s.model.kappa == 0.75
+    else:  # the viscosity in Pa s: the SPH particles' and the grid's kinematic one is mu / rho0
+        nu = 0.25 / walls.rho0
+        assert walls.nu == pytest.approx(nu) and (name != "HYBRID" or s.model.nu == pytest.approx(nu))
+    if name != "HYBRID":  # the scene's liquid, row 0 of the liquid table (the hybrid keeps explicit viscosity)
+        assert (s.model.liquid.viscosity[0], s.model.liquid.surface_tension[0]) == (0.25, 0.0125)
     # the solver keeps stepping with the new model
     s.step(s.stable_dt())
     assert np.all(np.isfinite(s.particles.x))

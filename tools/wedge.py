@@ -4,7 +4,7 @@
         [--scheduler ADDRESS] [--workers N] [--out FOLDER]
 
 ``NAME`` is a setting of ``Scene.surge`` (the names of the Surge properties, e.g. ``particle_spacing``,
-``viscosity``, ``solver``); ``NAME@OBJECT`` a setting of that object's ``Object.surge`` (e.g.
+``dynamic_viscosity``, ``solver``); ``NAME@OBJECT`` a setting of that object's ``Object.surge`` (e.g.
 ``normal_speed@Tap``). Values are separated by commas; a vector's components by ``:``
 (``gravity=0:0:-9.81,0:0:-4``). Every combination is baked into its own folder under ``--out``
 (default: ``SHOT_wedge/`` beside the shot) with the shot saved there under the combination's settings,

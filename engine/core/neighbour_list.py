@@ -329,6 +329,17 @@ _IDENTITY = np.zeros(0, dtype=np.int64)
 LIST_ROOM = 16
 
 
+@njit(inline="always", cache=True)
+def list_range(start, count, local, half, i):
+    """Particle i's entries of a list (:class:`NeighbourList`): ``[p0, mid)`` its later neighbours of its
+    own block, each pair visited once for both particles, and ``[mid, end)`` the others, visited for i
+    alone. ``half`` says whether the list is a half list (a full list's entries are all of the second
+    kind, whatever ``local`` holds)."""
+    p0 = start[i]
+    mid = p0 + np.int64(local[i]) if half else p0
+    return p0, mid, p0 + np.int64(count[i])
+
+
 class NeighbourList:
     """Compact neighbour list of a sorted particle set, rebuilt every substep.
 

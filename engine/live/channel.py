@@ -81,8 +81,9 @@ def control_dtype(n_colliders: int) -> np.dtype:
         ("heartbeat", "<f8"),     # time.time() of the host's last update
         ("speed", "<f8"),         # simulated seconds per wall second the engine aims for (0: its own)
         ("gravity", "<f8", (3,)),
-        ("viscosity", "<f8"),
-        ("pbf_xsph_viscosity", "<f8"),
+        ("dynamic_viscosity", "<f8"),
+        ("pbf_velocity_smoothing", "<f8"),
+        ("surface_tension", "<f8"),
         ("pbf_surface_tension", "<f8"),
         ("n_colliders", "<i4"),
         ("matrices", "<f8", (max(n_colliders, 1), 4, 4)),

@@ -120,11 +120,13 @@ class LiveSimulation:
 
         return MAX_SURFACE_TRAVEL * self.settings.particle_spacing * self.collider_substeps / self.frame_dt
 
-    def set_settings(self, gravity=None, viscosity=None, pbf_xsph_viscosity=None, pbf_surface_tension=None) -> None:
+    def set_settings(self, gravity=None, dynamic_viscosity=None, pbf_velocity_smoothing=None, surface_tension=None,
+                     pbf_surface_tension=None) -> None:
         """Take on the settings that act live (None keeps a value): they become one-value tracks of
         the scene's animation (:class:`engine.scene.animation.SceneAnimation`), applied at every substep."""
         tracks = self.sim.animation.tracks
-        values = {"gravity": gravity, "viscosity": viscosity, "pbf_xsph_viscosity": pbf_xsph_viscosity,
+        values = {"gravity": gravity, "dynamic_viscosity": dynamic_viscosity,
+                  "pbf_velocity_smoothing": pbf_velocity_smoothing, "surface_tension": surface_tension,
                   "pbf_surface_tension": pbf_surface_tension}
         changes = {}
         for name, value in values.items():
@@ -413,9 +415,9 @@ def _loop(live: LiveSimulation, build, state, control, parent: int, speed: float
             if failed:
                 time.sleep(10 * POLL)
                 continue
-            live.set_settings(gravity=ctl["gravity"], viscosity=ctl["viscosity"],
-                              pbf_xsph_viscosity=ctl["pbf_xsph_viscosity"],
-                              pbf_surface_tension=ctl["pbf_surface_tension"])
+            live.set_settings(gravity=ctl["gravity"], dynamic_viscosity=ctl["dynamic_viscosity"],
+                              pbf_velocity_smoothing=ctl["pbf_velocity_smoothing"],
+                              surface_tension=ctl["surface_tension"], pbf_surface_tension=ctl["pbf_surface_tension"])
             live.set_colliders(ctl["matrices"][: ctl["n_colliders"]])
             if ctl["speed"] > 0.0:
                 wall_dt = live.frame_dt / ctl["speed"]

@@ -15,8 +15,8 @@ values: exact for linear keys, within a frame's worth of curvature for Bezier ke
 Which settings may be animated (everything else is read once, at the first frame):
 
 ================  ==========================================================================
-scene             ``gravity`` (3,), ``viscosity`` (WCSPH and Hybrid), ``pbf_xsph_viscosity``,
-                  ``pbf_surface_tension`` (PBF)
+scene             ``gravity`` (3,), ``dynamic_viscosity`` and ``surface_tension`` (the scene's
+                  liquid), ``pbf_velocity_smoothing`` and ``pbf_surface_tension`` (PBF)
 inflow            ``use_flow`` (on/off), ``normal_speed``, ``velocity`` (3,)
 outflow           ``use_flow`` (on/off)
 collider          ``friction``, ``bounce`` (mesh colliders and box containers)
@@ -42,7 +42,8 @@ import numpy as np
 
 #: Names of the tracks each kind of object may carry, with the shape of one frame's value.
 ANIMATABLE = {
-    "scene": {"gravity": (3,), "viscosity": (), "pbf_xsph_viscosity": (), "pbf_surface_tension": ()},
+    "scene": {"gravity": (3,), "dynamic_viscosity": (), "surface_tension": (), "pbf_velocity_smoothing": (),
+              "pbf_surface_tension": ()},
     "inflow": {"use_flow": (), "normal_speed": (), "velocity": (3,)},
     "outflow": {"use_flow": ()},
     "collider": {"friction": (), "bounce": ()},
@@ -54,7 +55,7 @@ ANIMATABLE = {
 #: ``Scene.gravity`` is Blender's own; force fields' settings are Blender's ``Object.field``.
 ANIMATABLE_PROPERTIES = {
     "Scene": ("gravity",),
-    "Scene.surge": ("viscosity", "pbf_xsph_viscosity", "pbf_surface_tension"),
+    "Scene.surge": ("dynamic_viscosity", "surface_tension", "pbf_velocity_smoothing", "pbf_surface_tension"),
     "Object.surge": ("use_flow", "normal_speed", "velocity", "friction", "bounce", "use_dynamic"),
 }
 

@@ -25,9 +25,10 @@ from .objects import (BoxContainer, FluidObject, ForceField, InflowObject, MeshC
                       RigidBodyObject, SceneDescription, TriangleMesh)
 
 #: The job format this engine writes and reads (4: moving inflows and outflows, animated settings,
-#: force fields and the initial velocity gradient of fluids; 5: rigid bodies). A job folder is written
-#: for each bake, so no other version is read.
-JOB_FORMAT_VERSION = 5
+#: force fields and the initial velocity gradient of fluids; 5: rigid bodies; 6: the liquid in physical
+#: units, the dynamic viscosity in Pa s and the surface tension in N/m, with their tracks). A job folder
+#: is written for each bake, so no other version is read.
+JOB_FORMAT_VERSION = 6
 
 
 def _put_motion(entry: dict, arrays: dict, prefix: str, obj) -> dict:

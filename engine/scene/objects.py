@@ -379,7 +379,7 @@ class SceneDescription:
         Frames per second (Blender's ``fps / fps_base``).
     tracks : dict of str -> ndarray
         Per-frame values of the animated scene settings (``gravity`` (F, 3), ``viscosity``,
-        ``pbf_xsph_viscosity``, ``pbf_surface_tension`` (F,); see :mod:`engine.scene.animation`). A
+        ``pbf_velocity_smoothing``, ``surface_tension`` (F,); see :mod:`engine.scene.animation`). A
         setting without a track keeps its value (``gravity`` above, the others in the settings).
     force_fields : tuple of ForceField
     bodies : tuple of RigidBodyObject

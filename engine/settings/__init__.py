@@ -16,8 +16,8 @@ properties, job folders and cache manifests use. Per-object settings are one dat
 
 Animatable settings (``Parameter.animatable``) are those a bake reads at every frame: an inflow's
 on/off switch (Use Flow, an outflow's too), normal speed and velocity, a collider's friction and
-bounce, the liquid's viscosity (SPH and PBF) and PBF surface tension; Blender's scene gravity is animatable too.
-Everything else (particle
+bounce, the liquid's viscosity and surface tension, PBF's velocity smoothing and legacy surface pull;
+Blender's scene gravity is animatable too. Everything else (particle
 spacing, solver, rest density, resolutions, solver controls) is read once at the start of a bake,
 and the Blender properties do not offer keyframes for it.
 

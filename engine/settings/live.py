@@ -67,7 +67,7 @@ def live_parameters() -> list[Parameter]:
 
 
 #: Scene settings a running live session takes on at once; a change of any other restarts it.
-LIVE_CHANGEABLE = ("viscosity", "pbf_xsph_viscosity", "pbf_surface_tension")
+LIVE_CHANGEABLE = ("dynamic_viscosity", "pbf_velocity_smoothing", "surface_tension", "pbf_surface_tension")
 
 
 def live_simulation_settings(settings: SimulationSettings, live: LiveSettings) -> SimulationSettings:

@@ -70,7 +70,18 @@ class CommonSettings:
         tooltip="Distance between neighbouring particles at rest, in metres; halving it makes 8 times more particles")
     rest_density: float = _param(
         1000.0, label="Rest Density", unit="kg/m3", min=1.0, max=25000.0, soft_min=100.0, soft_max=5000.0,
+        group="Liquid",
         tooltip="Density of the liquid at rest, in kilograms per cubic metre (water: 1000)")
+    dynamic_viscosity: float = _param(
+        0.001, label="Viscosity", unit="Pa s", min=0.0, max=1.0e6, soft_max=1000.0, animatable=True,
+        group="Liquid",
+        tooltip="Dynamic viscosity of the liquid in pascal-seconds (water 0.001, olive oil 0.084, honey about 10, "
+                "lava 100 to 10,000); solved implicitly, so a thick liquid bakes at the substeps of water")
+    surface_tension: float = _param(
+        0.0, label="Surface Tension", unit="N/m", min=0.0, max=100.0, soft_max=1.0, animatable=True,
+        group="Liquid",
+        tooltip="Surface tension of the liquid in newtons per metre (water 0.073, oil 0.032, honey 0.05); it rounds "
+                "off drops and holds thin streams together, and matters at the scale of centimetres. 0 turns it off")
     max_substeps: int = _param(
         2000, label="Max Substeps", min=1, max=100000,
         tooltip="Most substeps one frame may take; a frame needing more stops the bake with an error")
@@ -89,9 +100,6 @@ class SPHSettings:
     smoothing_length_factor: float = _param(
         1.2, label="Smoothing Length", min=0.8, max=2.5,
         tooltip="Kernel smoothing length h as a multiple of the particle spacing; particles interact within 2h")
-    viscosity: float = _param(
-        1.0e-6, label="Viscosity", unit="m2/s", min=0.0, max=100.0, soft_max=0.1, animatable=True,
-        tooltip="Kinematic viscosity in square metres per second (water: 0.000001, honey: about 0.005)")
     artificial_viscosity: float = _param(
         0.02, label="Artificial Viscosity", min=0.0, max=1.0, soft_max=0.2,
         tooltip="Monaghan's artificial viscosity alpha; damps particle noise, larger values make the liquid thicker")
@@ -142,14 +150,16 @@ class PBFSettings:
         0.6, label="PBF Stiffness", min=0.05, max=0.75,
         tooltip="Scale of each density correction (beta); lower is softer and steadier, above 0.75 the "
                 "corrections overshoot and the liquid boils")
-    xsph_viscosity: float = _param(
-        0.02, label="PBF Viscosity", min=0.0, max=50.0, soft_max=10.0, animatable=True,
-        tooltip="XSPH velocity smoothing: 0.01-0.05 for water, about 1 for oil, 5-20 for toothpaste-like "
-                "liquids; values above 0.5 are applied in several stable passes")
+    velocity_smoothing: float = _param(
+        0.02, label="PBF Velocity Smoothing", min=0.0, max=50.0, soft_max=10.0, animatable=True,
+        tooltip="XSPH smoothing of each particle's velocity toward its neighbours' (no physical unit): a little "
+                "(0.01-0.05) calms particle noise; more damps the liquid for an artistic look. The liquid's own "
+                "viscosity is the Viscosity setting")
     surface_tension: float = _param(
-        0.0, label="PBF Surface Tension", min=0.0, max=2.0, soft_max=1.0, animatable=True,
-        tooltip="Strength of the pull that keeps the liquid together and rounds off drops; 1 pulls the surface "
-                "inward as strongly as gravity pulls down. Use 0 for large-scale water, more for small drops")
+        0.0, label="Legacy Surface Pull", min=0.0, max=2.0, soft_max=1.0, animatable=True,
+        tooltip="The earlier PBF surface pull, as a multiple of gravity (1 pulls the surface inward as strongly as "
+                "gravity pulls down), kept so that files made with it bake as they did; a weightless drop swells "
+                "slowly under it. 0 turns it off: use Surface Tension, in N/m, instead")
 
 
 @dataclass(frozen=True)
@@ -301,6 +311,15 @@ class ColliderSettings:
         0.0, label="Bounce", min=0.0, max=1.0, animatable=True,
         tooltip="Fraction of the speed into this collider the liquid keeps, reversed, when it hits it; 0 for "
                 "water, which does not bounce off walls")
+    use_no_slip: bool = _param(
+        True, label="No-Slip",
+        tooltip="The liquid's viscosity grips this collider's surface (no-slip), so honey clings and creeps; off, "
+                "a viscous liquid slides along it as along ice (slip)")
+    adhesion: float = _param(
+        0.5, label="Adhesion", min=0.0, max=2.0, soft_max=1.0, animatable=False,
+        tooltip="How strongly the liquid's surface tension clings to this collider, as a fraction of the liquid's "
+                "pull on itself: 0 beads up and rolls off, 0.5 meets the surface at about 90 degrees, 1 wets it "
+                "completely. Acts only with a Surface Tension")
     surface_offset: float = _param(
         0.0, label="Surface Offset", unit="m", min=-1.0, max=1.0, soft_min=-0.1, soft_max=0.1,
         tooltip="Moves the surface the liquid meets outward from the solid (negative: inward), in metres; "
@@ -590,10 +609,36 @@ def check_supported(settings: SimulationSettings, owner: str = "Scene") -> None:
             f"use {' or '.join(SUPPORTED_SOLVERS)}"])
 
 
+#: Settings of earlier versions read under their new name (the same meaning and unit).
+RENAMED = {"pbf_xsph_viscosity": "pbf_velocity_smoothing"}
+
+#: The kinematic viscosity (m^2/s) of earlier versions: a setting of this name is always of that version
+#: (no setting of that name is written since), read as ``dynamic_viscosity`` = viscosity x rest density.
+KINEMATIC_VISCOSITY = "viscosity"
+
+#: The kinematic viscosity of earlier versions when it was never set, m^2/s (their default: water's).
+KINEMATIC_DEFAULT = 1.0e-6
+
+
+def migrated(data: dict) -> dict:
+    """Scene settings of any earlier version as this version reads them, with the same meaning: renamed
+    settings under their new names, and the kinematic ``viscosity`` (m^2/s) of earlier versions turned
+    into the dynamic viscosity ``dynamic_viscosity`` = nu rho0 (Pa s), rho0 the dict's rest density (or
+    its default). A dict of this version is returned as it is (a copy)."""
+    out = {RENAMED.get(k, k): v for k, v in data.items()}
+    if KINEMATIC_VISCOSITY in out and "dynamic_viscosity" not in out:
+        nu = out.pop(KINEMATIC_VISCOSITY)
+        if isinstance(nu, (int, float)) and not isinstance(nu, bool):
+            nu = float(nu) * float(out.get("rest_density", CommonSettings.rest_density))
+        out["dynamic_viscosity"] = nu
+    return out
+
+
 def from_dict(data: dict, owner: str = "Scene") -> SimulationSettings:
     """Build settings from a dict, strictly: unknown keys are errors, missing keys take defaults.
 
     Integral floats such as ``2.0`` are accepted for float fields and ints for float fields;
-    the result is validated before it is returned.
+    the result is validated before it is returned. Settings of earlier versions are read with their
+    meaning kept (:func:`migrated`).
     """
-    return _strict_from_dict(SimulationSettings, data, owner)
+    return _strict_from_dict(SimulationSettings, migrated(dict(data)), owner)

@@ -52,6 +52,10 @@ class SolverSetup:
     auto_sound_speed : float
         The speed of sound WCSPH picks for this scene (:func:`engine.solvers.wcsph.auto_sound_speed`
         over the initial liquid, the inflows and the colliders), m/s; PBF bounds speeds with it too.
+    liquid : engine.solvers.liquid_forces.LiquidTable or None
+        The bake's liquids (None: the settings' one liquid).
+    walls : engine.solvers.liquid_forces.WallResponse or None
+        No-slip or slip and the adhesion of each box and collider (None: no-slip, no adhesion).
     """
 
     settings: Any
@@ -61,6 +65,8 @@ class SolverSetup:
     box_bounce: np.ndarray
     spacings: np.ndarray
     auto_sound_speed: float
+    liquid: Any = None
+    walls: Any = None
 
 
 class SpeedLimit(NamedTuple):

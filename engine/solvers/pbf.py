@@ -26,19 +26,23 @@ Macklin & Müller 2013 (PBF). One substep of length dt:
      lambda_i grad psi; walls never pull; every iterate is pushed out of mesh colliders;
 
    the velocity follows the positions, v += dx_i / dt, so v = (x*_final - x) / dt;
-4. XSPH viscosity, eq. 6, split into N = ceil(c / 0.5) passes of c / N each
+4. the liquid's viscosity, in Pa s, solved implicitly (Weiler et al. 2018,
+   :mod:`engine.solvers.viscosity_weiler2018`), and its surface tension in N/m with adhesion to the
+   walls (Akinci et al. 2013, :mod:`engine.solvers.surface_tension_akinci2013`), as velocity changes
+   at the final positions (:mod:`engine.solvers.liquid_forces`);
+5. velocity smoothing: XSPH, eq. 6, split into N = ceil(c / 0.5) passes of c / N each
    (v_i += c/N sum_j m_j / rho_j (v_j - v_i) W_ij): each pass is a convex average, so it cannot
-   add energy however large c is;
-5. surface tension, eq. 7, from one coefficient kappa: the multiplier may pull only up to
+   add energy however large c is. It has no physical unit; a little calms particle noise;
+6. the legacy surface pull, eq. 7, from one coefficient kappa (0, the default, turns it off; files
+   made before the surface tension in N/m keep theirs): the multiplier may pull only up to
    lambda_i <= f(kappa) (kappa = 0 makes the constraint one-sided: no attraction, no clumping),
    and the tensile term s_corr = -g(kappa) W(x_i - x_j) / W(dq), dq = h (the rest spacing), is
    subtracted from the multipliers, i.e. it attracts neighbours (with MM13's sign convention the
    paper's "subtracted from the Lagrange multipliers" is a cohesive pull, which makes a liquid
    round up). f and g are linear in kappa as in the paper, and scaled so that each pulls a particle
    of a flat surface inward by kappa g0 dt^2 / 2 per substep (g0 = 9.81 m/s^2): kappa = 1 is a
-   surface pull as strong as gravity, whatever the substep (a pull of a fixed fraction of k acts
-   like a spring at the edge of stability). Known limitation: a weightless drop still swells
-   slowly, because the nearly one-sided constraint cannot hold the bulk against jitter.
+   surface pull as strong as gravity, whatever the substep. A weightless drop swells slowly under
+   it, because the nearly one-sided constraint cannot hold the bulk against jitter.
 
 Kernel: cubic spline (Monaghan 1992, :func:`engine.core.kernels.cubic_w`) with h = dx and support
 2h, 27-29 neighbours in the bulk. At h = dx the lattice sum of the cubic spline is 0.99997 of the
@@ -81,6 +85,7 @@ from ..collision.walls import clamp_into_boxes, near_walls
 from ..core.particles import Particles
 from ..core.state_check import max_speed
 from . import SolverSetup, SpeedLimit
+from .liquid_forces import LiquidForces
 from .pbf_model import (H_FACTOR, SURFACE_ACCELERATION, XSPH_PASS_LIMIT, PBFModel, make_model,  # noqa: F401
                         prototype_stiffness, surface_gradients)
 from . import pbf_cluster_passes as clusters
@@ -263,7 +268,7 @@ class PBFSolver:
     name = "PBF"
 
     #: The animated settings PBF reads (:meth:`set_animated`) and the model field each sets.
-    ANIMATED = {"gravity": "gravity", "pbf_xsph_viscosity": "xsph", "pbf_surface_tension": "kappa"}
+    ANIMATED = {"gravity": "gravity", "pbf_velocity_smoothing": "xsph", "pbf_surface_tension": "kappa"}
 
     @classmethod
     def from_settings(cls, setup: SolverSetup, particles: Particles, collision: CollisionWorld | None = None,
@@ -272,12 +277,12 @@ class PBFSolver:
         s = setup.settings
         model = make_model(dx=float(setup.spacings[0]), spacings=setup.spacings, rho0=s.rest_density,
                            iterations=s.pbf_iterations, tolerance=s.pbf_density_tolerance / 100.0,
-                           beta=s.pbf_stiffness, xsph=s.pbf_xsph_viscosity, kappa=s.pbf_surface_tension,
+                           beta=s.pbf_stiffness, xsph=s.pbf_velocity_smoothing, kappa=s.pbf_surface_tension,
                            gravity=setup.gravity, boxes=setup.boxes, friction=setup.box_friction,
                            bounce=setup.box_bounce, cfl=s.pbf_cfl_number, max_dt=s.pbf_time_step,
                            # the bound WCSPH has with its automatic sound speed: 50 times the fastest
                            # free-fall speed
-                           speed_limit=5.0 * setup.auto_sound_speed)
+                           speed_limit=5.0 * setup.auto_sound_speed, liquid=setup.liquid, walls=setup.walls)
         log.info("PBF: %d particles, h=%.4g m, mass=%.4g kg, %d iterations", len(particles), model.h,
                  model.level_mass[0], model.iterations)
         return cls(model, particles, level=level, collision=collision)
@@ -288,8 +293,12 @@ class PBFSolver:
         return 2.0 * H_FACTOR * spacing
 
     def set_animated(self, values: dict) -> None:
-        """Gravity, the XSPH coefficient and the surface tension coefficient (:data:`ANIMATED`)."""
+        """Gravity, the velocity smoothing (:data:`ANIMATED`) and the scene liquid's viscosity and surface
+        tension (row 0 of the liquid table)."""
         changes = {field: values[name] for name, field in self.ANIMATED.items() if name in values}
+        liquid = self.model.liquid.with_animated(values)
+        if liquid is not None:
+            changes["liquid"] = liquid
         if changes:
             self.model = replace(self.model, **changes)
 
@@ -344,6 +353,8 @@ class PBFSolver:
         self._rho = np.empty(0, dtype=np.float32)
         self._share = np.empty((0, 4), dtype=np.float32)
         self._w_of_slope = kernel_of_slope()
+        #: the liquid's viscosity and surface tension
+        self.liquid_forces = LiquidForces(H_FACTOR)
         self._ensure_capacity()
         #: seconds spent in the last substep, by phase (the benchmark reads it)
         self.timings = {"predict": 0.0, "grid": 0.0, "neighbours": 0.0, "solve": 0.0, "viscosity": 0.0}
@@ -449,6 +460,7 @@ class PBFSolver:
             dt = m.max_dt
         if self.collision is not None:
             dt = min(dt, self.collision.dt_limit(self.time))
+        dt = min(dt, self.liquid_forces.dt_limit(m.liquid, float(m.level_dx[0])))
         return min(dt, m.max_dt)
 
     def _neighbours(self) -> None:
@@ -583,6 +595,7 @@ class PBFSolver:
         if cl is not None:
             pt.rho[:] = self._rho[:n]
         self.iterations = used
+        self._liquid_forces(dt, cset)
         t3 = time.perf_counter()
         passes = m.xsph_passes
         # collider friction acts between the viscosity and the box walls' friction: then finish alone
@@ -611,6 +624,17 @@ class PBFSolver:
         self.timings = {"predict": t1 - t0, "grid": grid_time, "neighbours": t2 - t1 - grid_time,
                         "solve": t3 - t2, "viscosity": t4 - t3}
 
+    def _liquid_forces(self, dt: float, cset) -> None:
+        """Viscosity and surface tension at the final positions (:mod:`engine.solvers.liquid_forces`)."""
+        m, pt = self.model, self.particles
+        if not (m.liquid.has_viscosity or m.liquid.has_surface_tension):
+            return
+        h = self._lh[:1].repeat(len(pt)) if self._uniform else self._lh[self.level]
+        rel = self._lmass[:1].repeat(len(pt)) if self._uniform else self._lmass[self.level]
+        self.liquid_forces.apply(m.liquid, pt.x, pt.v, h, rel, rel, float(m.level_mass[0]) / m.rho0,
+                                 float(m.level_mass[0]), None, pt.age, dt, self.neighbours, m.boxes, m.walls, cset,
+                                 rho=pt.rho)
+
     def memory_bytes(self) -> int:
         """Bytes held by the particle state (every channel at its capacity), the solver's buffers and
         the last grid."""
@@ -620,7 +644,7 @@ class PBFSolver:
             g = self.grid
             arrays += [g.cell_key, g.cell_start, g.cell_nbr]
         pairs = self._clusters.nbytes() if self._clusters is not None else self._particle_list.nbytes()
-        return self.particles.nbytes() + pairs + int(sum(a.nbytes for a in arrays))
+        return self.particles.nbytes() + pairs + self.liquid_forces.nbytes() + int(sum(a.nbytes for a in arrays))
 
 
 _NO_COLLIDERS = empty_world_args()

@@ -1,6 +1,8 @@
 """The static model of a PBF bake: per-resolution masses, smoothing lengths and constraint
-stiffness, and the surface-tension scales (Alduán, Tena & Otaduy 2015, "Efficient and Robust
-Position-Based Fluids for VFX", eq. 3-4 and 7). The substep that uses it is :mod:`engine.solvers.pbf`.
+stiffness, the scales of the legacy surface pull kappa (Alduán, Tena & Otaduy 2015, "Efficient and
+Robust Position-Based Fluids for VFX", eq. 3-4 and 7), and the liquids with their viscosity and
+surface tension (:mod:`engine.solvers.liquid_forces`). The substep that uses it is
+:mod:`engine.solvers.pbf`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.kernels import cubic_dwdr, cubic_w, half_space_tables, lattice_sum
+from .liquid_forces import LiquidTable, WallResponse
 
 #: Smoothing length as a multiple of the particle spacing (see the module docstring).
 H_FACTOR = 1.0
@@ -20,7 +23,6 @@ XSPH_PASS_LIMIT = 0.5
 
 #: Surface acceleration per unit kappa, m/s^2, shared equally by the clamp f and the cohesion g of eq. 7.
 SURFACE_ACCELERATION = 9.81
-
 
 @dataclass(frozen=True)
 class PBFModel:
@@ -41,8 +43,8 @@ class PBFModel:
     iterations: int           # most constraint iterations per substep
     tolerance: float          # mean relative compression that ends the iterations (0.01 = 1 %)
     beta: float               # stiffness scale of eq. 4
-    xsph: float               # XSPH coefficient c of eq. 6 (total over all passes)
-    kappa: float              # surface tension coefficient of eq. 7, dimensionless
+    xsph: float               # XSPH coefficient c of eq. 6 (total over all passes): velocity smoothing
+    kappa: float              # legacy surface pull of eq. 7, dimensionless (0: off, the default)
     gravity: np.ndarray       # (3,) float64, m/s^2
     boxes: np.ndarray         # (K, 2, 3) float64, inner lower/upper corners of box containers, m
     box_friction: np.ndarray  # (K,) fraction of tangential velocity lost in contact with each box's walls
@@ -54,6 +56,8 @@ class PBFModel:
     table_step: float         # spacing of the wall tables, in units of h
     psi: np.ndarray           # (S,) kernel mass of the solid half-space at distance q h
     dpsi: np.ndarray          # (S,) d psi / d q
+    liquid: LiquidTable       # the bake's liquids (density, viscosity, surface tension)
+    walls: WallResponse       # no-slip or slip, per box and collider
 
     @property
     def cell_size(self) -> float:
@@ -106,8 +110,9 @@ def surface_gradients(h: float, dx: float, mass: float, rho0: float) -> tuple[fl
     return float(np.linalg.norm(grad.sum(axis=0))), float(np.linalg.norm((w[:, None] * grad).sum(axis=0)))
 
 
-def make_model(*, dx, rho0, iterations, tolerance, beta, xsph, kappa, gravity, boxes, friction=0.0, bounce=0.0,
-               cfl, max_dt, speed_limit, spacings=None, h_factor=H_FACTOR) -> PBFModel:
+def make_model(*, dx, rho0, iterations, tolerance, beta, xsph, gravity, boxes, friction=0.0, bounce=0.0,
+               cfl, max_dt, speed_limit, spacings=None, h_factor=H_FACTOR, kappa=0.0,
+               liquid: LiquidTable | None = None, walls: WallResponse | None = None) -> PBFModel:
     """Build a :class:`PBFModel`.
 
     Parameters
@@ -122,6 +127,12 @@ def make_model(*, dx, rho0, iterations, tolerance, beta, xsph, kappa, gravity, b
         Speed above which the driver reports divergence, m/s.
     friction, bounce : float or sequence of float
         Per box container (one value for all, or one per box).
+    kappa : float
+        The legacy surface pull of eq. 7 (a multiple of gravity; 0 turns it off).
+    liquid : LiquidTable, optional
+        The liquids; default one of density ``rho0``, no viscosity and no surface tension.
+    walls : WallResponse, optional
+        No-slip or slip per box and collider; default every wall no-slip.
     """
     spacings = np.asarray([dx] if spacings is None else spacings, dtype=np.float64).reshape(-1)
     if len(spacings) == 0 or len(spacings) > 255 or np.any(spacings <= 0.0):
@@ -144,4 +155,5 @@ def make_model(*, dx, rho0, iterations, tolerance, beta, xsph, kappa, gravity, b
                     box_bounce=np.broadcast_to(np.asarray(bounce, dtype=np.float64),
                                                (k,)).copy(), cfl=float(cfl), max_dt=float(max_dt),
                     speed_limit=float(speed_limit), table_q0=float(q[0]), table_step=float(q[1] - q[0]),
-                    psi=psi, dpsi=dpsi)
+                    psi=psi, dpsi=dpsi, liquid=liquid if liquid is not None else LiquidTable.single(rho0),
+                    walls=walls if walls is not None else WallResponse.none(k))

@@ -76,6 +76,7 @@ from ..core.particles import Particles
 from ..core.state_check import max_speed_and_acceleration
 from ..collision.walls import clamp_into_boxes
 from . import SolverSetup, SpeedLimit
+from .liquid_forces import LiquidForces
 from .wcsph_model import DEFAULT_DENSITY, DENSITY_MODES, WCSPHModel, make_model  # noqa: F401
 from .sph import (FASTMATH, GAMMA, SKIN, accelerations, density_pressure, max_displacement2, pair_constants,
                   pair_offset,
@@ -287,7 +288,7 @@ class WCSPHSolver:
     name = "WCSPH"
 
     #: The animated settings WCSPH reads (:meth:`set_animated`) and the model field each sets.
-    ANIMATED = {"gravity": "gravity", "viscosity": "nu"}
+    ANIMATED = {"gravity": "gravity"}
 
     @staticmethod
     def model_from_settings(setup: SolverSetup, density: str) -> WCSPHModel:
@@ -295,9 +296,10 @@ class WCSPHSolver:
         settings' or, at 0, the automatic one."""
         s = setup.settings
         return make_model(dx=s.particle_spacing, h_factor=s.smoothing_length_factor, rho0=s.rest_density,
-                          c0=s.sound_speed or setup.auto_sound_speed, alpha=s.artificial_viscosity, nu=s.viscosity,
-                          gravity=setup.gravity, boxes=setup.boxes, friction=setup.box_friction,
-                          bounce=setup.box_bounce, cfl=s.cfl_number, density=density)
+                          c0=s.sound_speed or setup.auto_sound_speed, alpha=s.artificial_viscosity,
+                          nu=s.dynamic_viscosity / s.rest_density, gravity=setup.gravity, boxes=setup.boxes,
+                          friction=setup.box_friction, bounce=setup.box_bounce, cfl=s.cfl_number, density=density,
+                          liquid=setup.liquid, walls=setup.walls)
 
     @classmethod
     def from_settings(cls, setup: SolverSetup, particles: Particles, collision: CollisionWorld | None = None,
@@ -320,8 +322,14 @@ class WCSPHSolver:
         return 2.0 * settings.smoothing_length_factor * spacing
 
     def set_animated(self, values: dict) -> None:
-        """Gravity and the kinematic viscosity (:data:`ANIMATED`)."""
+        """Gravity (:data:`ANIMATED`) and the scene liquid's viscosity (Pa s) and surface tension (row 0 of
+        the liquid table; nu = mu / rho0 for a model without one)."""
         changes = {field: values[name] for name, field in self.ANIMATED.items() if name in values}
+        if "dynamic_viscosity" in values:
+            changes["nu"] = values["dynamic_viscosity"] / self.model.rho0
+        liquid = self.model.liquid.with_animated(values) if self.model.liquid is not None else None
+        if liquid is not None:
+            changes["liquid"] = liquid
         if changes:
             self.model = replace(self.model, **changes)
 
@@ -352,9 +360,17 @@ class WCSPHSolver:
         #: (N,) float64, kg/m^3: the liquid's part of the density (continuity mode; empty otherwise)
         self.rho_liquid = self._liquid_part(particles.rho) if model.density == "continuity" else _NO_DENSITY
         #: seconds spent so far, by phase (the benchmark reads and resets it)
-        self.timings = dict.fromkeys(("neighbours", "density", "forces", "integrate"), 0.0)
+        self.timings = dict.fromkeys(("neighbours", "density", "forces", "integrate", "viscosity"), 0.0)
+        #: the liquid's implicit viscosity and surface tension (models with a liquid table)
+        self.liquid_forces = LiquidForces(model.h / model.dx) if model.liquid is not None else None
         if evaluate and len(particles):
             self._evaluate()
+
+    @property
+    def _explicit_nu(self) -> float:
+        """Kinematic viscosity of the explicit laminar term: the model's without a liquid table (the
+        hybrid's particles), else 0 (the implicit solve carries the viscosity)."""
+        return self.model.nu if self.model.liquid is None else 0.0
 
     @property
     def _cset(self) -> tuple:
@@ -480,7 +496,7 @@ class WCSPHSolver:
         t1 = time.perf_counter()
         accelerations(pt.x, pt.v, _NO_ROWS, True, pt.rho, pt.p, self._pr, self._near, nl.start, nl.count, nl.nbr, m.h,
                       m.mass,
-                      m.rho0, m.c0, m.alpha, m.nu, m.gravity[0], m.gravity[1], m.gravity[2], m.boxes,
+                      m.rho0, m.c0, m.alpha, self._explicit_nu, m.gravity[0], m.gravity[1], m.gravity[2], m.boxes,
                       m.table_d0, m.table_step, m.psi, m.dpsi, m.tau_n, m.tau_t, n_col, wall_grad, pt.a)
         self.timings["density"] += t1 - t0
         self.timings["forces"] += time.perf_counter() - t1
@@ -494,8 +510,10 @@ class WCSPHSolver:
         dt = m.cfl * m.h / (m.c0 + vmax)
         if amax > 0.0:
             dt = min(dt, 0.25 * math.sqrt(m.h / amax))
-        if m.nu > 0.0:
-            dt = min(dt, 0.125 * m.h * m.h / m.nu)
+        if self._explicit_nu > 0.0:
+            dt = min(dt, 0.125 * m.h * m.h / self._explicit_nu)
+        if self.liquid_forces is not None:
+            dt = min(dt, self.liquid_forces.dt_limit(m.liquid, m.dx))
         if self.collision is not None:
             dt = min(dt, self.collision.dt_limit(self.time))
         return dt
@@ -570,6 +588,14 @@ class WCSPHSolver:
         self._evaluate(known, dt)
         t2 = time.perf_counter()
         kick(pt.v, pt.a, 0.5 * dt)
+        if self.liquid_forces is not None:
+            t3 = time.perf_counter()
+            n = len(pt)
+            one = np.ones(n, dtype=np.float32)
+            self.liquid_forces.apply(m.liquid, pt.x, pt.v, np.full(n, m.h, dtype=np.float32), one, one,
+                                     m.mass / m.rho0, m.mass, None, pt.age, dt, self.neighbours, m.boxes, m.walls,
+                                     self._cset, rho=pt.rho)
+            self.timings["viscosity"] += time.perf_counter() - t3
         self.timings["integrate"] += (t1 - t0) + (time.perf_counter() - t2)
 
     def memory_bytes(self) -> int:
@@ -581,7 +607,8 @@ class WCSPHSolver:
         if self.grid is not None:
             g = self.grid
             arrays += [g.cell_key, g.cell_start, g.cell_nbr]
-        return self.particles.nbytes() + self.neighbours.nbytes() + int(sum(a.nbytes for a in arrays))
+        extra = self.liquid_forces.nbytes() if self.liquid_forces is not None else 0
+        return self.particles.nbytes() + self.neighbours.nbytes() + extra + int(sum(a.nbytes for a in arrays))
 
 
 def auto_sound_speed(x: np.ndarray, v: np.ndarray, gravity: np.ndarray, boxes: np.ndarray,

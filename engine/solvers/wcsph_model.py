@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.kernels import half_space_tables, lattice_sum, wall_moment_tables
+from .liquid_forces import LiquidTable, WallResponse
 from .sph import GAMMA
 
 #: How the density is found: "continuity" integrates d rho / dt (Suárez & Susín 2006, eq. 5), "summation" sums the
@@ -43,6 +44,8 @@ class WCSPHModel:
     tau_t: np.ndarray     # (S,) float64, tangential gradient moment of the wall lattice
     density: str = DEFAULT_DENSITY  # one of DENSITY_MODES: "continuity" (Suárez & Susín 2006, eq. 5) or "summation"
     delta: float = 0.1    # density-diffusion coefficient of the continuity mode (Molteni & Colagrossi 2009)
+    liquid: LiquidTable | None = None   # the liquids; None: the explicit laminar term of nu (the hybrid's)
+    walls: WallResponse | None = None   # no-slip or slip per box and collider (with ``liquid``)
 
     @property
     def pressure_constant(self) -> float:
@@ -51,7 +54,8 @@ class WCSPHModel:
 
 
 def make_model(*, dx, h_factor, rho0, c0, alpha, nu, gravity, boxes, friction=0.0, bounce=0.0,
-               cfl, density=DEFAULT_DENSITY, delta=0.1) -> WCSPHModel:
+               cfl, density=DEFAULT_DENSITY, delta=0.1, liquid: LiquidTable | None = None,
+               walls: WallResponse | None = None) -> WCSPHModel:
     """``friction`` and ``bounce``: one value for every box, or one per box. ``density``: one of
     :data:`DENSITY_MODES`; ``delta``: the density-diffusion coefficient of the continuity mode."""
     if density not in DENSITY_MODES:
@@ -69,4 +73,5 @@ def make_model(*, dx, h_factor, rho0, c0, alpha, nu, gravity, boxes, friction=0.
                       box_friction=np.broadcast_to(np.asarray(friction, dtype=np.float64), (k,)).copy(),
                       box_bounce=np.broadcast_to(np.asarray(bounce, dtype=np.float64), (k,)).copy(), cfl=cfl,
                       table_d0=float(d[0]), table_step=float(d[1] - d[0]),
-                      psi=psi, dpsi=dpsi, tau_n=tau_n, tau_t=tau_t, density=density, delta=float(delta))
+                      psi=psi, dpsi=dpsi, tau_n=tau_n, tau_t=tau_t, density=density, delta=float(delta),
+                      liquid=liquid, walls=walls if walls is not None or liquid is None else WallResponse.none(k))

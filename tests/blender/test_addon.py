@@ -366,11 +366,13 @@ def test_simulation_panel_shows_only_what_the_solver_reads(scene, surge, solver)
         inactive = {n for kind, n in drawn if kind == "inactive"}
         # the simulation's own Start and End are greyed out until Own Frame Range is on
         assert inactive == {p.name for p in used if not p.acts_with(engine_values)} | {"frame_start", "frame_end"}
-    if solver == "PBF":  # the five SPH settings that used to be drawn, active, under PBF
-        assert not {"viscosity", "smoothing_length_factor", "artificial_viscosity", "sound_speed",
+    if solver == "PBF":  # the four SPH settings that used to be drawn, active, under PBF
+        assert not {"smoothing_length_factor", "artificial_viscosity", "sound_speed",
                     "cfl_number"} & set(_props(drawn))
     else:
-        assert "viscosity" in _props(drawn) and "pbf_iterations" not in _props(drawn)
+        assert "artificial_viscosity" in _props(drawn) and "pbf_iterations" not in _props(drawn)
+    # the liquid's physical viscosity and surface tension under every solver
+    assert {"dynamic_viscosity", "surface_tension"} <= set(_props(drawn))
     assert ("menu", "SURGE_MT_liquid_presets") in drawn and ("operator", "surge.liquid_preset_add") in drawn
 
 
@@ -407,7 +409,7 @@ def test_bake_operator_is_not_repeatable(surge):
 
 
 def test_float_display_precision_shows_the_defaults(surge):
-    """Water's viscosity (1e-6) must not display as 0.000."""
+    """A default such as 1e-6 must not display as 0.000."""
     settings = submodule(surge, "engine.settings")
     for rna, params in ((_scene_group().properties, settings.parameters()),
                         (_object_group().properties, submodule(surge, "props").object_parameters())):

@@ -218,12 +218,12 @@ def test_settings_act_live_or_restart(live, scene, tmp_path):
     column_scene(scene, str(tmp_path / "cache"))
     session = live.start(scene, bpy.context.evaluated_depsgraph_get(), paused=True)
     assert session.wait_for_frame(0, timeout=600), session.error
-    scene.surge.pbf_xsph_viscosity = 0.5       # acts live
+    scene.surge.pbf_velocity_smoothing = 0.5       # acts live
     scene.gravity = (0.0, 0.0, -3.0)
     live.update(scene.name)
     assert live.get(scene) is session and session.pending is None
     snap = session.control.snapshot()
-    assert snap["pbf_xsph_viscosity"] == pytest.approx(0.5) and snap["gravity"][2] == pytest.approx(-3.0)
+    assert snap["pbf_velocity_smoothing"] == pytest.approx(0.5) and snap["gravity"][2] == pytest.approx(-3.0)
     scene.surge_live.iterations = 5           # needs a new session
     live.update(scene.name)
     assert session.pending is not None and "Live Iterations" in session.pending[0]

@@ -64,11 +64,12 @@ def test_set_says_when_the_solver_does_not_read_the_setting(scene, surge):
     headless = submodule(surge, "bridge.headless")
     water = add_box("Water", (0, 0, 0), (1, 1, 1), role="FLUID")
     scene.surge.solver = "PBF"
-    warnings = headless.apply_settings(scene, ["viscosity=0.01", "pbf_xsph_viscosity=0.05"])
-    assert len(warnings) == 1 and "'Viscosity' (viscosity) does not act with the PBF solver" in warnings[0]
+    warnings = headless.apply_settings(scene, ["artificial_viscosity=0.05", "pbf_velocity_smoothing=0.05"])
+    assert len(warnings) == 1 and "'Artificial Viscosity' (artificial_viscosity) does not act with the PBF solver" in \
+        warnings[0]
     assert "WCSPH, Hybrid" in warnings[0]
     # with the solver that reads it, set in the same breath: nothing to say
-    assert headless.apply_settings(scene, ["solver=WCSPH", "viscosity=0.01"]) == []
+    assert headless.apply_settings(scene, ["solver=WCSPH", "artificial_viscosity=0.05"]) == []
     # an object's setting for another role
     warnings = headless.apply_settings(scene, [f"friction@{water.name}=0.5"])
     assert len(warnings) == 1 and "the object is Fluid" in warnings[0] and "Collider" in warnings[0]
@@ -79,7 +80,7 @@ def test_the_wedge_setting_is_picked_from_a_list_and_the_panel_says_when_it_does
     wedge = scene.surge_wedge
     variation = wedge.variations.add()
     names = [name for name, _text in props._wedge_settings(variation, bpy.context, "")]
-    assert {"particle_spacing", "viscosity", "pbf_xsph_viscosity", "solver"} <= set(names)
+    assert {"particle_spacing", "dynamic_viscosity", "pbf_velocity_smoothing", "solver"} <= set(names)
     found = props._wedge_settings(variation, bpy.context, "spacing")  # what the search field shows as one types
     assert "particle_spacing" in [name for name, _text in found] and "solver" not in [name for name, _text in found]
     assert all("spacing" in name or "spacing" in text.lower() for name, text in found)
@@ -87,11 +88,11 @@ def test_the_wedge_setting_is_picked_from_a_list_and_the_panel_says_when_it_does
     names = [name for name, _text in props._wedge_settings(variation, bpy.context, "")]
     assert "friction" in names and "particle_spacing" not in names and "normal_speed" not in names
 
-    variation.target, variation.setting, variation.values = None, "viscosity", "0.001,0.01"
+    variation.target, variation.setting, variation.values = None, "artificial_viscosity", "0.01,0.05"
     scene.surge.solver = "PBF"
     notes = [r["text"] for r in draw(bpy.types.VIEW3D_PT_surge_wedge.draw).find("label", icon="ERROR")]
     assert len(notes) == 1 and "does not act with the PBF solver" in notes[0]
-    solver = wedge.variations.add()  # a wedge over the solver too: viscosity acts under WCSPH
+    solver = wedge.variations.add()  # a wedge over the solver too: artificial viscosity acts under WCSPH
     solver.setting, solver.values = "solver", "PBF,WCSPH"
     assert not draw(bpy.types.VIEW3D_PT_surge_wedge.draw).find("label", icon="ERROR")
     variation.setting = "no_such"

@@ -131,10 +131,10 @@ def test_only_animatable_settings_take_keyframes(scene, surge):
                 with pytest.raises(TypeError):
                     owner.keyframe_insert(p.name, frame=1)
     # a keyed viscosity reads back per frame
-    scene.surge.viscosity = 0.5
-    scene.surge.keyframe_insert("viscosity", frame=10)
+    scene.surge.dynamic_viscosity = 0.5
+    scene.surge.keyframe_insert("dynamic_viscosity", frame=10)
     scene.frame_set(10)
-    assert scene.surge.viscosity == pytest.approx(0.5)
+    assert scene.surge.dynamic_viscosity == pytest.approx(0.5)
 
 
 def test_vector_settings_export_in_metres(scene, surge):

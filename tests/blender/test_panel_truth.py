@@ -150,10 +150,10 @@ def test_a_keyed_setting_does_not_mark_the_bake_outdated(scene, surge, tmp_path)
     fake_cache(surge, scene.surge.cache_directory,
                header={"settings": settings_mod.to_dict(export.settings_from_scene(scene))})
     assert cache_state.outdated(scene, paths.ADDON_ROOT, export.settings_from_scene(scene)) == []
-    scene.surge.viscosity = 0.5
+    scene.surge.dynamic_viscosity = 0.5
     assert cache_state.outdated(scene, paths.ADDON_ROOT, export.settings_from_scene(scene)) == [
         "settings Viscosity"]
-    scene.surge.keyframe_insert("viscosity", frame=1)
+    scene.surge.keyframe_insert("dynamic_viscosity", frame=1)
     assert cache_state.outdated(scene, paths.ADDON_ROOT, export.settings_from_scene(scene)) == []
 
 
@@ -170,9 +170,10 @@ def test_outdated_mark_and_the_cache_the_liquid_plays(scene, surge, tmp_path):
 
     assert any(t.startswith("Playing the bake of frames 1-2") for t in texts()), texts()
     assert not [t for t in texts() if "Outdated" in t]
-    scene.surge.viscosity = 0.01
+    scene.surge.dynamic_viscosity = 0.01
     assert any(t.startswith("Outdated:") and "Viscosity" in t for t in texts()), texts()
-    scene.surge.viscosity = bpy.types.Scene.bl_rna.properties["surge"].fixed_type.properties["viscosity"].default
+    group = bpy.types.Scene.bl_rna.properties["surge"].fixed_type
+    scene.surge.dynamic_viscosity = group.properties["dynamic_viscosity"].default
     assert not [t for t in texts() if "Outdated" in t], texts()
     bpy.data.objects["Water"].location.x += 0.01
     assert any(t.startswith("Outdated:") and "'Water'" in t for t in texts()), texts()

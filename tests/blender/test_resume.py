@@ -62,12 +62,13 @@ def test_resume_with_changed_settings_asks_then_resumes_or_rebakes(scene, surge,
     _small_scene(scene, cache_dir)
     assert bpy.ops.surge.bake() == {"FINISHED"}
 
-    scene.surge.pbf_xsph_viscosity = 2.0
-    with pytest.raises(RuntimeError, match=r"settings changed since the cached frames were baked \(PBF Viscosity\)"):
+    scene.surge.pbf_velocity_smoothing = 2.0
+    changed = r"settings changed since the cached frames were baked \(PBF Velocity Smoothing\)"
+    with pytest.raises(RuntimeError, match=changed):
         bpy.ops.surge.bake(resume=True)
     assert bpy.ops.surge.bake(resume=True, resume_frame=4, if_settings_changed="RESUME") == {"FINISHED"}
     manifest = cache_mod.CacheReader(cache_dir).manifest
-    assert [(g["from_frame"], g["settings"]["pbf_xsph_viscosity"]) for g in manifest["segments"]] == [(1, 0.02),
+    assert [(g["from_frame"], g["settings"]["pbf_velocity_smoothing"]) for g in manifest["segments"]] == [(1, 0.02),
                                                                                                        (5, 2.0)]
     with pytest.raises(RuntimeError, match="no checkpoint at frame 5; a bake can resume from frame 4, 7"):
         bpy.ops.surge.bake(resume=True, resume_frame=5)

@@ -116,7 +116,7 @@ def test_undo_after_a_bake_then_saving_loses_no_baked_file(scene, surge, tmp_pat
     first = os.path.dirname(bpy.path.abspath(
         bpy.context.scene.surge.liquid_object.modifiers["Surge Cache"].cache_file.filepath))
     bpy.ops.ed.undo_push(message="after the first bake")
-    bpy.context.scene.surge.viscosity = 0.001
+    bpy.context.scene.surge.dynamic_viscosity = 0.002
     bpy.ops.ed.undo_push(message="an edit")
     time.sleep(1.1)  # the second bake's folder is newer by the file system's clock
     assert bpy.ops.surge.bake() == {"FINISHED"}

@@ -61,14 +61,14 @@ def test_role_operators_skip_objects_without_geometry(scene, surge):
         bpy.ops.surge.make_fluid()
 
 
-@pytest.mark.parametrize("name", ["WATER", "HONEY", "OIL", "CHOCOLATE", "MILK"])
-def test_liquid_presets_follow_the_world_scale(scene, surge, name):
+@pytest.mark.parametrize("name", ["WATER", "HONEY", "OIL", "CHOCOLATE", "MILK", "LAVA"])
+def test_liquid_presets_set_physical_values_whatever_the_world_scale(scene, surge, name):
     liquids = submodule(surge, "engine.settings.liquids")
     # centimetres: 2 Blender units of spacing are 2 cm
     scene.unit_settings.scale_length = 0.01
     scene.surge.particle_spacing = 2.0
     assert bpy.ops.surge.apply_liquid(liquid=name) == {"FINISHED"}
-    want = liquids.settings_for(liquids.liquid(name), 0.02)
+    want = liquids.settings_for(liquids.liquid(name))
     for setting, value in want.items():
         # Blender stores float properties as float32
         np.testing.assert_allclose(getattr(scene.surge, setting), value, rtol=1e-6, atol=0, err_msg=setting)
@@ -77,14 +77,15 @@ def test_liquid_presets_follow_the_world_scale(scene, surge, name):
     engine_settings = export.settings_from_scene(scene)
     np.testing.assert_allclose(engine_settings.particle_spacing, 0.02, rtol=1e-6, atol=0)
     np.testing.assert_allclose(engine_settings.rest_density, want["rest_density"], rtol=1e-6, atol=0)
-    np.testing.assert_allclose(engine_settings.viscosity, want["viscosity"], rtol=1e-6, atol=0)
+    np.testing.assert_allclose(engine_settings.dynamic_viscosity, want["dynamic_viscosity"], rtol=1e-6, atol=0)
+    np.testing.assert_allclose(engine_settings.surface_tension, want["surface_tension"], rtol=1e-6, atol=0)
 
 
 def test_artists_own_preset_saves_and_restores(scene, surge, tmp_path, monkeypatch):
     # the preset files go to a private user folder, not the tester's Blender configuration
     monkeypatch.setenv("BLENDER_USER_RESOURCES", str(tmp_path / "user"))
     s = scene.surge
-    s.rest_density, s.viscosity, s.pbf_xsph_viscosity, s.pbf_surface_tension = 1111.0, 0.25, 7.5, 0.4
+    s.rest_density, s.dynamic_viscosity, s.pbf_velocity_smoothing, s.surface_tension = 1111.0, 0.25, 7.5, 0.4
     s.artificial_viscosity = 0.1
     assert bpy.ops.surge.liquid_preset_add(name="Green Slime") == {"FINISHED"}
     path = os.path.join(str(tmp_path / "user"), "scripts", "presets", "surge", "liquids", "Green_Slime.py")
@@ -94,7 +95,7 @@ def test_artists_own_preset_saves_and_restores(scene, surge, tmp_path, monkeypat
     s.particle_spacing = 0.05  # not part of a liquid preset: applying one must not change it
     assert s.rest_density != 1111.0
     assert bpy.ops.script.execute_preset(filepath=path, menu_idname="SURGE_MT_liquid_presets") == {"FINISHED"}
-    np.testing.assert_allclose([s.rest_density, s.viscosity, s.pbf_xsph_viscosity, s.pbf_surface_tension,
+    np.testing.assert_allclose([s.rest_density, s.dynamic_viscosity, s.pbf_velocity_smoothing, s.surface_tension,
                                 s.artificial_viscosity], [1111.0, 0.25, 7.5, 0.4, 0.1], rtol=1e-6, atol=0)
     np.testing.assert_allclose(s.particle_spacing, 0.05, rtol=1e-6, atol=0)
     assert path in [os.path.join(d, f) for d in bpy.utils.preset_paths("surge/liquids") for f in os.listdir(d)]
@@ -122,7 +123,7 @@ def test_a_scene_set_up_with_operators_bakes_with_the_preset(scene, surge, tmp_p
     assert bpy.ops.surge.bake() == {"FINISHED"}
     manifest = submodule(surge, "engine.io.cache").CacheReader(cache_dir).manifest
     liquids = submodule(surge, "engine.settings.liquids")
-    want = liquids.settings_for(liquids.liquid("MILK"), 0.02)
+    want = liquids.settings_for(liquids.liquid("MILK"))
     for setting, value in want.items():
         np.testing.assert_allclose(manifest["settings"][setting], value, rtol=1e-6, atol=0, err_msg=setting)
     assert tank.surge.collider_resolved.startswith("Container")

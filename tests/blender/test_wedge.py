@@ -52,14 +52,15 @@ def test_apply_settings_checks_every_assignment_before_making_any(scene, surge, 
     column_scene(scene, "//surge_cache/")
     headless = submodule(surge, "bridge.headless")
     errors = submodule(surge, "engine.errors")
-    headless.apply_settings(scene, ["particle_spacing=0.03", "solver=WCSPH", "Scene.surge.viscosity=0.002"])
+    headless.apply_settings(scene, ["particle_spacing=0.03", "solver=WCSPH", "Scene.surge.dynamic_viscosity=0.002"])
     assert scene.surge.particle_spacing == pytest.approx(0.03) and scene.surge.solver == "WCSPH"
-    assert scene.surge.viscosity == pytest.approx(0.002)
+    assert scene.surge.dynamic_viscosity == pytest.approx(0.002)
     with pytest.raises(errors.InvalidSettingsError) as info:
-        headless.apply_settings(scene, ["particle_spacing=0.05", "no_such=1", "viscosity=500", "solver=FLIP",
+        headless.apply_settings(scene, ["particle_spacing=0.05", "no_such=1", "dynamic_viscosity=5000000",
+                                        "solver=FLIP",
                                         "spacing_factor@Nobody=2", "max_substeps=many"])
     text = str(info.value)
-    for part in ("no Surge setting 'no_such'", "'viscosity' must lie between", "'solver' is one of",
+    for part in ("no Surge setting 'no_such'", "'dynamic_viscosity' must lie between", "'solver' is one of",
                  "No object 'Nobody'", "'max_substeps' takes a whole number"):
         assert part in text, (part, text)
     assert scene.surge.particle_spacing == pytest.approx(0.03)  # nothing was applied
@@ -68,12 +69,12 @@ def test_apply_settings_checks_every_assignment_before_making_any(scene, surge, 
 def test_a_2x2_wedge_on_a_local_cluster_bakes_each_combination_with_its_settings(scene, surge, tmp_path):
     shot = _shot(scene, tmp_path)
     out = str(tmp_path / "wedge")
-    sets = ["--set", "particle_spacing=0.02,0.025", "--set", "viscosity=0.0,0.002"]
+    sets = ["--set", "particle_spacing=0.02,0.025", "--set", "dynamic_viscosity=0.0,0.002"]
     run = _wedge(shot, *sets, "--out", out, "--workers", "2")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     doc = _doc(out)
     combos = doc["combinations"]
-    assert [c["settings"] for c in combos] == [{"particle_spacing": a, "viscosity": b}
+    assert [c["settings"] for c in combos] == [{"particle_spacing": a, "dynamic_viscosity": b}
                                                for a in ("0.02", "0.025") for b in ("0.0", "0.002")]
     workers = set()
     for c in combos:
@@ -83,7 +84,8 @@ def test_a_2x2_wedge_on_a_local_cluster_bakes_each_combination_with_its_settings
         m = _manifest(c["cache_dir"])
         assert m["status"] == "complete" and m["frames"] == [1, 2, 3]
         assert m["settings"]["particle_spacing"] == pytest.approx(float(c["settings"]["particle_spacing"]), rel=1e-6)
-        assert m["settings"]["viscosity"] == pytest.approx(float(c["settings"]["viscosity"]), rel=1e-6, abs=1e-12)
+        assert m["settings"]["dynamic_viscosity"] == pytest.approx(float(c["settings"]["dynamic_viscosity"]), rel=1e-6,
+                                                                   abs=1e-12)
         assert os.path.isfile(c["blend"])
         # progress per task on the console
         assert f"[{c['name']}] Surge: Frame 3 of 3" in run.stdout
@@ -91,7 +93,7 @@ def test_a_2x2_wedge_on_a_local_cluster_bakes_each_combination_with_its_settings
     # the combination's own .blend opens on its settings and plays its cache
     bpy.ops.wm.open_mainfile(filepath=combos[3]["blend"])
     sc = bpy.context.scene
-    assert sc.surge.particle_spacing == pytest.approx(0.025) and sc.surge.viscosity == pytest.approx(0.002)
+    assert sc.surge.particle_spacing == pytest.approx(0.025) and sc.surge.dynamic_viscosity == pytest.approx(0.002)
     assert os.path.samefile(sc.surge.cache_directory, combos[3]["cache_dir"])
     assert sc.surge.liquid_object is not None
 
@@ -104,11 +106,11 @@ def test_a_2x2_wedge_on_a_local_cluster_bakes_each_combination_with_its_settings
 def test_a_refused_combination_is_reported_failed_and_the_others_complete(scene, surge, tmp_path):
     shot = _shot(scene, tmp_path)
     out = str(tmp_path / "wedge")
-    run = _wedge(shot, "--set", "viscosity=0.001,500", "--out", out, "--workers", "2")
+    run = _wedge(shot, "--set", "dynamic_viscosity=0.001,5000000", "--out", out, "--workers", "2")
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     ok, bad = _doc(out)["combinations"]
     assert ok["status"] == "complete" and _manifest(ok["cache_dir"])["status"] == "complete"
-    assert bad["status"] == "failed" and "'viscosity' must lie between" in bad["message"], bad
+    assert bad["status"] == "failed" and "'dynamic_viscosity' must lie between" in bad["message"], bad
     assert not os.path.exists(os.path.join(bad["cache_dir"], "manifest.json"))
 
 
@@ -173,7 +175,7 @@ def test_a_worker_killed_mid_bake_loses_only_its_task_which_resumes_elsewhere(sc
     bpy.ops.wm.save_mainfile()
     out = str(tmp_path / "wedge")
     wedge = subprocess.Popen([sys.executable, os.path.join(ROOT, "tools", "wedge.py"), shot, "--set",
-                              "viscosity=0.0", "--scheduler", dask_cluster, "--out", out],
+                              "dynamic_viscosity=0.0", "--scheduler", dask_cluster, "--out", out],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     try:
         folder = None
@@ -216,7 +218,7 @@ def test_the_wedge_panel_launches_a_wedge_and_loads_a_result(scene, surge, tmp_p
     bpy.ops.wm.save_mainfile()
     with pytest.raises(RuntimeError, match="no Surge setting 'viscossity'"):  # refused before anything starts
         bpy.ops.surge.wedge_in_terminal()
-    item.setting = "viscosity"
+    item.setting = "dynamic_viscosity"
     scene.surge.max_substeps = 1999  # an unsaved change: the wedge bakes the file as it is now
     assert bpy.ops.surge.wedge_in_terminal() == {"FINISHED"}
     assert not bpy.data.is_dirty or bpy.data.filepath == shot  # the artist's file stays where it was
@@ -231,7 +233,7 @@ def test_the_wedge_panel_launches_a_wedge_and_loads_a_result(scene, surge, tmp_p
     assert "Wedge: 2 of 2 complete, 0 failed" in text, text[-3000:]
     # a result loads into the open file: its settings, its cache, its liquid
     assert bpy.ops.surge.load_wedge_result(combination="1") == {"FINISHED"}
-    assert scene.surge.viscosity == pytest.approx(0.002)
+    assert scene.surge.dynamic_viscosity == pytest.approx(0.002)
     combo = _doc(out)["combinations"][1]
     assert _manifest(combo["cache_dir"])["settings"]["max_substeps"] == 1999
     assert os.path.samefile(scene.surge.cache_directory, combo["cache_dir"])
@@ -296,7 +298,7 @@ def test_ctrl_c_cancels_cleanly_and_the_same_command_resumes(scene, surge, tmp_p
     scene.surge.checkpoint_interval = 2
     bpy.ops.wm.save_mainfile()
     out = str(tmp_path / "wedge")
-    args = [sys.executable, os.path.join(ROOT, "tools", "wedge.py"), shot, "--set", "viscosity=0.0,0.001",
+    args = [sys.executable, os.path.join(ROOT, "tools", "wedge.py"), shot, "--set", "dynamic_viscosity=0.0,0.001",
             "--out", out, "--workers", "2"]
     # the wedge gets Ctrl-C's default handling even when this test runs in the background of a
     # non-interactive shell, which starts its jobs with SIGINT ignored (inherited: Python would then

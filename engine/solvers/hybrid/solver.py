@@ -90,9 +90,10 @@ class HybridSolver:
         """Gravity (the SPH part's, which is the grid's too) and the kinematic viscosity of both parts."""
         model = self.model
         sph = {}
-        if "viscosity" in values:
-            model = dataclasses.replace(model, nu=values["viscosity"])
-            sph["nu"] = values["viscosity"]
+        if "dynamic_viscosity" in values:  # Pa s: the grid's and the particles' kinematic viscosity is mu / rho0
+            nu = values["dynamic_viscosity"] / model.sph.rho0
+            model = dataclasses.replace(model, nu=nu)
+            sph["nu"] = nu
         if "gravity" in values:
             sph["gravity"] = values["gravity"]
         if sph:
