@@ -175,7 +175,7 @@ def _sound_speed_inputs(scene: SceneDescription, particles: Particles) -> tuple[
 
 def _auto_sound_speed(scene: SceneDescription, x: np.ndarray, v: np.ndarray, boxes: np.ndarray,
                       collider_speed: float) -> float:
-    """:func:`engine.solvers.wcsph.auto_sound_speed` for the strongest gravity of the shot (an animated
+    """:func:`engine.solvers.wcsph_model.auto_sound_speed` for the strongest gravity of the shot (an animated
     gravity's every frame), so the liquid stays as incompressible when gravity grows during the bake."""
     from .solvers import wcsph
 

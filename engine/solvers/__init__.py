@@ -50,7 +50,7 @@ class SolverSetup:
     box_friction, box_bounce : ndarray, shape (K,), float64, each box's friction and bounce
     spacings : ndarray, shape (L,), float64, the particle spacing of each resolution level (ascending), m
     auto_sound_speed : float
-        The speed of sound WCSPH picks for this scene (:func:`engine.solvers.wcsph.auto_sound_speed`
+        The speed of sound WCSPH picks for this scene (:func:`engine.solvers.wcsph_model.auto_sound_speed`
         over the initial liquid, the inflows and the colliders), m/s; PBF bounds speeds with it too.
     liquid : engine.solvers.liquid_forces.LiquidTable or None
         The bake's liquids (None: the settings' one liquid).
