@@ -126,6 +126,17 @@ def bench_pbf(n, warm, steps, iterations, tolerance_stop, repeats, pairs="partic
     return report_pbf(results, steps, iterations, tolerance_stop)
 
 
+def block_state(x, box, iterations, steps, pairs="particles") -> peer_taichi.BlockState:
+    """Surge's block after ``steps`` steps of 2 ms with every iteration (as the peer's): the state the
+    peer prints after its own, so that a ratio compares the same work."""
+    s = make_pbf(x, box, iterations, pairs=pairs)
+    object.__setattr__(s.model, "tolerance", 0.0)
+    for _ in range(steps):
+        s.step(0.002)
+    xs = s.particles.x
+    return peer_taichi.BlockState(steps, s.neighbours.pairs / len(xs), float(xs[:, 2].max()), float(xs[:, 0].max()))
+
+
 def compare_with_peer(n, warm, steps, iterations, repeats, args):
     """Surge's PBF (all ``iterations`` always) and the taichi reference on the same scene, in turn:
     Surge's run 1, taichi's run 1, Surge's run 2, ... The ratio printed first is the median of the
@@ -151,6 +162,9 @@ def compare_with_peer(n, warm, steps, iterations, repeats, args):
     surge = report_pbf(results, steps, iterations, tolerance_stop=False)
     if not peers or len(peers) != len(results):
         return
+    if peers[0].state is not None:
+        print(f"state, Surge   {block_state(x, box, iterations, peers[0].state.steps, args.pairs).line()}")
+        print(f"state, taichi  {peers[0].state.line()}  (the same scene: the work a step compares when these agree)")
     npart = results[0][2]["n"]
     rates = [npart * steps / r[0] for r in results]
     ratios = [s / p.steps_per_s for s, p in zip(rates, peers)]

@@ -7,6 +7,10 @@ neighbour arrays) and prints one line::
 
     taichi PBF3D N=64000 threads=2: 1.530 M particle-steps/s, 164 ns/particle/iteration (...)
 
+and before it the state the block reached (``state after 310 steps: mean neighbours 33.1, block top z
+0.412 m, x extent 2.000 m``): a block that blew apart does less work a step and is no benchmark, so
+the benchmarks print it beside Surge's own state after as many steps.
+
 taichi is not a dependency of Surge: it lives in an environment of its own, outside the repository
 (``python3.11 -m venv ENV && ENV/bin/pip install taichi==1.7.4 "numpy<2"``). The benchmarks take
 that environment's interpreter and the script's path from options (``--peer-python``,
@@ -25,6 +29,8 @@ from dataclasses import dataclass
 #: Time step of the peer script, s (the common scene's).
 PEER_DT = 0.002
 
+_STATE = re.compile(r"state after (\d+) steps: mean neighbours ([0-9.]+), block top z ([0-9.eE+-]+) m, "
+                    r"x extent ([0-9.eE+-]+) m")
 _LINE = re.compile(r"N=(\d+) threads=(\d+): ([0-9.]+) M particle-steps/s, ([0-9.]+) ns/particle/iteration")
 
 
@@ -36,6 +42,23 @@ class PeerResult:
     threads: int
     steps_per_s: float
     ns_per_iteration: float
+    #: The state the peer's block reached, when it prints one: :class:`BlockState`.
+    state: BlockState | None = None
+
+
+@dataclass(frozen=True)
+class BlockState:
+    """Where a benchmark's block stands after ``steps`` steps: the mean number of neighbours within the
+    support (the particle itself not counted), the highest particle's z and the largest x, m."""
+
+    steps: int
+    neighbours: float
+    top_z: float
+    x_extent: float
+
+    def line(self) -> str:
+        return (f"after {self.steps} steps: {self.neighbours:.1f} neighbours a particle, top z {self.top_z:.3f} m, "
+                f"x extent {self.x_extent:.3f} m")
 
 
 class PeerUnavailable(Exception):
@@ -85,4 +108,8 @@ def run(python: str, script: str, edge: int, threads: int, timeout: float) -> Pe
     if proc.returncode != 0 or match is None:
         tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-3:]
         raise PeerUnavailable(f"the peer exited with status {proc.returncode} and no figure: {' | '.join(tail)}")
-    return PeerResult(int(match.group(1)), int(match.group(2)), float(match.group(3)) * 1e6, float(match.group(4)))
+    found = _STATE.search(proc.stdout)
+    state = None if found is None else BlockState(int(found.group(1)), float(found.group(2)), float(found.group(3)),
+                                                   float(found.group(4)))
+    return PeerResult(int(match.group(1)), int(match.group(2)), float(match.group(3)) * 1e6, float(match.group(4)),
+                      state)
