@@ -13,6 +13,7 @@ solver's pressure or density step, with the solver's neighbour list of the curre
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,6 +172,7 @@ class LiquidForces:
         (N,) float32 the particles' densities (kg/m^3) from the solver's last evaluation, for the surface
         tension.
         """
+        t0 = time.perf_counter()
         if table.has_viscosity:
             mu = table.particle_viscosity(liquid, age)
             out = self.viscosity.apply(x, v, h, mu, vol, mass, volume0, mass0, dt, neighbours,
@@ -184,4 +186,5 @@ class LiquidForces:
             rel_rho = (rho0 / np.float32(mass0 / volume0))
             self.surface_tension.apply(x, v, h, (mass0 * vol * rel_rho).astype(np.float32), rho, rho0, sigma, dt,
                                        neighbours, boxes, walls.box_adhesion, walls.collider_adhesion, cset)
+        self.seconds = time.perf_counter() - t0
         return v
