@@ -23,6 +23,7 @@ from engine import scene as sc
 from engine.io.cache import CacheLock, CacheReader
 from engine.errors import (BakeCancelled, CacheFormatError, CacheLockedError, ForeignFolderError,
                            InvalidSceneError)
+from engine.scene.job import JOB_FORMAT_VERSION
 from engine.settings import SimulationSettings
 from helpers import column_scene
 
@@ -364,7 +365,7 @@ def _triangle_index(value):
     (lambda job: _spoil_json(job, "scene.json", lambda d: dict(d, force_fields=None)),
      "'force_fields' should be a list of objects, not NoneType"),
     (lambda job: _spoil_json(job, "scene.json", lambda d: dict(d, format_version=3)),
-     "has format 'surge-job' version 3; this engine reads surge-job version 5"),
+     f"has format 'surge-job' version 3; this engine reads surge-job version {JOB_FORMAT_VERSION}"),
 ], ids=["index-too-large", "index-negative", "settings-list", "settings-null", "frame-start-text",
         "vertices-2d", "vertices-nan", "object-settings-list", "containers-not-a-list", "npz-truncated",
         "track-missing-array", "tracks-not-a-map", "velocity-gradient-shape", "force-field-fields",

@@ -14,4 +14,4 @@ def test_the_settings_table_matches_the_settings_description():
     with open(os.path.join(ROOT, "docs", "settings.md"), encoding="utf-8") as fh:
         assert fh.read() == module.render(), "run: .venv/bin/python tools/settings_table.py > docs/settings.md"
     # the label a new user sees in the panel finds the name a script needs
-    assert "| PBF Viscosity | `pbf_xsph_viscosity` |" in module.render()
+    assert "| PBF Velocity Smoothing | `pbf_velocity_smoothing` |" in module.render()
