@@ -56,3 +56,28 @@ def free_surface(particles: np.ndarray, away_from: np.ndarray, clearance: float)
     order = np.lexsort((x[far, 2], key))
     last = np.r_[key[order][1:] != key[order][:-1], True]
     return float(np.mean(x[far, 2][order][last])) + 0.5 * DX
+
+
+def held_crate(name, lo, hi, hold, frames, fps=24.0, **settings) -> RigidBodyObject:
+    """A box body that stands still (kinematic, at its mesh's pose) until ``hold`` seconds, then is released."""
+    dynamic = (np.arange(frames + 1) / fps >= hold).astype(np.float64)
+    return RigidBodyObject(name, box_mesh(lo, hi), RigidBodySettings(**settings),
+                           transforms=np.tile(np.eye(4), (frames + 1, 1, 1)), tracks={"use_dynamic": dynamic})
+
+
+def hydrostatic_level(particles: np.ndarray, centre: np.ndarray, half_width: float, tank_area: float,
+                      height: float) -> float:
+    """The liquid's level outside a floating box, from its mass: ``z + M / (rho0 A)``, with M the liquid's mass
+    above the height ``z`` in the tank outside the box's footprint (the square of ``half_width`` about
+    ``centre``'s x and y), A that region's area (``tank_area`` less the footprint) and a particle of
+    mass rho0 dx^3 taken as a layer dx thick (the part of it above ``z`` counted).
+
+    This is the level that sets the pressure at ``z`` (hydrostatics: the liquid above weighs on it,
+    walls take no vertical load), whatever the liquid's packing: the highest particles are not, because a
+    resting particle liquid sits closer to the walls and its upper layers closer together than on the
+    lattice, so the columns' tops stand a few tenths of a spacing below this level and a strip beside a
+    wall holds fewer particles than the columns next to it."""
+    x = particles
+    out = np.max(np.abs(x[:, :2] - np.asarray(centre)[:2]), axis=1) >= half_width
+    above = np.clip((x[out, 2] + 0.5 * DX - height) / DX, 0.0, 1.0).sum()
+    return height + above * DX**3 / (tank_area - 4.0 * half_width * half_width)
