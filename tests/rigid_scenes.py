@@ -43,21 +43,6 @@ def run(scene, seconds=None, settings=None, every=None):
     return sim, out
 
 
-def free_surface(particles: np.ndarray, away_from: np.ndarray, clearance: float) -> float:
-    """Height of the free surface far from the bodies: the mean height of the highest particle of each
-    lattice column more than ``clearance`` (horizontally) from every point of ``away_from`` (B, 3),
-    plus half a spacing (each particle stands for a cube of liquid)."""
-    x = particles
-    far = np.ones(len(x), dtype=bool)
-    for c in np.atleast_2d(away_from):
-        far &= np.max(np.abs(x[:, :2] - c[:2]), axis=1) > clearance
-    cols = np.round(x[far, :2] / DX).astype(np.int64)
-    key = cols[:, 0] * 100003 + cols[:, 1]
-    order = np.lexsort((x[far, 2], key))
-    last = np.r_[key[order][1:] != key[order][:-1], True]
-    return float(np.mean(x[far, 2][order][last])) + 0.5 * DX
-
-
 def held_crate(name, lo, hi, hold, frames, fps=24.0, **settings) -> RigidBodyObject:
     """A box body that stands still (kinematic, at its mesh's pose) until ``hold`` seconds, then is released."""
     dynamic = (np.arange(frames + 1) / fps >= hold).astype(np.float64)
