@@ -326,3 +326,46 @@ def test_drops_and_spray_replace_lumpy_beads():
     spray = reconstruct(_frame(x, v), _params(isolated="SPRAY"))
     assert len(spray.triangles) == 0 and len(spray.spray["position"]) == 3
     np.testing.assert_array_equal(np.sort(spray.spray["id"]), [0, 1, 2])
+
+
+def test_the_walk_along_rows_skips_only_points_far_from_every_solid():
+    """Meeting the colliders measures the distance to the solids along each row of the field and skips the
+    points within a measured point's clearance (engine.surface.solids.distance_and_clearance): the field
+    comes out bit-identical to the walk that measures every point, in a box container holding a rotated
+    cube, a sphere and an open sheet (a shell), and in the box container alone, where the walk measures
+    fewer than three points in four (seen: 0.67; in this small tank no point is farther than 0.1 m from a
+    wall, and the rows reach out of it; mesh colliders' grids answer with their band's width farther out,
+    so with them fewer points are skipped)."""
+    from engine.surface import solids as sm
+    from helpers import box_mesh
+
+    a, b = math.radians(30.0), math.radians(20.0)
+    rz = np.array([[math.cos(a), -math.sin(a), 0.0], [math.sin(a), math.cos(a), 0.0], [0.0, 0.0, 1.0]])
+    rx = np.array([[1.0, 0.0, 0.0], [0.0, math.cos(b), -math.sin(b)], [0.0, math.sin(b), math.cos(b)]])
+    cube = box_mesh([-0.04, -0.04, -0.04], [0.04, 0.04, 0.04])
+    cube = TriangleMesh(cube.vertices @ (rz @ rx).T + [0.1, 0.1, 0.1], cube.triangles)
+    sheet = TriangleMesh(np.array([[0.3, 0.02, 0.05], [0.3, 0.18, 0.05], [0.3, 0.18, 0.25], [0.3, 0.02, 0.25]]),
+                         np.array([[0, 1, 2], [0, 2, 3]]))
+    ball = _icosphere_mesh(0.05, [0.25, 0.1, 0.2])
+    tank = [BoxContainer("Tank", [0.0, 0.0, 0.0], [0.4, 0.2, 0.3])]
+    cell, shape = 0.005, (90, 50, 70)
+    origin = np.array([-0.02, -0.02, -0.02])
+    rng = np.random.default_rng(7)
+    field = rng.random(shape, dtype=np.float32)
+    row_lo = rng.integers(0, 20, shape[:2]).astype(np.int32)
+    row_hi = (shape[2] - 1 - rng.integers(0, 20, shape[:2])).astype(np.int32)
+    delta = 0.02  # CONTACT_DISTANCE spacings
+    for colliders in ([MeshCollider("Cube", cube), MeshCollider("Ball", ball), MeshCollider("Sheet", sheet)], []):
+        solids = _solids(containers=tank, colliders=colliders, liquid=_lattice(5, 5, 5) + [0.16, 0.05, 0.02],
+                         spacing=0.02)
+        args = (origin, cell, 0.6, 0.0, delta, delta + 2.0 * cell, 1.0 / cell, solids.boxes, solids.cset)
+        walked, every = field.copy(), field.copy()
+        n_walked = sm._meet(walked, row_lo, row_hi, *args, True)
+        n_every = sm._meet(every, row_lo, row_hi, *args, False)
+        changed = int(np.count_nonzero(every != field))
+        print(f"{len(colliders)} mesh colliders: points measured {n_walked:,} skipping, {n_every:,} each; "
+              f"{changed:,} points changed")
+        assert changed > 1000  # the solids do change the field (the comparison below means something)
+        np.testing.assert_array_equal(walked, every)
+        assert n_walked < n_every
+    assert n_walked < 0.75 * n_every

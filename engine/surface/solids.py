@@ -66,6 +66,8 @@ ON_WALL_CELLS = 0.5
 #: Most steps of a vertex's projection onto the wall.
 PROJECTION_STEPS = 4
 
+SQRT3 = math.sqrt(3.0)
+
 
 
 @njit(inline="always", cache=True)
@@ -105,28 +107,57 @@ def _box_distance(px, py, pz, boxes, b):
 
 
 @njit(cache=True)
-def solid_distance(px, py, pz, boxes, cset):
-    """Signed distance from the point to the nearest solid surface (m, positive in the free space) and the
-    unit normal into the free space there: box containers (the inside of each box is free) and every
-    mesh collider of ``cset`` near the point, measured to its mesh (the contact surface the collider
-    reports, moved back by its offset). Far from every solid: (inf, 0, 0, 0); beyond a distance grid's
-    band the distance saturates and the normal is zero."""
+def _box_gap(px, py, pz, lo, hi):
+    """Distance from the point to the axis-aligned box [lo, hi] (m, 0 inside)."""
+    e0 = _beyond(px, lo[0], hi[0])
+    e1 = _beyond(py, lo[1], hi[1])
+    e2 = _beyond(pz, lo[2], hi[2])
+    return math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+
+
+@njit(cache=True)
+def distance_and_clearance(px, py, pz, boxes, cset, delta):
+    """:func:`solid_distance` at the point, and its clearance for ``delta``: a radius (m) around the point
+    within which every point is at least ``delta`` from the solids as :func:`solid_distance` measures
+    them (negative when the point itself is closer). ``(s, n0, n1, n2, clear)``.
+
+    The bounds: a box container's signed distance changes by at most the distance moved (it is exact);
+    a mesh collider's, read by trilinear interpolation from its distance grid in its own frame (or a
+    polytope's maximum of plane distances), by at most sqrt(3) times it (each axis of the grid's
+    interpolant changes by at most one cell per cell); a collider whose world box does not hold the
+    point does not count there, and cannot count within its distance to that box.
+    """
     best = np.inf
     b0 = b1 = b2 = 0.0
+    clear = np.inf
     for b in range(boxes.shape[0]):
         s, n0, n1, n2 = _box_distance(px, py, pz, boxes, b)
+        clear = min(clear, s - delta)
         if s < best:
             best, b0, b1, b2 = s, n0, n1, n2
     cols = cset.colliders
     for c in range(cols.shape[0]):
         col = cols[c]
         if not _near(px, py, pz, col):
+            clear = min(clear, _box_gap(px, py, pz, col.box_lo, col.box_hi) - delta)
             continue
         phi, n0, n1, n2, _tri, _r0, _r1, _r2 = collider_phi(px, py, pz, c, cset)
         s = phi + col.offset
+        clear = min(clear, (s - delta) / SQRT3)
         if s < best:
             best, b0, b1, b2 = s, n0, n1, n2
-    return best, b0, b1, b2
+    return best, b0, b1, b2, clear
+
+
+@njit(cache=True)
+def solid_distance(px, py, pz, boxes, cset):
+    """Signed distance from the point to the nearest solid surface (m, positive in the free space) and the
+    unit normal into the free space there: box containers (the inside of each box is free) and every
+    mesh collider of ``cset`` near the point, measured to its mesh (the contact surface the collider
+    reports, moved back by its offset). Far from every solid: (inf, 0, 0, 0); beyond a distance grid's
+    band the distance saturates and the normal is zero."""
+    s, n0, n1, n2, _clear = distance_and_clearance(px, py, pz, boxes, cset, 0.0)
+    return s, n0, n1, n2
 
 
 @njit(cache=True)
@@ -152,20 +183,28 @@ def _trilinear(field, origin, inv_cell, qx, qy, qz):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _meet(field, row_lo, row_hi, origin, cell, iso, meet, delta, read, kappa, boxes, cset):
+def _meet(field, row_lo, row_hi, origin, cell, iso, meet, delta, read, kappa, boxes, cset, skip=True):
     """The field combined with the solids in place (see the module docstring): at every point of the
     rows' ranges closer than ``delta`` to a solid, max with the field ``read`` out from the walls, then
-    min with kappa (s - meet), both relative to ``iso``."""
+    min with kappa (s - meet), both relative to ``iso``. Along a row, the points within a point's
+    clearance (:func:`distance_and_clearance`) are skipped (unless ``skip`` is False): they are farther
+    than ``delta`` too. Returns the number of points measured."""
     nx, ny, nz = field.shape
     inv_cell = 1.0 / cell
+    measured = 0
     for i in prange(nx):
         px = origin[0] + i * cell
         for j in range(ny):
             py = origin[1] + j * cell
-            for k in range(max(0, row_lo[i, j]), min(nz, row_hi[i, j] + 1)):
+            k = max(0, row_lo[i, j])
+            end = min(nz, row_hi[i, j] + 1)
+            while k < end:
                 pz = origin[2] + k * cell
-                s, n0, n1, n2 = solid_distance(px, py, pz, boxes, cset)
+                s, n0, n1, n2, clear = distance_and_clearance(px, py, pz, boxes, cset, delta)
+                measured += 1
                 if s >= delta:
+                    # this point and those of the row within its clearance are left as they are
+                    k += 1 + (int(min(clear * inv_cell, float(end - k))) if skip and clear > 0.0 else 0)
                     continue
                 f = field[i, j, k] - iso
                 if n0 != 0.0 or n1 != 0.0 or n2 != 0.0:
@@ -181,6 +220,8 @@ def _meet(field, row_lo, row_hi, origin, cell, iso, meet, delta, read, kappa, bo
                         qz += (read - sq) * m2
                     f = max(f, _trilinear(field, origin, inv_cell, qx, qy, qz) - iso)
                 field[i, j, k] = np.float32(min(f, kappa * (s - meet)) + iso)
+                k += 1
+    return measured
 
 
 @njit(parallel=True, nogil=True, cache=True)
