@@ -119,6 +119,31 @@ def describe(name: str, vertices, triangles) -> None:
           f"volume {enclosed_volume(v, t) * 1e3:8.3f} L, area {area:7.4f} m2")
 
 
+def mesh_path(frame: dict, p: SurfaceParameters, solids) -> str:
+    """Mesh the frame once and say which path meshed it: Surge's dense grid, or (a box of more points than
+    ``engine.surface.reconstruction.dense_limit``) splashsurf's sparse grid, which leaves out the stretched
+    kernels and the meeting with the solids."""
+    import logging
+
+    class Count(logging.Handler):
+        sparse = 0
+
+        def emit(self, record):
+            Count.sparse += "sparse grid" in record.getMessage()
+
+    log = logging.getLogger("engine.surface.reconstruction")
+    handler, level = Count(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        reconstruct(frame, p, solids)
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+    return ("splashsurf's sparse grid (the box is over the dense limit: no stretched kernels, no meeting)"
+            if Count.sparse else "Surge's dense grid")
+
+
 def timing(args, frame: dict) -> None:
     x = np.ascontiguousarray(frame["position"], np.float32)
     v = np.ascontiguousarray(frame["velocity"], np.float32)
@@ -127,8 +152,9 @@ def timing(args, frame: dict) -> None:
     solids = solids_of(args.n, frame)
     runs = {"surge": [], "surge (round, no colliders)": [], "splashsurf": [], "splashsurf+velocity": []}
     cpu = {k: [] for k in runs}
-    reconstruct(frame, p, solids)  # compiles (or loads) Surge's kernels
-    reconstruct(frame, plain)
+    paths = {}
+    for name, q, so in (("surge", p, solids), ("surge (round, no colliders)", plain, None)):
+        paths[name] = mesh_path(frame, q, so)  # (and compiles or loads Surge's kernels)
     splashsurf(x, None)
     out = {}
 
@@ -155,6 +181,8 @@ def timing(args, frame: dict) -> None:
     for k, t in runs.items():
         print(f"  {k:30s} {med[k]:7.3f} s/frame  {n / med[k]:10,.0f} particles/s   "
               f"(runs {', '.join(f'{s:.3f}' for s in t)}; CPU {mcpu[k]:.3f} s)")
+    for name, path in paths.items():
+        print(f"  {name}: {path}")
     for name in ("surge", "surge (round, no colliders)"):
         print(f"  {name} / pysplashsurf throughput: {med['splashsurf'] / med[name]:.2f}x without its velocity, "
               f"{med['splashsurf+velocity'] / med[name]:.2f}x with (wall time); by CPU time "

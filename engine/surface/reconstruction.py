@@ -84,8 +84,11 @@ BRIDGE_MAX = 2.6
 WEIGHT_NORMALISATION = 13.0
 
 #: A frame's dense colour-field grid may hold up to DENSE_POINTS_MIN points, or DENSE_POINTS_PER_PARTICLE
-#: per particle if that is more (4 bytes each); beyond, the frame goes to splashsurf's sparse grid.
-DENSE_POINTS_MIN = 1 << 24
+#: per particle if that is more (4 bytes each: 128 MiB at the minimum); beyond, the frame goes to splashsurf's
+#: sparse grid, without the stretched kernels and the meeting with the solids. The minimum keeps a splashing
+#: frame of about 100,000 particles dense (the benchmark's dam break at frame 25: 17.7 M points once its
+#: stretched kernels widen the box).
+DENSE_POINTS_MIN = 1 << 25
 DENSE_POINTS_PER_PARTICLE = 48
 
 
