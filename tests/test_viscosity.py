@@ -104,6 +104,34 @@ def test_rigid_rotation_and_translation_are_untouched():
     np.testing.assert_allclose(got, v, rtol=0, atol=2e-5)
 
 
+def test_viscosity_below_the_solver_s_smoothing_is_skipped_and_acts_without_it():
+    """vw.UNRESOLVED_FRACTION: water (1.0e-3 Pa s) at a spacing of 2.5 cm and a substep of 2 ms has the
+    stiffness 7e-5, under 5 % of PBF's default velocity smoothing (0.02 a substep): the pass is skipped and
+    the velocities are those given. With no smoothing the same water acts (a shear loses some of its
+    relative velocity), and olive oil (0.084 Pa s) is above the bound and acts under the smoothing too."""
+    dx = h = 0.025
+    x, nl = _cloud(n_side=6, dx=dx)
+    rng = np.random.default_rng(5)
+    v = rng.normal(0.0, 0.1, x.shape).astype(np.float32)
+    n = len(x)
+    one = np.ones(n, dtype=np.float32)
+
+    def apply(mu, rho, smoothing):
+        solver = vw.ImplicitViscosity(vw.make_model(1.0))
+        out = solver.apply(x, v.copy(), np.full(n, h, dtype=np.float32), np.full(n, mu, dtype=np.float32), one,
+                           one, dx ** 3, rho * dx ** 3, 0.002, nl, (np.zeros((0, 2, 3)), np.zeros(0), np.zeros(0),
+                                                                     _world_args()), smoothing)
+        return out, solver
+
+    water, solver = apply(1.0e-3, 1000.0, 0.02)
+    assert solver.skipped and 5e-5 < solver.stiffness < 0.05 * 0.02
+    np.testing.assert_array_equal(water, v)
+    water, solver = apply(1.0e-3, 1000.0, 0.0)
+    assert not solver.skipped and np.abs(water - v).max() > 1e-6
+    oil, solver = apply(0.084, 920.0, 0.02)
+    assert not solver.skipped and np.abs(oil - v).max() > 1e-4
+
+
 @pytest.mark.parametrize("no_slip", [1.0, 0.0])
 def test_linear_shear_through_a_no_slip_wall_is_force_free(no_slip):
     """The wall term -S (v - v_w) / d makes a shear u = g z through a no-slip floor exact, whatever the

@@ -161,7 +161,7 @@ class LiquidForces:
         return surface_tension.capillary_dt(table.density, table.surface_tension, dx)
 
     def apply(self, table: LiquidTable, x, v, h, vol, mass, volume0, mass0, liquid, age, dt, neighbours, boxes,
-              walls: WallResponse, cset, rho=None) -> np.ndarray:
+              walls: WallResponse, cset, rho=None, smoothing: float = 0.0) -> np.ndarray:
         """Update the velocities ``v`` (N, 3) float32 in place over a substep of ``dt`` seconds and return
         them.
 
@@ -170,13 +170,15 @@ class LiquidForces:
         density); ``liquid`` (N,) uint8 rows of ``table`` or None (every particle of row 0); ``age`` (N,)
         float32, s; ``neighbours`` the solver's list at ``x``; ``boxes`` (K, 2, 3) box containers; ``rho``
         (N,) float32 the particles' densities (kg/m^3) from the solver's last evaluation, for the surface
-        tension.
+        tension; ``smoothing`` the solver's own velocity smoothing per substep (PBF's XSPH coefficient), below
+        a fraction of which the viscosity is not resolved and is skipped
+        (:data:`engine.solvers.viscosity_weiler2018.UNRESOLVED_FRACTION`).
         """
         t0 = time.perf_counter()
         if table.has_viscosity:
             mu = table.particle_viscosity(liquid, age)
             out = self.viscosity.apply(x, v, h, mu, vol, mass, volume0, mass0, dt, neighbours,
-                                       (boxes, walls.box_no_slip, walls.collider_no_slip, cset))
+                                       (boxes, walls.box_no_slip, walls.collider_no_slip, cset), smoothing)
             if out is not v:
                 v[:] = out
         if table.has_surface_tension and rho is not None:

@@ -542,7 +542,7 @@ class PBFSolver:
         rel = self._lmass[:1].repeat(len(pt)) if self._uniform else self._lmass[self.level]
         self.liquid_forces.apply(m.liquid, pt.x, pt.v, h, rel, rel, float(m.level_mass[0]) / m.rho0,
                                  float(m.level_mass[0]), None, pt.age, dt, self.neighbours, m.boxes, m.walls, cset,
-                                 rho=pt.rho)
+                                 rho=pt.rho, smoothing=m.xsph)
 
     def memory_bytes(self) -> int:
         """Bytes held by the particle state (every channel at its capacity), the solver's buffers and
