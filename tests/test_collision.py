@@ -292,12 +292,18 @@ def test_liquid_dropped_on_a_thin_plane_does_not_pass_through(tmp_path):
                              colliders=[MeshCollider("Plane", plane, ColliderSettings(collider_mode="SHELL"))],
                              frame_start=1, frame_end=9)
     reader, _ = bake(tmp_path, scene)
+    # Most of the water runs off the sheet's edges onto the tank's floor, 5 cm below, and spreads there,
+    # under the sheet too. A particle below the sheet's area that has never been beyond its edges can
+    # only have come through it: zero such crossings in every frame. (The ids keep their order.)
+    beyond, ids = np.zeros(0, dtype=bool), reader.read_frame(1)["id"]
     for f in range(1, 10):
-        x = reader.read_frame(f)["position"].astype(np.float64)
+        frame = reader.read_frame(f)
+        assert np.array_equal(frame["id"], ids)  # nothing lost, same order
+        x = frame["position"].astype(np.float64)
         over = (np.abs(x[:, 0]) < 0.08 - 0.5 * 0.006) & (np.abs(x[:, 1]) < 0.08 - 0.5 * 0.006)
-        # particles above the sheet's area never get below it: zero crossings in every frame
-        assert int((over & (x[:, 2] < 0.05)).sum()) == 0, f
-    assert np.median(x[:, 2]) < 0.08  # it landed on the sheet
+        beyond = ~over if f == 1 else beyond | ~over
+        assert int((over & ~beyond & (x[:, 2] < 0.05)).sum()) == 0, f
+    assert int(beyond.sum()) > 0  # some of it did run off the sheet (the check above means something)
 
 
 @pytest.mark.slow  # an end-to-end bake checked for leaks or volume: physics validation
