@@ -272,7 +272,9 @@ def _conversion_only(bake, files, scene, cache_dir):
 
 
 def _child_writes(surge, session, frames, radius=0.01, fps=24.0):
-    """What the bake process does as it caches ``frames``: write their USD point files."""
+    """What the bake process does as it caches ``frames``: write their USD point files (with Blender's pxr,
+    which the bake process is given on its path)."""
+    submodule(surge, "bridge.usd").import_pxr()
     reader = submodule(surge, "engine.io.cache").CacheReader(session.cache_dir)
     writer = submodule(surge, "engine.io.usd").PointsWriter(session.usd_dir, radius)
     for frame in frames:
