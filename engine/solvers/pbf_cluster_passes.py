@@ -22,15 +22,13 @@ less than the stored slopes' memory, and XSPH likewise computes its kernel value
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 from numba import njit, prange
 
-from ..collision.walls import clamp_point_into_boxes
 from ..core.cluster_lanes import CLUSTER
 from .pbf_cluster_lanes import cluster_density, cluster_push, cluster_xsph
-from .pbf_passes import FASTMATH, _finish_particle
+from .pbf_passes import FASTMATH, _finish_particle, move_particle as _move
 
 #: Bytes of one cache line: a cluster's four 16-byte rows start at a multiple of it.
 _LINE = 64
@@ -156,45 +154,6 @@ def correct(xq, n, start, count, local, nbr, mask, h, scale, cohesion, slot, wal
                   idt, x_out, v)
             _move(i + 3, d[9], d[10], d[11], n, sc, xq, slot, wall_grad, wall_factor, lim, boxes32, margin32,
                   test_all, idt, x_out, v)
-
-
-@njit(inline="always", cache=True, fastmath=FASTMATH)
-def _move(i, s0, s1, s2, n, sc, xq, slot, wall_grad, wall_factor, lim, boxes32, margin32, test_all, idt, x_out, v):
-    """Particle i's correction from its pair sums (s0, s1, s2) (nothing past the n particles): the wall
-    push, the clamp to ``lim``, the box containers; x_out_i and v_i."""
-    if i >= n:
-        return
-    xi = xq[i, 0]
-    yi = xq[i, 1]
-    zi = xq[i, 2]
-    lami = xq[i, 3]
-    d0 = s0 * sc
-    d1 = s1 * sc
-    d2 = s2 * sc
-    s = slot[i]
-    if s >= 0 and lami < 0.0:
-        wf = np.float32(wall_factor) * lami
-        d0 += wf * wall_grad[s, 0]
-        d1 += wf * wall_grad[s, 1]
-        d2 += wf * wall_grad[s, 2]
-    # the robustness clamp of pbf_passes.correct: one correction moves a particle at most max_move h
-    dd = d0 * d0 + d1 * d1 + d2 * d2
-    if dd > lim * lim:
-        k = lim / math.sqrt(dd)
-        d0 *= k
-        d1 *= k
-        d2 *= k
-    n0 = xi + d0
-    n1 = yi + d1
-    n2 = zi + d2
-    if s >= 0 or test_all:
-        n0, n1, n2 = clamp_point_into_boxes(n0, n1, n2, boxes32, margin32)
-    x_out[i, 0] = n0
-    x_out[i, 1] = n1
-    x_out[i, 2] = n2
-    v[i, 0] += (n0 - xi) * idt
-    v[i, 1] += (n1 - yi) * idt
-    v[i, 2] += (n2 - zi) * idt
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)

@@ -286,6 +286,48 @@ def constraint(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, level
         block_max[b] = m_err
 
 
+@njit(inline="always", cache=True, fastmath=FASTMATH)
+def move_particle(i, s0, s1, s2, n, sc, xq, slot, wall_grad, wall_factor, lim, boxes32, margin32, test_all, idt,
+                  x_out, v):
+    """Particle i's correction from its pair sums (s0, s1, s2) of eq. 5 (nothing past the n particles):
+    times ``sc``, the wall push, the clamp to ``lim`` (the robustness clamp of :func:`correct`), the box
+    containers; x_out_i and v_i. Shared by :func:`correct` and the cluster passes
+    (:mod:`engine.solvers.pbf_cluster_passes`)."""
+    if i >= n:
+        return
+    xi = xq[i, 0]
+    yi = xq[i, 1]
+    zi = xq[i, 2]
+    lami = xq[i, 3]
+    d0 = s0 * sc
+    d1 = s1 * sc
+    d2 = s2 * sc
+    s = slot[i]
+    if s >= 0 and lami < 0.0:
+        wf = np.float32(wall_factor) * lami
+        d0 += wf * wall_grad[s, 0]
+        d1 += wf * wall_grad[s, 1]
+        d2 += wf * wall_grad[s, 2]
+    # the robustness clamp of pbf_passes.correct: one correction moves a particle at most max_move h
+    dd = d0 * d0 + d1 * d1 + d2 * d2
+    if dd > lim * lim:
+        k = lim / math.sqrt(dd)
+        d0 *= k
+        d1 *= k
+        d2 *= k
+    n0 = xi + d0
+    n1 = yi + d1
+    n2 = zi + d2
+    if s >= 0 or test_all:
+        n0, n1, n2 = clamp_point_into_boxes(n0, n1, n2, boxes32, margin32)
+    x_out[i, 0] = n0
+    x_out[i, 1] = n1
+    x_out[i, 2] = n2
+    v[i, 0] += (n0 - xi) * idt
+    v[i, 1] += (n1 - yi) * idt
+    v[i, 2] += (n2 - zi) * idt
+
+
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def correct(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, cohesion, uniform, scale, slot, wall_grad,
             wall_factor, max_move, boxes32, margin, test_all, inv_dt, block, slope,
@@ -352,39 +394,14 @@ def correct(xq, level, nbr_start, nbr_count, nbr_local, nbr, lh, lmass, cohesion
                         of[r] -= mi * g * dx
                         of[r + np.uintp(1)] -= mi * g * dy
                         of[r + np.uintp(2)] -= mi * g * dz
-            d0 *= sc
-            d1 *= sc
-            d2 *= sc
-            s = slot[i]
-            if s >= 0 and lami < 0.0:
-                wf = np.float32(wall_factor) * lami
-                d0 += wf * wall_grad[s, 0]
-                d1 += wf * wall_grad[s, 1]
-                d2 += wf * wall_grad[s, 2]
             # Robustness clamp: one correction moves a particle at most max_move h. It only acts on
             # pathological neighbourhoods (two particles nearly on top of each other after a violent
-            # impact), where the linearised constraint asks for a jump of several h.
-            lim = np.float32(max_move) * hi_
-            dd = d0 * d0 + d1 * d1 + d2 * d2
-            if dd > lim * lim:
-                k = lim / math.sqrt(dd)
-                d0 *= k
-                d1 *= k
-                d2 *= k
-            n0 = xi + d0
-            n1 = yi + d1
-            n2 = zi + d2
-            # Only particles flagged near a wall (slot >= 0) can reach one in the first FLAG_ITERATIONS
-            # iterations (see PBFSolver._boundary); later iterations test every particle.
-            # boxes32: the box corners rounded to float32, as the float64 clamp's result was when stored.
-            if s >= 0 or test_all:
-                n0, n1, n2 = clamp_point_into_boxes(n0, n1, n2, boxes32, margin32)
-            x_out[i, 0] = n0
-            x_out[i, 1] = n1
-            x_out[i, 2] = n2
-            v[i, 0] += (n0 - xi) * idt
-            v[i, 1] += (n1 - yi) * idt
-            v[i, 2] += (n2 - zi) * idt
+            # impact), where the linearised constraint asks for a jump of several h. Only particles
+            # flagged near a wall (slot >= 0) can reach one in the first FLAG_ITERATIONS iterations (see
+            # PBFSolver._boundary); later iterations test every particle. boxes32: the box corners rounded
+            # to float32, as the float64 clamp's result was when stored.
+            move_particle(i, d0, d1, d2, n, sc, xq, slot, wall_grad, wall_factor, np.float32(max_move) * hi_,
+                          boxes32, margin32, test_all, idt, x_out, v)
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
