@@ -97,14 +97,14 @@ def test_box_container_distance_is_exact():
 # -- the stage: USD written while the next frame is meshed ---------------------------------------
 
 def _pxr_on_path():
-    """Blender's own pxr (inside the bpy wheel, not on its path) for the USD writer; skip without it."""
+    """Blender's own pxr (inside the bpy wheel, not on its path) for the USD writer: the bpy wheel the
+    requirements install holds it, so a missing pxr is a failure."""
     import importlib.util
 
     from engine.io import usd
 
     usd.ensure_pxr()
-    if importlib.util.find_spec("pxr") is None:
-        pytest.skip("no pxr (Blender's USD library) here")
+    assert importlib.util.find_spec("pxr") is not None, "Blender's USD library (pxr) is not found in the bpy wheel"
 
 
 @pytest.fixture(scope="module")
